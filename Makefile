@@ -1,0 +1,54 @@
+# pykaf developer commands. Every target does its own set-up: a venv in .venv,
+# pykaf installed into it (editable) with the Cython codec compiled in place.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.pykaf-installed
+EXT_STAMP := $(VENV)/.pykaf-ext-built
+PYTEST_ARGS ?=
+
+.PHONY: help install ext test lint unit demo bench bench-check clean
+
+help:
+	@echo "make demo         run the demo (encode/decode batches, print throughput)"
+	@echo "make test         lint, type-check and run the whole test suite"
+	@echo "make bench        run bench/ against the peers and save the run"
+	@echo "make bench-check  compare the pykaf/peer ratios with bench/baseline.json"
+
+$(STAMP): pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -U pip setuptools wheel "Cython>=3.0.10"
+	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,lint]"
+	touch $(STAMP)
+
+# Rebuild the extension in place whenever the Cython source changes.
+$(EXT_STAMP): $(STAMP) pykaf/_codec.pyx
+	$(PY) setup.py -q build_ext --inplace
+	touch $(EXT_STAMP)
+
+install: $(EXT_STAMP)
+
+lint: install
+	$(VENV)/bin/ruff check pykaf tests bench tools
+	$(VENV)/bin/ruff format --check pykaf tests bench tools
+	$(VENV)/bin/mypy
+
+# pytest exits 5 when it collected no test; treat that as a failure of its own
+# kind with a clear message instead of a silent pass.
+test: lint
+	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+demo: install
+	$(PY) -m pykaf.demo
+
+bench: install
+	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly
+	$(PY) bench/ratios.py bench/results/latest.json
+
+bench-check: install
+	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly
+	$(PY) bench/ratios.py bench/results/latest.json --check bench/baseline.json
+
+clean:
+	rm -rf $(VENV) build pykaf/*.so pykaf/_codec.c .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,227 @@
+"""The record codec's interface, shared by ``pykaf._codec`` and ``pykaf._codec_py``.
+
+Both modules define exactly these names with these signatures and produce
+byte-identical output; ``pykaf.codec`` re-exports whichever one is active.
+Every decoder raises :class:`pykaf.errors.CorruptRecordError` on malformed
+input; encoders raise ``ValueError``/``TypeError`` on bad arguments and
+:class:`pykaf.errors.RecordTooLargeError` when one record cannot fit a batch.
+"""
+
+from collections.abc import Sequence
+from typing import Final, TypeAlias
+
+from pykaf._columns import BinaryColumn
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+Header: TypeAlias = tuple[str, bytes | None]
+Headers: TypeAlias = Sequence[tuple[str, bytes | None]]
+
+IMPLEMENTATION: Final[str]  # "cython" or "python"
+
+COMPRESSION_NONE: Final = 0
+COMPRESSION_GZIP: Final = 1
+COMPRESSION_SNAPPY: Final = 2
+COMPRESSION_LZ4: Final = 3
+COMPRESSION_ZSTD: Final = 4
+TIMESTAMP_CREATE_TIME: Final = 0
+TIMESTAMP_LOG_APPEND_TIME: Final = 1
+CONTROL_ABORT: Final = 0
+CONTROL_COMMIT: Final = 1
+RECORD_BATCH_OVERHEAD: Final = 61  # bytes of a v2 batch header
+NO_PRODUCER_ID: Final = -1
+
+# -- varints (Kafka limits: 5 bytes for 32-bit, 10 bytes for 64-bit) --------
+def encode_uvarint(value: int) -> bytes: ...
+def decode_uvarint(data: Buffer, pos: int = 0) -> tuple[int, int]: ...
+def encode_uvarlong(value: int) -> bytes: ...
+def decode_uvarlong(data: Buffer, pos: int = 0) -> tuple[int, int]: ...
+def encode_varint(value: int) -> bytes: ...
+def decode_varint(data: Buffer, pos: int = 0) -> tuple[int, int]: ...
+def encode_varlong(value: int) -> bytes: ...
+def decode_varlong(data: Buffer, pos: int = 0) -> tuple[int, int]: ...
+def crc32c(data: Buffer, value: int = 0) -> int: ...
+
+# -- decoded objects ---------------------------------------------------------
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    attributes: int
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+        attributes: int = 0,
+    ) -> None: ...
+    @property
+    def headers(self) -> list[Header]: ...
+
+class RecordBatch:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+    records: list[Record]
+    control_type_id: int  # -1 unless a control batch
+    coordinator_epoch: int  # -1 unless a transaction marker
+    size: int  # bytes this batch occupied in the input
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def compression(self) -> str: ...  # "none" "gzip" "snappy" "lz4" "zstd"
+    @property
+    def compression_type(self) -> int: ...
+    @property
+    def timestamp_type(self) -> int: ...
+    @property
+    def is_transactional(self) -> bool: ...
+    @property
+    def is_control(self) -> bool: ...
+    @property
+    def control_type(self) -> str | None: ...  # "commit", "abort" or None
+
+class RecordSet:
+    batches: list[RecordBatch]
+    incomplete: bool  # a partial batch follows the complete ones
+    consumed: int  # bytes taken by the complete batches
+    partial_size: int  # total size the partial batch declares (0 if none)
+
+def decode_record_set(data: Buffer, *, check_crc: bool = True) -> RecordSet: ...
+def decode_batches(data: Buffer, *, check_crc: bool = True) -> list[RecordBatch]: ...
+
+# -- encoding ----------------------------------------------------------------
+def record_size(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Headers | None = None,
+) -> int: ...
+
+class BatchBuilder:
+    compression: int
+    compression_level: int | None
+    max_bytes: int
+    max_records: int
+    timestamp_type: int
+    def __init__(
+        self,
+        *,
+        compression: int = 0,
+        compression_level: int | None = None,
+        max_bytes: int = 1048576,
+        max_records: int = 2147483647,
+        timestamp_type: int = 0,
+    ) -> None: ...
+    @property
+    def record_count(self) -> int: ...
+    @property
+    def size(self) -> int: ...  # uncompressed batch size so far, header included
+    @property
+    def base_timestamp(self) -> int: ...  # -1 while empty
+    @property
+    def max_timestamp(self) -> int: ...  # -1 while empty
+    def would_overflow(
+        self, key: bytes | None, value: bytes | None, headers: Headers | None = None
+    ) -> bool: ...
+    def append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+    ) -> int: ...
+    def extend(
+        self,
+        values: Sequence[bytes | None] | BinaryColumn,
+        keys: Sequence[bytes | None] | BinaryColumn | None = None,
+        timestamps: Sequence[int] | Buffer | None = None,
+        headers: Sequence[Headers | None] | None = None,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+        timestamp: int | None = None,
+    ) -> int: ...
+    def build(
+        self,
+        *,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        partition_leader_epoch: int = -1,
+    ) -> bytes: ...
+
+def encode_control_batch(
+    control_type: int,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    timestamp: int,
+    coordinator_epoch: int = 0,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes: ...
+def encode_legacy_message_set(
+    messages: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    *,
+    magic: int,
+    compression: int = 0,
+) -> bytes: ...
+
+class ProduceSet:
+    max_request_bytes: int
+    flush_bytes: int
+    flush_records: int
+    def __init__(
+        self,
+        *,
+        compression: int = 0,
+        compression_level: int | None = None,
+        max_batch_bytes: int = 1048576,
+        max_batch_records: int = 2147483647,
+        max_request_bytes: int = 104857600,
+        flush_bytes: int = 0,
+        flush_records: int = 0,
+    ) -> None: ...
+    @property
+    def buffered_bytes(self) -> int: ...
+    @property
+    def buffered_records(self) -> int: ...
+    def __len__(self) -> int: ...  # partitions holding records
+    def would_overflow(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+    ) -> bool: ...
+    def ready_to_flush(self) -> bool: ...
+    def add(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+    ) -> int: ...
+    def batch(self, topic: str, partition: int) -> BatchBuilder | None: ...
+    def drain(self) -> list[tuple[str, int, BatchBuilder]]: ...

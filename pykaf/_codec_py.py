@@ -1,0 +1,1097 @@
+"""Pure-Python twin of the Cython codec ``pykaf._codec`` (same names, same bytes).
+
+Selected by ``PYKAF_NO_EXTENSIONS=1`` or when the extension is not built; the
+tests run every codec test against both. Formats follow Kafka's definitions:
+record batch v2 (magic 2) and the legacy message sets (magic 0 and 1).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from crc32c import crc32c as _crc32c
+
+from pykaf import _compression
+from pykaf._columns import BinaryColumn
+from pykaf.errors import CorruptRecordError, RecordTooLargeError
+
+IMPLEMENTATION = "python"
+
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+RECORD_BATCH_OVERHEAD = 61
+NO_PRODUCER_ID = -1
+
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+_MAX_RECORD_COUNT = 2147483647
+_LEGACY_HEADER = 12  # offset int64 + message size int32
+_V2_HEADER = struct.Struct(">qiiBIhiqqqhii")
+_LEGACY_V0 = struct.Struct(">qiIbb")
+_INT32_MAX = 2**31 - 1
+
+Buffer = bytes | bytearray | memoryview
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+# -- varints ------------------------------------------------------------------
+
+
+def _encode_unsigned(value: int, limit: int, what: str) -> bytes:
+    if not 0 <= value < limit:
+        raise ValueError(f"{what} {value} out of range [0, {limit})")
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _decode_unsigned(data: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
+    if pos < 0:
+        raise ValueError("negative position")
+    value = 0
+    shift = 0
+    n = len(data)
+    for i in range(max_bytes):
+        if pos >= n:
+            raise CorruptRecordError("truncated varint")
+        b = data[pos]
+        pos += 1
+        if i == max_bytes - 1 and b > (0x0F if max_bytes == 5 else 0x01):
+            raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+    raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
+
+
+def encode_uvarint(value: int) -> bytes:
+    """Encode an unsigned 32-bit varint (at most 5 bytes)."""
+    return _encode_unsigned(value, 1 << 32, "uvarint")
+
+
+def decode_uvarint(data: Buffer, pos: int = 0) -> tuple[int, int]:
+    """Decode an unsigned 32-bit varint at ``pos``; return (value, next position)."""
+    return _decode_unsigned(data, pos, 5)
+
+
+def encode_uvarlong(value: int) -> bytes:
+    """Encode an unsigned 64-bit varint (at most 10 bytes)."""
+    return _encode_unsigned(value, 1 << 64, "uvarlong")
+
+
+def decode_uvarlong(data: Buffer, pos: int = 0) -> tuple[int, int]:
+    """Decode an unsigned 64-bit varint at ``pos``; return (value, next position)."""
+    return _decode_unsigned(data, pos, 10)
+
+
+def encode_varint(value: int) -> bytes:
+    """Encode a signed 32-bit zigzag varint."""
+    if not -(1 << 31) <= value < 1 << 31:
+        raise ValueError(f"varint {value} out of the int32 range")
+    return _encode_unsigned((value << 1) ^ (value >> 31), 1 << 32, "varint")
+
+
+def decode_varint(data: Buffer, pos: int = 0) -> tuple[int, int]:
+    """Decode a signed 32-bit zigzag varint at ``pos``; return (value, next position)."""
+    u, pos = _decode_unsigned(data, pos, 5)
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def encode_varlong(value: int) -> bytes:
+    """Encode a signed 64-bit zigzag varint."""
+    if not -(1 << 63) <= value < 1 << 63:
+        raise ValueError(f"varlong {value} out of the int64 range")
+    return _encode_unsigned((value << 1) ^ (value >> 63), 1 << 64, "varlong")
+
+
+def decode_varlong(data: Buffer, pos: int = 0) -> tuple[int, int]:
+    """Decode a signed 64-bit zigzag varint at ``pos``; return (value, next position)."""
+    u, pos = _decode_unsigned(data, pos, 10)
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def crc32c(data: Buffer, value: int = 0) -> int:
+    """CRC-32C (Castagnoli) of ``data``, continuing from ``value``."""
+    return int(_crc32c(data, value))
+
+
+def _varint_size(u: int) -> int:
+    n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+def _zz32(v: int) -> int:
+    return ((v << 1) ^ (v >> 31)) & 0xFFFFFFFF
+
+
+def _zz64(v: int) -> int:
+    return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
+
+
+# -- decoded objects -------------------------------------------------------------
+
+
+class Record:
+    """One record: its absolute offset, timestamp (ms), key, value and headers."""
+
+    __slots__ = ("_headers", "attributes", "key", "offset", "timestamp", "value")
+
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+        attributes: int = 0,
+    ) -> None:
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self._headers = list(headers) if headers else None
+        self.attributes = attributes
+
+    @property
+    def headers(self) -> list[tuple[str, bytes | None]]:
+        """The record's headers as ``(name, value)`` pairs, in order."""
+        return list(self._headers) if self._headers else []
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Record):
+            return NotImplemented
+        return (
+            self.offset == other.offset
+            and self.timestamp == other.timestamp
+            and self.key == other.key
+            and self.value == other.value
+            and self.headers == other.headers
+            and self.attributes == other.attributes
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+            f"value={self.value!r}, headers={self.headers!r})"
+        )
+
+
+class RecordBatch:
+    """A decoded record batch (magic 2) or legacy message (magic 0/1)."""
+
+    __slots__ = (
+        "attributes",
+        "base_offset",
+        "base_sequence",
+        "base_timestamp",
+        "batch_length",
+        "control_type_id",
+        "coordinator_epoch",
+        "crc",
+        "last_offset_delta",
+        "magic",
+        "max_timestamp",
+        "partition_leader_epoch",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "records",
+        "size",
+    )
+
+    def __init__(self) -> None:
+        self.base_offset = 0
+        self.batch_length = 0
+        self.partition_leader_epoch = -1
+        self.magic = 2
+        self.crc = 0
+        self.attributes = 0
+        self.last_offset_delta = 0
+        self.base_timestamp = -1
+        self.max_timestamp = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.record_count = 0
+        self.records: list[Record] = []
+        self.control_type_id = -1
+        self.coordinator_epoch = -1
+        self.size = 0
+
+    @property
+    def last_offset(self) -> int:
+        """Offset of the batch's last record (it may have been compacted away)."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """The offset to fetch after this batch."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression_type(self) -> int:
+        """Kafka's compression codec id (0 none .. 4 zstd)."""
+        return self.attributes & _COMPRESSION_MASK
+
+    @property
+    def compression(self) -> str:
+        """The compression codec's name."""
+        c = self.attributes & _COMPRESSION_MASK
+        return _compression.NAMES[c] if c < len(_compression.NAMES) else f"unknown-{c}"
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 for CreateTime, 1 for LogAppendTime."""
+        return 1 if self.attributes & _TIMESTAMP_TYPE_BIT else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        """Whether the batch belongs to a transaction."""
+        return self.magic >= 2 and bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        """Whether the batch holds a control record (e.g. a transaction marker)."""
+        return self.magic >= 2 and bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def control_type(self) -> str | None:
+        """``"commit"`` or ``"abort"`` for transaction markers, else None."""
+        if self.control_type_id == CONTROL_COMMIT:
+            return "commit"
+        if self.control_type_id == CONTROL_ABORT:
+            return "abort"
+        return None
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(magic={self.magic}, base_offset={self.base_offset}, "
+            f"last_offset={self.last_offset}, records={len(self.records)}, "
+            f"compression={self.compression!r}, producer_id={self.producer_id}, "
+            f"transactional={self.is_transactional}, control={self.control_type!r})"
+        )
+
+
+class RecordSet:
+    """What a fetch response's records field held: complete batches, maybe a partial one."""
+
+    __slots__ = ("batches", "consumed", "incomplete", "partial_size")
+
+    def __init__(
+        self, batches: list[RecordBatch], incomplete: bool, consumed: int, partial_size: int
+    ) -> None:
+        self.batches = batches
+        self.incomplete = incomplete
+        self.consumed = consumed
+        self.partial_size = partial_size
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordSet(batches={len(self.batches)}, incomplete={self.incomplete}, "
+            f"consumed={self.consumed}, partial_size={self.partial_size})"
+        )
+
+
+# -- decoding -------------------------------------------------------------------
+
+
+def decode_batches(data: Buffer, *, check_crc: bool = True) -> list[RecordBatch]:
+    """Decode every complete batch in ``data`` (a trailing partial batch is left out).
+
+    Raises:
+        CorruptRecordError: malformed bytes or a CRC mismatch.
+    """
+    return decode_record_set(data, check_crc=check_crc).batches
+
+
+def decode_record_set(data: Buffer, *, check_crc: bool = True) -> RecordSet:
+    """Decode a fetch response's records field, reporting a trailing partial batch.
+
+    Raises:
+        CorruptRecordError: malformed bytes or a CRC mismatch.
+    """
+    view = memoryview(data).cast("B")
+    n = len(view)
+    pos = 0
+    batches: list[RecordBatch] = []
+    while pos < n:
+        if n - pos < _LEGACY_HEADER:
+            return RecordSet(batches, True, pos, 0)
+        length = struct.unpack_from(">i", view, pos + 8)[0]
+        if length < 14:  # smaller than the smallest legacy message
+            raise CorruptRecordError(f"record batch length {length} is too small")
+        end = pos + _LEGACY_HEADER + length
+        if end > n:
+            return RecordSet(batches, True, pos, _LEGACY_HEADER + length)
+        magic = view[pos + 16]
+        if magic == 2:
+            batches.append(_decode_v2(view, pos, end, check_crc))
+        elif magic in (0, 1):
+            _decode_legacy(view, pos, end, check_crc, batches)
+        else:
+            raise CorruptRecordError(f"unknown record batch magic {magic}")
+        pos = end
+    return RecordSet(batches, False, pos, 0)
+
+
+def _decode_v2(view: memoryview, pos: int, end: int, check_crc: bool) -> RecordBatch:
+    if end - pos < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(f"record batch of {end - pos} bytes is shorter than its header")
+    (
+        base_offset,
+        batch_length,
+        leader_epoch,
+        _magic,
+        crc,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    ) = _V2_HEADER.unpack_from(view, pos)
+    if check_crc:
+        actual = _crc32c(view[pos + 21 : end])
+        if actual != crc:
+            raise CorruptRecordError(
+                f"record batch at offset {base_offset}: CRC mismatch "
+                f"(stored {crc:#010x}, computed {actual:#010x})"
+            )
+    if count < 0:
+        raise CorruptRecordError(f"negative record count {count}")
+    if last_offset_delta < 0:
+        raise CorruptRecordError(f"negative last offset delta {last_offset_delta}")
+    b = RecordBatch()
+    b.base_offset = base_offset
+    b.batch_length = batch_length
+    b.partition_leader_epoch = leader_epoch
+    b.magic = 2
+    b.crc = crc
+    b.attributes = attributes
+    b.last_offset_delta = last_offset_delta
+    b.base_timestamp = base_timestamp
+    b.max_timestamp = max_timestamp
+    b.producer_id = producer_id
+    b.producer_epoch = producer_epoch
+    b.base_sequence = base_sequence
+    b.record_count = count
+    b.size = end - pos
+    codec = attributes & _COMPRESSION_MASK
+    body: Buffer = view[pos + RECORD_BATCH_OVERHEAD : end]
+    if codec != COMPRESSION_NONE:
+        body = _compression.decompress(codec, body)
+    log_append = bool(attributes & _TIMESTAMP_TYPE_BIT)
+    b.records = _decode_records(
+        memoryview(body), count, base_offset, base_timestamp, max_timestamp if log_append else None
+    )
+    if attributes & _CONTROL_BIT:
+        _read_control(b)
+    return b
+
+
+def _decode_records(
+    body: memoryview, count: int, base_offset: int, base_ts: int, log_append_ts: int | None
+) -> list[Record]:
+    n = len(body)
+    # Each record takes at least 7 bytes; a larger count cannot be honest.
+    if count > n // 7:
+        raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
+    records: list[Record] = []
+    pos = 0
+    for _ in range(count):
+        length, pos = decode_varint(body, pos)
+        if length < 0 or pos + length > n:
+            raise CorruptRecordError(f"record length {length} overruns the batch")
+        rec_end = pos + length
+        if pos >= rec_end:
+            raise CorruptRecordError("empty record")
+        attributes = body[pos]
+        pos += 1
+        ts_delta, pos = decode_varlong(body, pos)
+        off_delta, pos = decode_varint(body, pos)
+        key, pos = _read_varbytes(body, pos, rec_end)
+        value, pos = _read_varbytes(body, pos, rec_end)
+        hcount, pos = decode_varint(body, pos)
+        if hcount < 0 or hcount > rec_end - pos:
+            raise CorruptRecordError(f"header count {hcount} is invalid")
+        headers: list[tuple[str, bytes | None]] | None = None
+        if hcount:
+            headers = []
+            for _h in range(hcount):
+                hkey, pos = _read_varbytes(body, pos, rec_end)
+                if hkey is None:
+                    raise CorruptRecordError("null header key")
+                try:
+                    name = hkey.decode()
+                except UnicodeDecodeError as exc:
+                    raise CorruptRecordError(f"header key is not UTF-8: {exc}") from None
+                hval, pos = _read_varbytes(body, pos, rec_end)
+                headers.append((name, hval))
+        if pos != rec_end:
+            raise CorruptRecordError(f"record length {length} disagrees with its fields")
+        ts = log_append_ts if log_append_ts is not None else base_ts + ts_delta
+        r = Record(base_offset + off_delta, ts, key, value, None, attributes)
+        r._headers = headers
+        records.append(r)
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
+    return records
+
+
+def _read_varbytes(body: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
+    length, pos = decode_varint(body, pos)
+    if length < 0:
+        if length != -1:
+            raise CorruptRecordError(f"invalid length {length}")
+        return None, pos
+    if pos + length > end:
+        raise CorruptRecordError(f"field of {length} bytes overruns its record")
+    return bytes(body[pos : pos + length]), pos + length
+
+
+def _read_control(b: RecordBatch) -> None:
+    if len(b.records) != 1:
+        raise CorruptRecordError(f"control batch holds {len(b.records)} records, expected 1")
+    key = b.records[0].key
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("control record key is too short")
+    version, ctype = struct.unpack_from(">hh", key)
+    if version < 0:
+        raise CorruptRecordError(f"control record key version {version}")
+    b.control_type_id = ctype
+    if ctype in (CONTROL_ABORT, CONTROL_COMMIT):
+        value = b.records[0].value
+        if value is None or len(value) < 6:
+            raise CorruptRecordError("transaction marker value is too short")
+        b.coordinator_epoch = struct.unpack_from(">i", value, 2)[0]
+
+
+def _decode_legacy(
+    view: memoryview, pos: int, end: int, check_crc: bool, out: list[RecordBatch]
+) -> None:
+    offset, _size, crc, magic, attributes = _LEGACY_V0.unpack_from(view, pos)
+    attributes &= 0xFF
+    p = pos + 18
+    timestamp = -1
+    if magic == 1:
+        if end - p < 8:
+            raise CorruptRecordError("legacy message is truncated")
+        timestamp = struct.unpack_from(">q", view, p)[0]
+        p += 8
+    if check_crc:
+        actual = zlib.crc32(view[pos + 16 : end])
+        if actual != crc:
+            raise CorruptRecordError(
+                f"legacy message at offset {offset}: CRC mismatch "
+                f"(stored {crc:#010x}, computed {actual:#010x})"
+            )
+    key, p = _read_bytes32(view, p, end)
+    value, p = _read_bytes32(view, p, end)
+    if p != end:
+        raise CorruptRecordError("legacy message size disagrees with its fields")
+    codec = attributes & _COMPRESSION_MASK
+    b = RecordBatch()
+    b.magic = magic
+    b.crc = crc
+    b.attributes = attributes
+    b.batch_length = end - pos - _LEGACY_HEADER
+    b.size = end - pos
+    b.base_timestamp = b.max_timestamp = timestamp
+    if codec == COMPRESSION_NONE:
+        b.base_offset = offset
+        b.record_count = 1
+        b.records = [Record(offset, timestamp, key, value)]
+        out.append(b)
+        return
+    if value is None:
+        raise CorruptRecordError("compressed legacy message has no value")
+    inner_data = _compression.decompress(codec, value)
+    inner: list[RecordBatch] = []
+    inner_view = memoryview(inner_data)
+    ipos = 0
+    while ipos < len(inner_view):
+        if len(inner_view) - ipos < _LEGACY_HEADER + 14:
+            raise CorruptRecordError("truncated message inside a compressed wrapper")
+        ilen = struct.unpack_from(">i", inner_view, ipos + 8)[0]
+        iend = ipos + _LEGACY_HEADER + ilen
+        if ilen < 14 or iend > len(inner_view):
+            raise CorruptRecordError(f"inner legacy message length {ilen} is invalid")
+        if inner_view[ipos + 16] not in (0, 1):
+            raise CorruptRecordError("inner message of a compressed wrapper has a bad magic")
+        _decode_legacy(inner_view, ipos, iend, check_crc, inner)
+        if inner[-1].compression_type != COMPRESSION_NONE:
+            raise CorruptRecordError("nested compressed legacy messages")
+        ipos = iend
+    if not inner:
+        raise CorruptRecordError("compressed legacy message is empty")
+    records = [r for ib in inner for r in ib.records]
+    if magic == 1:
+        # Inner offsets are relative; the wrapper carries the last one's absolute offset.
+        shift = offset - records[-1].offset
+        for r in records:
+            r.offset += shift
+        if attributes & _TIMESTAMP_TYPE_BIT:
+            for r in records:
+                r.timestamp = timestamp
+    b.base_offset = records[0].offset
+    b.last_offset_delta = records[-1].offset - records[0].offset
+    b.record_count = len(records)
+    b.records = records
+    out.append(b)
+
+
+def _read_bytes32(view: memoryview, p: int, end: int) -> tuple[bytes | None, int]:
+    if end - p < 4:
+        raise CorruptRecordError("legacy message is truncated")
+    n = struct.unpack_from(">i", view, p)[0]
+    p += 4
+    if n < 0:
+        if n != -1:
+            raise CorruptRecordError(f"invalid length {n}")
+        return None, p
+    if n > end - p:
+        raise CorruptRecordError(f"field of {n} bytes overruns its message")
+    return bytes(view[p : p + n]), p + n
+
+
+# -- encoding -------------------------------------------------------------------
+
+
+def _bytes_len(b: bytes | None) -> int:
+    if b is None:
+        return 1
+    n = len(b)
+    return _varint_size(_zz32(n)) + n
+
+
+def _headers_size(headers: Headers | None) -> int:
+    if not headers:
+        return 1
+    size = _varint_size(_zz32(len(headers)))
+    for name, value in headers:
+        if not isinstance(name, str):
+            raise TypeError(f"header names must be str, not {type(name).__name__}")
+        size += _bytes_len(name.encode()) + _bytes_len(value)
+    return size
+
+
+def record_size(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Headers | None = None,
+) -> int:
+    """Encoded size of one v2 record, its length prefix included."""
+    body = (
+        1
+        + _varint_size(_zz64(timestamp_delta))
+        + _varint_size(_zz32(offset_delta))
+        + _bytes_len(key)
+        + _bytes_len(value)
+        + _headers_size(headers)
+    )
+    return _varint_size(_zz32(body)) + body
+
+
+# An upper bound on a record's size beyond its key, value and headers bytes:
+# length (5) + attributes (1) + timestamp delta (10) + offset delta (5).
+_MAX_RECORD_OVERHEAD = 21
+
+
+def _write_varbytes(out: bytearray, b: bytes | None) -> None:
+    if b is None:
+        out.append(1)  # zigzag(-1)
+        return
+    out += _encode_unsigned(_zz32(len(b)), 1 << 32, "length")
+    out += b
+
+
+def _check_bytes(b: object, what: str) -> None:
+    if b is not None and not isinstance(b, (bytes, bytearray, memoryview)):
+        raise TypeError(f"{what} must be bytes or None, not {type(b).__name__}")
+
+
+class BatchBuilder:
+    """Accumulates records for one partition and builds a v2 record batch.
+
+    ``append`` adds one record; ``extend`` adds many from columns; ``build``
+    returns the finished batch (compressed, with its CRC). Sizes are tracked as
+    the uncompressed batch size, as Kafka's own producers do.
+    """
+
+    def __init__(
+        self,
+        *,
+        compression: int = 0,
+        compression_level: int | None = None,
+        max_bytes: int = 1048576,
+        max_records: int = _MAX_RECORD_COUNT,
+        timestamp_type: int = 0,
+    ) -> None:
+        if not 0 <= compression <= 4:
+            raise ValueError(f"unknown compression codec {compression}")
+        if max_bytes <= RECORD_BATCH_OVERHEAD:
+            raise ValueError(f"max_bytes must exceed {RECORD_BATCH_OVERHEAD}")
+        if not 0 < max_records <= _MAX_RECORD_COUNT:
+            raise ValueError("max_records must be in [1, 2**31-1]")
+        if timestamp_type not in (0, 1):
+            raise ValueError("timestamp_type must be 0 or 1")
+        self.compression = compression
+        self.compression_level = compression_level
+        self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.timestamp_type = timestamp_type
+        self._buf = bytearray()
+        self._count = 0
+        self._base_ts = -1
+        self._max_ts = -1
+
+    @property
+    def record_count(self) -> int:
+        """Records appended so far."""
+        return self._count
+
+    @property
+    def size(self) -> int:
+        """Uncompressed size of the batch so far, its 61-byte header included."""
+        return RECORD_BATCH_OVERHEAD + len(self._buf)
+
+    @property
+    def base_timestamp(self) -> int:
+        """The first record's timestamp (-1 while empty)."""
+        return self._base_ts
+
+    @property
+    def max_timestamp(self) -> int:
+        """The largest record timestamp (-1 while empty)."""
+        return self._max_ts
+
+    def would_overflow(
+        self, key: bytes | None, value: bytes | None, headers: Headers | None = None
+    ) -> bool:
+        """Whether appending this record might not fit (a conservative estimate)."""
+        if self._count >= self.max_records:
+            return True
+        est = _MAX_RECORD_OVERHEAD + _bytes_len(key) + _bytes_len(value) + _headers_size(headers)
+        return self.size + est > self.max_bytes
+
+    def append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+    ) -> int:
+        """Append one record; return its offset delta, or -1 if the batch is full.
+
+        Raises:
+            RecordTooLargeError: the record cannot fit even an empty batch.
+            TypeError: key, value or a header has the wrong type.
+        """
+        _check_bytes(key, "key")
+        _check_bytes(value, "value")
+        if headers:
+            for h in headers:
+                _check_bytes(h[1], "header value")
+        if self._count >= self.max_records:
+            return -1
+        base_ts = timestamp if self._count == 0 else self._base_ts
+        ts_delta = timestamp - base_ts
+        if not -(1 << 63) <= ts_delta < 1 << 63:
+            raise ValueError(f"timestamp {timestamp} is too far from the batch's base")
+        size = record_size(self._count, ts_delta, key, value, headers)
+        if self.size + size > self.max_bytes:
+            if self._count == 0:
+                raise RecordTooLargeError(
+                    f"a record of {size} bytes does not fit a batch of at most "
+                    f"{self.max_bytes} bytes"
+                )
+            return -1
+        self._write(size, ts_delta, key, value, headers)
+        if self._count == 0:
+            self._base_ts = timestamp
+            self._max_ts = timestamp
+        elif timestamp > self._max_ts:
+            self._max_ts = timestamp
+        self._count += 1
+        return self._count - 1
+
+    def _write(
+        self,
+        size: int,
+        ts_delta: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None,
+    ) -> None:
+        out = self._buf
+        body = _body_len(size)  # size counts the length prefix itself
+        out += _encode_unsigned(_zz32(body), 1 << 32, "length")
+        out.append(0)
+        out += _encode_unsigned(_zz64(ts_delta), 1 << 64, "delta")
+        out += _encode_unsigned(_zz32(self._count), 1 << 32, "delta")
+        _write_varbytes(out, key)
+        _write_varbytes(out, value)
+        if not headers:
+            out.append(0)
+            return
+        out += _encode_unsigned(_zz32(len(headers)), 1 << 32, "count")
+        for name, hval in headers:
+            _write_varbytes(out, name.encode())
+            _write_varbytes(out, hval)
+
+    def extend(
+        self,
+        values: Sequence[bytes | None] | BinaryColumn,
+        keys: Sequence[bytes | None] | BinaryColumn | None = None,
+        timestamps: Sequence[int] | Buffer | None = None,
+        headers: Sequence[Headers | None] | None = None,
+        *,
+        start: int = 0,
+        stop: int | None = None,
+        timestamp: int | None = None,
+    ) -> int:
+        """Append ``values[start:stop]`` (with matching keys, timestamps, headers).
+
+        Returns the index after the last record appended: ``stop`` when all
+        fitted, less when the batch filled up first.
+
+        Raises:
+            RecordTooLargeError: the record at ``start`` cannot fit an empty batch.
+            ValueError: the columns are shorter than ``stop``.
+        """
+        n = len(values)
+        stop = n if stop is None else stop
+        if not 0 <= start <= stop <= n:
+            raise ValueError(f"start={start}, stop={stop} outside a column of {n} values")
+        for name, col in (("keys", keys), ("headers", headers)):
+            if col is not None and len(col) < stop:
+                raise ValueError(f"{name} has {len(col)} entries, fewer than stop={stop}")
+        ts_list: Sequence[int] | None = None
+        if timestamps is not None:
+            ts_list = _timestamps_view(timestamps)
+            if len(ts_list) < stop:
+                raise ValueError(f"timestamps has {len(ts_list)} entries, fewer than {stop}")
+        elif timestamp is None:
+            timestamp = int(time.time() * 1000)
+        for i in range(start, stop):
+            ts = ts_list[i] if ts_list is not None else timestamp
+            assert ts is not None
+            k = keys[i] if keys is not None else None
+            h = headers[i] if headers is not None else None
+            if self.append(ts, k, values[i], h) < 0:
+                return i
+        return stop
+
+    def build(
+        self,
+        *,
+        base_offset: int = 0,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        is_transactional: bool = False,
+        partition_leader_epoch: int = -1,
+    ) -> bytes:
+        """Return the finished batch: header, CRC-32C and (compressed) records.
+
+        Raises:
+            ValueError: the batch is empty.
+        """
+        if self._count == 0:
+            raise ValueError("cannot build an empty record batch")
+        body: Buffer = self._buf
+        if self.compression != COMPRESSION_NONE:
+            body = _compression.compress(self.compression, body, self.compression_level)
+        attributes = self.compression
+        if self.timestamp_type:
+            attributes |= _TIMESTAMP_TYPE_BIT
+        if is_transactional:
+            attributes |= _TRANSACTIONAL_BIT
+        return _assemble(
+            base_offset,
+            partition_leader_epoch,
+            attributes,
+            self._count - 1,
+            self._base_ts,
+            self._max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            self._count,
+            body,
+        )
+
+
+def _body_len(size: int) -> int:
+    """The body length of a record whose total size (prefix included) is ``size``."""
+    for width in range(1, 6):
+        body = size - width
+        if _varint_size(_zz32(body)) == width:
+            return body
+    raise AssertionError(size)
+
+
+def _timestamps_view(timestamps: Sequence[int] | Buffer) -> Sequence[int]:
+    """Timestamps as a sequence: a list as is, a buffer read as native int64."""
+    try:
+        mv = memoryview(timestamps)  # type: ignore[arg-type]
+    except TypeError:
+        return timestamps  # type: ignore[return-value]
+    if mv.itemsize != 8 and mv.format != "B":
+        raise TypeError(f"timestamps buffer must hold int64 values, not {mv.format!r}")
+    raw = mv.cast("B")
+    if len(raw) % 8:
+        raise ValueError("timestamps buffer is not a whole number of int64 values")
+    return raw.cast("q").tolist()
+
+
+def _assemble(
+    base_offset: int,
+    leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_ts: int,
+    max_ts: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    count: int,
+    body: Buffer,
+) -> bytes:
+    tail = struct.pack(
+        ">hiqqqhii",
+        attributes,
+        last_offset_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    crc = _crc32c(body, _crc32c(tail))
+    length = 49 + len(body)  # everything after the batchLength field
+    if length > _INT32_MAX:
+        raise ValueError("record batch exceeds 2 GiB")
+    head = struct.pack(">qiiBI", base_offset, length, leader_epoch, 2, crc)
+    return b"".join((head, tail, body))
+
+
+def encode_control_batch(
+    control_type: int,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    timestamp: int,
+    coordinator_epoch: int = 0,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Encode a transaction marker batch (COMMIT=1 or ABORT=0) as a broker writes it."""
+    if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+        raise ValueError(f"control_type must be 0 (abort) or 1 (commit), not {control_type}")
+    key = struct.pack(">hh", 0, control_type)
+    value = struct.pack(">hi", 0, coordinator_epoch)
+    size = record_size(0, 0, key, value)
+    out = bytearray()
+    out += _encode_unsigned(_zz32(_body_len(size)), 1 << 32, "length")
+    out += b"\x00\x00\x00"  # attributes, timestamp delta 0, offset delta 0
+    _write_varbytes(out, key)
+    _write_varbytes(out, value)
+    out.append(0)
+    return _assemble(
+        base_offset,
+        partition_leader_epoch,
+        _TRANSACTIONAL_BIT | _CONTROL_BIT,
+        0,
+        timestamp,
+        timestamp,
+        producer_id,
+        producer_epoch,
+        -1,
+        1,
+        out,
+    )
+
+
+def _legacy_message(
+    magic: int, offset: int, timestamp: int, attributes: int, key: Any, value: Any
+) -> bytes:
+    body = bytearray(struct.pack(">bb", magic, attributes))
+    if magic == 1:
+        body += struct.pack(">q", timestamp)
+    for field in (key, value):
+        if field is None:
+            body += struct.pack(">i", -1)
+        else:
+            body += struct.pack(">i", len(field))
+            body += field
+    crc = zlib.crc32(body)
+    return struct.pack(">qiI", offset, len(body) + 4, crc) + bytes(body)
+
+
+def encode_legacy_message_set(
+    messages: Sequence[tuple[int, int, bytes | None, bytes | None]],
+    *,
+    magic: int,
+    compression: int = 0,
+) -> bytes:
+    """Encode (offset, timestamp, key, value) tuples as a magic 0 or 1 message set.
+
+    With compression the messages are wrapped in one compressed message, as
+    pre-0.11 producers wrote them (magic 1: relative inner offsets).
+    """
+    if magic not in (0, 1):
+        raise ValueError("legacy magic must be 0 or 1")
+    if not 0 <= compression <= (4 if magic else 3):
+        raise ValueError(f"compression {compression} is not valid for magic {magic}")
+    if compression == COMPRESSION_NONE:
+        return b"".join(_legacy_message(magic, o, t, 0, k, v) for o, t, k, v in messages)
+    if not messages:
+        raise ValueError("a compressed message set needs at least one message")
+    first = messages[0][0]
+    inner = b"".join(
+        _legacy_message(magic, (o - first) if magic == 1 else o, t, 0, k, v)
+        for o, t, k, v in messages
+    )
+    wrapped = _compression.compress(compression, inner)
+    last_offset = messages[-1][0]
+    max_ts = max(t for _o, t, _k, _v in messages)
+    return _legacy_message(magic, last_offset, max_ts, compression, None, wrapped)
+
+
+class ProduceSet:
+    """sarama's produce set: per topic and partition, the batches for one request."""
+
+    def __init__(
+        self,
+        *,
+        compression: int = 0,
+        compression_level: int | None = None,
+        max_batch_bytes: int = 1048576,
+        max_batch_records: int = _MAX_RECORD_COUNT,
+        max_request_bytes: int = 104857600,
+        flush_bytes: int = 0,
+        flush_records: int = 0,
+    ) -> None:
+        if max_request_bytes < max_batch_bytes:
+            raise ValueError("max_request_bytes must be at least max_batch_bytes")
+        self._opts = {
+            "compression": compression,
+            "compression_level": compression_level,
+            "max_bytes": max_batch_bytes,
+            "max_records": max_batch_records,
+        }
+        BatchBuilder(**self._opts)  # type: ignore[arg-type]  # validate once
+        self.max_request_bytes = max_request_bytes
+        self.flush_bytes = flush_bytes
+        self.flush_records = flush_records
+        self._batches: dict[tuple[str, int], BatchBuilder] = {}
+        self._bytes = 0
+        self._records = 0
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Uncompressed bytes buffered over all partitions (batch headers included)."""
+        return self._bytes
+
+    @property
+    def buffered_records(self) -> int:
+        """Records buffered over all partitions."""
+        return self._records
+
+    def __len__(self) -> int:
+        return len(self._batches)
+
+    def would_overflow(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+    ) -> bool:
+        """Whether this record might not fit the partition's batch or the request."""
+        est = _MAX_RECORD_OVERHEAD + _bytes_len(key) + _bytes_len(value) + _headers_size(headers)
+        b = self._batches.get((topic, partition))
+        if b is None:
+            return self._bytes + RECORD_BATCH_OVERHEAD + est > self.max_request_bytes
+        return self._bytes + est > self.max_request_bytes or b.would_overflow(key, value, headers)
+
+    def ready_to_flush(self) -> bool:
+        """Whether the buffered records should be sent now (sarama's readyToFlush)."""
+        if self._records == 0:
+            return False
+        if self.flush_bytes == 0 and self.flush_records == 0:
+            return True
+        if self.flush_records and self._records >= self.flush_records:
+            return True
+        return bool(self.flush_bytes and self._bytes >= self.flush_bytes)
+
+    def add(
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
+    ) -> int:
+        """Add a record; return its offset delta in the batch, or -1 if the batch is full.
+
+        Raises:
+            RecordTooLargeError: the record cannot fit even an empty batch.
+        """
+        tp = (topic, partition)
+        b = self._batches.get(tp)
+        fresh = b is None
+        if b is None:
+            b = BatchBuilder(**self._opts)  # type: ignore[arg-type]
+        before = b.size
+        idx = b.append(timestamp, key, value, headers)
+        if idx < 0:
+            return -1
+        if fresh:
+            self._batches[tp] = b
+            before = 0
+        self._bytes += b.size - before
+        self._records += 1
+        return idx
+
+    def batch(self, topic: str, partition: int) -> BatchBuilder | None:
+        """The partition's batch being filled, if any."""
+        return self._batches.get((topic, partition))
+
+    def drain(self) -> list[tuple[str, int, BatchBuilder]]:
+        """Take every non-empty batch out, leaving the set empty."""
+        out = [(t, p, b) for (t, p), b in self._batches.items()]
+        self._batches = {}
+        self._bytes = 0
+        self._records = 0
+        return out

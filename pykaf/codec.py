@@ -1,0 +1,116 @@
+"""Kafka's record formats: varints, record batches v2, legacy message sets.
+
+This public module re-exports the compiled codec ``pykaf._codec`` or, when
+``PYKAF_NO_EXTENSIONS=1`` is set (or the extension is missing), its pure-Python
+twin ``pykaf._codec_py``. Both have the same names, signatures and output.
+``IMPLEMENTATION`` says which one is active.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pykaf._columns import BinaryColumn
+
+if os.environ.get("PYKAF_NO_EXTENSIONS") == "1":
+    from pykaf import _codec_py as _impl
+else:
+    try:
+        from pykaf import _codec as _impl  # type: ignore[no-redef]
+    except ImportError:  # not compiled (e.g. a source checkout without a build)
+        from pykaf import _codec_py as _impl
+
+IMPLEMENTATION: str = _impl.IMPLEMENTATION
+
+COMPRESSION_NONE = _impl.COMPRESSION_NONE
+COMPRESSION_GZIP = _impl.COMPRESSION_GZIP
+COMPRESSION_SNAPPY = _impl.COMPRESSION_SNAPPY
+COMPRESSION_LZ4 = _impl.COMPRESSION_LZ4
+COMPRESSION_ZSTD = _impl.COMPRESSION_ZSTD
+COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+TIMESTAMP_CREATE_TIME = _impl.TIMESTAMP_CREATE_TIME
+TIMESTAMP_LOG_APPEND_TIME = _impl.TIMESTAMP_LOG_APPEND_TIME
+CONTROL_ABORT = _impl.CONTROL_ABORT
+CONTROL_COMMIT = _impl.CONTROL_COMMIT
+RECORD_BATCH_OVERHEAD = _impl.RECORD_BATCH_OVERHEAD
+NO_PRODUCER_ID = _impl.NO_PRODUCER_ID
+
+encode_uvarint = _impl.encode_uvarint
+decode_uvarint = _impl.decode_uvarint
+encode_uvarlong = _impl.encode_uvarlong
+decode_uvarlong = _impl.decode_uvarlong
+encode_varint = _impl.encode_varint
+decode_varint = _impl.decode_varint
+encode_varlong = _impl.encode_varlong
+decode_varlong = _impl.decode_varlong
+crc32c = _impl.crc32c
+
+Record = _impl.Record
+RecordBatch = _impl.RecordBatch
+RecordSet = _impl.RecordSet
+decode_record_set = _impl.decode_record_set
+decode_batches = _impl.decode_batches
+
+record_size = _impl.record_size
+BatchBuilder = _impl.BatchBuilder
+ProduceSet = _impl.ProduceSet
+encode_control_batch = _impl.encode_control_batch
+encode_legacy_message_set = _impl.encode_legacy_message_set
+
+
+def compression_code(name: str | int | None) -> int:
+    """Turn a compression name ("lz4") or code (3) into Kafka's code.
+
+    Raises:
+        ValueError: for an unknown name or code.
+    """
+    if name is None:
+        return COMPRESSION_NONE
+    if isinstance(name, int):
+        if 0 <= name < len(COMPRESSION_NAMES):
+            return name
+        raise ValueError(f"unknown compression code {name}")
+    try:
+        return COMPRESSION_NAMES.index(name.lower())
+    except ValueError:
+        raise ValueError(
+            f"unknown compression {name!r}; expected one of {', '.join(COMPRESSION_NAMES)}"
+        ) from None
+
+
+__all__ = [
+    "COMPRESSION_GZIP",
+    "COMPRESSION_LZ4",
+    "COMPRESSION_NAMES",
+    "COMPRESSION_NONE",
+    "COMPRESSION_SNAPPY",
+    "COMPRESSION_ZSTD",
+    "CONTROL_ABORT",
+    "CONTROL_COMMIT",
+    "IMPLEMENTATION",
+    "NO_PRODUCER_ID",
+    "RECORD_BATCH_OVERHEAD",
+    "TIMESTAMP_CREATE_TIME",
+    "TIMESTAMP_LOG_APPEND_TIME",
+    "BatchBuilder",
+    "BinaryColumn",
+    "ProduceSet",
+    "Record",
+    "RecordBatch",
+    "RecordSet",
+    "compression_code",
+    "crc32c",
+    "decode_batches",
+    "decode_record_set",
+    "decode_uvarint",
+    "decode_uvarlong",
+    "decode_varint",
+    "decode_varlong",
+    "encode_control_batch",
+    "encode_legacy_message_set",
+    "encode_uvarint",
+    "encode_uvarlong",
+    "encode_varint",
+    "encode_varlong",
+    "record_size",
+]
