@@ -1,0 +1,1409 @@
+# cython: language_level=3
+"""Compiled record codec: varints, record batch v2, legacy message sets, produce sets.
+
+The hot paths (record encode and decode, the bulk columnar encode) are C loops
+over typed buffers. Every read of input bytes is bounds-checked against the end
+of its enclosing structure; malformed input raises CorruptRecordError. The
+pure-Python twin ``pykaf._codec_py`` has the same names and writes the same
+bytes; ``pykaf/_codec.pyi`` documents the interface.
+"""
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongLong
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport (
+    INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
+)
+from libc.string cimport memcpy
+
+import time
+
+from crc32c import crc32c as _crc32c
+
+from pykaf import _compression
+from pykaf._columns import BinaryColumn
+from pykaf._codec_py import encode_control_batch, encode_legacy_message_set
+from pykaf.errors import CorruptRecordError, RecordTooLargeError
+
+cdef extern from "Python.h":
+    object PyMemoryView_FromMemory(char *mem, Py_ssize_t size, int flags)
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    int PyBUF_READ
+    object PySequence_Fast(object o, const char* m)
+    Py_ssize_t PySequence_Fast_GET_SIZE(object o)
+    PyObject* PySequence_Fast_GET_ITEM(object o, Py_ssize_t i)  # borrowed
+
+IMPLEMENTATION = "cython"
+
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+TIMESTAMP_CREATE_TIME = 0
+TIMESTAMP_LOG_APPEND_TIME = 1
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+RECORD_BATCH_OVERHEAD = 61
+NO_PRODUCER_ID = -1
+
+DEF HEADER = 61
+DEF COMPRESSION_MASK = 0x07
+DEF TIMESTAMP_TYPE_BIT = 0x08
+DEF TRANSACTIONAL_BIT = 0x10
+DEF CONTROL_BIT = 0x20
+DEF MAX_RECORD_OVERHEAD = 21  # length 5 + attributes 1 + ts delta 10 + offset delta 5
+DEF INT32_MAX = 2147483647
+
+cdef object _NAMES = _compression.NAMES
+cdef object _decompress = _compression.decompress
+cdef object _compress = _compression.compress
+
+__all__ = [
+    "BatchBuilder", "ProduceSet", "Record", "RecordBatch", "RecordSet",
+    "crc32c", "decode_batches", "decode_record_set", "decode_uvarint", "decode_uvarlong",
+    "decode_varint", "decode_varlong", "encode_control_batch", "encode_legacy_message_set",
+    "encode_uvarint", "encode_uvarlong", "encode_varint", "encode_varlong", "record_size",
+]
+
+
+# -- big-endian and varint primitives ------------------------------------------
+
+cdef inline int16_t rd16(const uint8_t* p) noexcept nogil:
+    return <int16_t>((<uint32_t>p[0] << 8) | p[1])
+
+cdef inline int32_t rd32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+cdef inline int64_t rd64(const uint8_t* p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>rd32(p) << 32) | <uint32_t>rd32(p + 4))
+
+cdef inline void wr16(uint8_t* p, int64_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 8)
+    p[1] = <uint8_t>v
+
+cdef inline void wr32(uint8_t* p, int64_t v) noexcept nogil:
+    p[0] = <uint8_t>(v >> 24)
+    p[1] = <uint8_t>(v >> 16)
+    p[2] = <uint8_t>(v >> 8)
+    p[3] = <uint8_t>v
+
+cdef inline void wr64(uint8_t* p, int64_t v) noexcept nogil:
+    wr32(p, <int64_t>(<uint64_t>v >> 32))
+    wr32(p + 4, v)
+
+cdef inline uint32_t zz32(int64_t v) noexcept nogil:
+    return <uint32_t>((<uint32_t>v << 1) ^ <uint32_t>(<int32_t>v >> 31))
+
+cdef inline uint64_t zz64(int64_t v) noexcept nogil:
+    return (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+
+cdef inline int uvar_size(uint64_t u) noexcept nogil:
+    cdef int n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+cdef inline Py_ssize_t put_uvar(uint8_t* p, uint64_t u) noexcept nogil:
+    cdef Py_ssize_t n = 0
+    while u >= 0x80:
+        p[n] = <uint8_t>((u & 0x7F) | 0x80)
+        u >>= 7
+        n += 1
+    p[n] = <uint8_t>u
+    return n + 1
+
+cdef int _varint_error(Py_ssize_t pos, Py_ssize_t end, int max_bytes) except -1:
+    if pos >= end:
+        raise CorruptRecordError("truncated varint")
+    raise CorruptRecordError(f"varint longer than {max_bytes} bytes")
+
+cdef inline uint64_t get_uvar(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end,
+                              int max_bytes) except? 0xFFFFFFFFFFFFFFFF:
+    """Read an unsigned varint of at most max_bytes (5 or 10) at pos[0], bounds-checked."""
+    cdef Py_ssize_t i = pos[0]
+    cdef uint64_t value = 0
+    cdef uint8_t b
+    cdef int shift = 0, k
+    if i < end and p[i] < 0x80:  # the common one-byte case
+        pos[0] = i + 1
+        return p[i]
+    for k in range(max_bytes):
+        if i >= end:
+            _varint_error(i, end, max_bytes)
+        b = p[i]
+        i += 1
+        if k == max_bytes - 1 and b > (0x0F if max_bytes == 5 else 0x01):
+            _varint_error(0, 1, max_bytes)
+        value |= (<uint64_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            pos[0] = i
+            return value
+        shift += 7
+    _varint_error(0, 1, max_bytes)
+    return 0
+
+cdef inline int32_t get_varint(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end) except? -2147483648:
+    cdef uint32_t u = <uint32_t>get_uvar(p, pos, end, 5)
+    return <int32_t>((u >> 1) ^ (0U - (u & 1)))
+
+cdef inline int64_t get_varlong(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end) except? -9223372036854775807:
+    cdef uint64_t u = get_uvar(p, pos, end, 10)
+    return <int64_t>((u >> 1) ^ (0ULL - (u & 1)))
+
+
+# -- public varint and CRC functions -------------------------------------------
+
+cdef bytes _uvar_bytes(uint64_t u):
+    cdef uint8_t tmp[10]
+    cdef Py_ssize_t n = put_uvar(tmp, u)
+    return PyBytes_FromStringAndSize(<char*>tmp, n)
+
+def encode_uvarint(value):
+    """Encode an unsigned 32-bit varint (at most 5 bytes)."""
+    if not 0 <= value < (1 << 32):
+        raise ValueError(f"uvarint {value} out of range [0, {1 << 32})")
+    return _uvar_bytes(<uint64_t>value)
+
+def encode_uvarlong(value):
+    """Encode an unsigned 64-bit varint (at most 10 bytes)."""
+    if not 0 <= value < (1 << 64):
+        raise ValueError(f"uvarlong {value} out of range [0, {1 << 64})")
+    return _uvar_bytes(<uint64_t>value)
+
+def encode_varint(value):
+    """Encode a signed 32-bit zigzag varint."""
+    if not -(1 << 31) <= value < (1 << 31):
+        raise ValueError(f"varint {value} out of the int32 range")
+    return _uvar_bytes(zz32(<int64_t>value))
+
+def encode_varlong(value):
+    """Encode a signed 64-bit zigzag varint."""
+    if not -(1 << 63) <= value < (1 << 63):
+        raise ValueError(f"varlong {value} out of the int64 range")
+    return _uvar_bytes(zz64(<int64_t>value))
+
+cdef tuple _decode_var(data, Py_ssize_t pos, int max_bytes, bint signed):
+    cdef const uint8_t[::1] buf = _as_bytes_view(data)
+    cdef Py_ssize_t n = buf.shape[0]
+    cdef uint64_t u
+    if pos < 0:
+        raise ValueError("negative position")
+    if pos >= n:
+        raise CorruptRecordError("truncated varint")
+    u = get_uvar(&buf[0], &pos, n, max_bytes)
+    if not signed:
+        return u, pos
+    if max_bytes == 5:
+        return <int32_t>((<uint32_t>u >> 1) ^ (0U - (<uint32_t>u & 1))), pos
+    return <int64_t>((u >> 1) ^ (0ULL - (u & 1))), pos
+
+def decode_uvarint(data, Py_ssize_t pos=0):
+    """Decode an unsigned 32-bit varint at ``pos``; return (value, next position)."""
+    return _decode_var(data, pos, 5, False)
+
+def decode_uvarlong(data, Py_ssize_t pos=0):
+    """Decode an unsigned 64-bit varint at ``pos``; return (value, next position)."""
+    return _decode_var(data, pos, 10, False)
+
+def decode_varint(data, Py_ssize_t pos=0):
+    """Decode a signed 32-bit zigzag varint at ``pos``; return (value, next position)."""
+    return _decode_var(data, pos, 5, True)
+
+def decode_varlong(data, Py_ssize_t pos=0):
+    """Decode a signed 64-bit zigzag varint at ``pos``; return (value, next position)."""
+    return _decode_var(data, pos, 10, True)
+
+def crc32c(data, value=0):
+    """CRC-32C (Castagnoli) of ``data``, continuing from ``value``."""
+    return int(_crc32c(data, value))
+
+cdef object _as_bytes_view(object data):
+    """A contiguous unsigned-byte view of any buffer (empty buffers included)."""
+    if type(data) is bytes or type(data) is bytearray:
+        return data
+    mv = memoryview(data)
+    if mv.ndim != 1 or mv.itemsize != 1 or not mv.c_contiguous or mv.format not in ("B", "b", "c"):
+        mv = mv.cast("B")
+    elif mv.format != "B":
+        mv = mv.cast("B")
+    return mv
+
+
+# -- decoded objects -------------------------------------------------------------
+
+@cython.freelist(1024)
+@cython.final
+@cython.no_gc
+cdef class Record:
+    """One record: its absolute offset, timestamp (ms), key, value and headers.
+
+    Records hold bytes, None and header lists, which cannot form reference
+    cycles, so the type stays out of the cyclic GC: decoding a million records
+    does not set off a thousand generation-0 collections.
+    """
+
+    cdef public int64_t offset
+    cdef public int64_t timestamp
+    cdef public object key
+    cdef public object value
+    cdef public int attributes
+    cdef object _headers
+
+    def __init__(self, int64_t offset, int64_t timestamp, key, value, headers=None,
+                 int attributes=0):
+        self.offset = offset
+        self.timestamp = timestamp
+        self.key = key
+        self.value = value
+        self._headers = list(headers) if headers else None
+        self.attributes = attributes
+
+    @property
+    def headers(self):
+        """The record's headers as ``(name, value)`` pairs, in order."""
+        return list(self._headers) if self._headers else []
+
+    def __eq__(self, other):
+        if not isinstance(other, Record):
+            return NotImplemented
+        cdef Record o = <Record>other
+        return (self.offset == o.offset and self.timestamp == o.timestamp
+                and self.key == o.key and self.value == o.value
+                and self.headers == o.headers and self.attributes == o.attributes)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
+                f"value={self.value!r}, headers={self.headers!r})")
+
+
+# Cython exposes ``cdef public`` fields through getset descriptors, which
+# CPython's attribute specialisation does not cover. Record's fields are read
+# once or more per consumed record, so they get real member descriptors (the
+# kind ``__slots__`` makes): ``record.value`` then costs what a slot read costs.
+cdef extern from "structmember.h":
+    ctypedef struct PyMemberDef:
+        const char* name
+        int type
+        Py_ssize_t offset
+        int flags
+        const char* doc
+    int T_OBJECT_EX
+    int T_LONGLONG
+    int T_INT
+
+cdef extern from "Python.h":
+    PyObject* PyBytes_FromStringAndSize_raw "PyBytes_FromStringAndSize" (const char* v, Py_ssize_t n)
+    char* PyBytes_AS_STRING_raw "PyBytes_AS_STRING" (PyObject* o)
+    int _PyBytes_Resize(PyObject** o, Py_ssize_t n)
+    void Py_XDECREF(PyObject* o)
+    object PyDescr_NewMember(type tp, PyMemberDef* m)
+    void PyType_Modified(type tp)
+    ctypedef struct PyTypeObject:
+        PyObject* tp_dict
+
+cdef PyMemberDef _record_members[5]
+
+
+cdef Py_ssize_t _object_slot(Record probe, object sentinel) except -1:
+    """Byte offset of the object field of ``probe`` that holds ``sentinel``."""
+    cdef char* base = <char*><PyObject*>probe
+    cdef Py_ssize_t off
+    for off in range(sizeof(PyObject), Record.__basicsize__ - sizeof(PyObject*) + 1,
+                     sizeof(PyObject*)):
+        if (<PyObject**>(base + off))[0] == <PyObject*>sentinel:
+            return off
+    raise RuntimeError("Record field not found")
+
+
+cdef void _install_record_members() except *:
+    cdef Record probe = Record.__new__(Record)
+    cdef char* base = <char*><PyObject*>probe
+    cdef dict tp_dict = <dict>(<PyTypeObject*>Record).tp_dict
+    key_mark, value_mark = object(), object()
+    probe.key = key_mark
+    probe.value = value_mark
+    spec = (
+        (b"offset", T_LONGLONG, <char*>&probe.offset - base, b"The record's absolute offset."),
+        (b"timestamp", T_LONGLONG, <char*>&probe.timestamp - base, b"Timestamp in ms."),
+        (b"key", T_OBJECT_EX, _object_slot(probe, key_mark), b"The key (bytes or None)."),
+        (b"value", T_OBJECT_EX, _object_slot(probe, value_mark), b"The value (bytes or None)."),
+        (b"attributes", T_INT, <char*>&probe.attributes - base, b"Record attributes."),
+    )
+    cdef int i
+    for i in range(5):
+        name, kind, off, doc = spec[i]
+        _record_members[i].name = <const char*>name
+        _record_members[i].type = kind
+        _record_members[i].offset = off
+        _record_members[i].flags = 0
+        _record_members[i].doc = <const char*>doc
+        tp_dict[name.decode()] = PyDescr_NewMember(Record, &_record_members[i])
+    PyType_Modified(Record)
+
+
+_install_record_members()
+
+
+@cython.final
+cdef class RecordBatch:
+    """A decoded record batch (magic 2) or legacy message (magic 0/1)."""
+
+    cdef public int64_t base_offset
+    cdef public int32_t batch_length
+    cdef public int32_t partition_leader_epoch
+    cdef public int magic
+    cdef public uint32_t crc
+    cdef public int attributes
+    cdef public int32_t last_offset_delta
+    cdef public int64_t base_timestamp
+    cdef public int64_t max_timestamp
+    cdef public int64_t producer_id
+    cdef public int producer_epoch
+    cdef public int32_t base_sequence
+    cdef public int32_t record_count
+    cdef public list records
+    cdef public int control_type_id
+    cdef public int32_t coordinator_epoch
+    cdef public Py_ssize_t size
+
+    def __cinit__(self):
+        self.partition_leader_epoch = -1
+        self.magic = 2
+        self.base_timestamp = -1
+        self.max_timestamp = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = -1
+        self.records = []
+        self.control_type_id = -1
+        self.coordinator_epoch = -1
+
+    @property
+    def last_offset(self):
+        """Offset of the batch's last record (it may have been compacted away)."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self):
+        """The offset to fetch after this batch."""
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression_type(self):
+        """Kafka's compression codec id (0 none .. 4 zstd)."""
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def compression(self):
+        """The compression codec's name."""
+        cdef int c = self.attributes & COMPRESSION_MASK
+        return _NAMES[c] if c < len(_NAMES) else f"unknown-{c}"
+
+    @property
+    def timestamp_type(self):
+        """0 for CreateTime, 1 for LogAppendTime."""
+        return 1 if self.attributes & TIMESTAMP_TYPE_BIT else 0
+
+    @property
+    def is_transactional(self):
+        """Whether the batch belongs to a transaction."""
+        return self.magic >= 2 and bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self):
+        """Whether the batch holds a control record (e.g. a transaction marker)."""
+        return self.magic >= 2 and bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def control_type(self):
+        """``"commit"`` or ``"abort"`` for transaction markers, else None."""
+        if self.control_type_id == CONTROL_COMMIT:
+            return "commit"
+        if self.control_type_id == CONTROL_ABORT:
+            return "abort"
+        return None
+
+    def __repr__(self):
+        return (f"RecordBatch(magic={self.magic}, base_offset={self.base_offset}, "
+                f"last_offset={self.last_offset}, records={len(self.records)}, "
+                f"compression={self.compression!r}, producer_id={self.producer_id}, "
+                f"transactional={self.is_transactional}, control={self.control_type!r})")
+
+
+@cython.final
+cdef class RecordSet:
+    """What a fetch response's records field held: complete batches, maybe a partial one."""
+
+    cdef public list batches
+    cdef public bint incomplete
+    cdef public Py_ssize_t consumed
+    cdef public Py_ssize_t partial_size
+
+    def __init__(self, list batches, bint incomplete, Py_ssize_t consumed, Py_ssize_t partial_size):
+        self.batches = batches
+        self.incomplete = incomplete
+        self.consumed = consumed
+        self.partial_size = partial_size
+
+    def __repr__(self):
+        return (f"RecordSet(batches={len(self.batches)}, incomplete={self.incomplete}, "
+                f"consumed={self.consumed}, partial_size={self.partial_size})")
+
+
+# -- decoding -------------------------------------------------------------------
+
+def decode_batches(data, *, bint check_crc=True):
+    """Decode every complete batch in ``data`` (a trailing partial batch is left out).
+
+    Raises:
+        CorruptRecordError: malformed bytes or a CRC mismatch.
+    """
+    return decode_record_set(data, check_crc=check_crc).batches
+
+
+def decode_record_set(data, *, bint check_crc=True):
+    """Decode a fetch response's records field, reporting a trailing partial batch.
+
+    Raises:
+        CorruptRecordError: malformed bytes or a CRC mismatch.
+    """
+    cdef object owner = _as_bytes_view(data)
+    cdef const uint8_t[::1] buf
+    cdef Py_ssize_t n = len(owner)
+    cdef Py_ssize_t pos = 0, end
+    cdef int32_t length
+    cdef int magic
+    cdef list batches = []
+    if n == 0:
+        return RecordSet(batches, False, 0, 0)
+    buf = owner
+    cdef const uint8_t* p = &buf[0]
+    while pos < n:
+        if n - pos < 12:
+            return RecordSet(batches, True, pos, 0)
+        length = rd32(p + pos + 8)
+        if length < 14:  # smaller than the smallest legacy message
+            raise CorruptRecordError(f"record batch length {length} is too small")
+        if <Py_ssize_t>length > n - pos - 12:
+            return RecordSet(batches, True, pos, 12 + <Py_ssize_t>length)
+        end = pos + 12 + length
+        magic = p[pos + 16]
+        if magic == 2:
+            batches.append(_decode_v2(owner, p, pos, end, check_crc))
+        elif magic == 0 or magic == 1:
+            _decode_legacy(p, pos, end, check_crc, batches)
+        else:
+            raise CorruptRecordError(f"unknown record batch magic {magic}")
+        pos = end
+    return RecordSet(batches, False, pos, 0)
+
+
+cdef RecordBatch _decode_v2(object owner, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
+                            bint check_crc):
+    if end - pos < HEADER:
+        raise CorruptRecordError(f"record batch of {end - pos} bytes is shorter than its header")
+    cdef const uint8_t* h = p + pos
+    cdef RecordBatch b = RecordBatch.__new__(RecordBatch)
+    b.base_offset = rd64(h)
+    b.batch_length = rd32(h + 8)
+    b.partition_leader_epoch = rd32(h + 12)
+    b.magic = 2
+    b.crc = <uint32_t>rd32(h + 17)
+    b.attributes = <uint16_t>rd16(h + 21)
+    b.last_offset_delta = rd32(h + 23)
+    b.base_timestamp = rd64(h + 27)
+    b.max_timestamp = rd64(h + 35)
+    b.producer_id = rd64(h + 43)
+    b.producer_epoch = rd16(h + 51)
+    b.base_sequence = rd32(h + 53)
+    b.record_count = rd32(h + 57)
+    b.size = end - pos
+    cdef uint32_t actual
+    if check_crc:
+        actual = <uint32_t>_crc32c(PyMemoryView_FromMemory(<char*>h + 21, end - pos - 21, PyBUF_READ))
+        if actual != b.crc:
+            raise CorruptRecordError(
+                f"record batch at offset {b.base_offset}: CRC mismatch "
+                f"(stored {b.crc:#010x}, computed {actual:#010x})")
+    if b.record_count < 0:
+        raise CorruptRecordError(f"negative record count {b.record_count}")
+    if b.last_offset_delta < 0:
+        raise CorruptRecordError(f"negative last offset delta {b.last_offset_delta}")
+    cdef int codec = b.attributes & COMPRESSION_MASK
+    cdef bint log_append = (b.attributes & TIMESTAMP_TYPE_BIT) != 0
+    cdef bytes inflated
+    if codec == 0:
+        b.records = _decode_records(h + HEADER, end - pos - HEADER, b.record_count,
+                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp)
+    else:
+        inflated = _decompress(codec, PyMemoryView_FromMemory(<char*>h + HEADER, end - pos - HEADER, PyBUF_READ))
+        b.records = _decode_records(<const uint8_t*>PyBytes_AS_STRING(inflated),
+                                    PyBytes_GET_SIZE(inflated), b.record_count,
+                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp)
+    if b.attributes & CONTROL_BIT:
+        _read_control(b)
+    return b
+
+
+cdef inline object _get_varbytes(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end):
+    cdef int32_t n = get_varint(p, pos, end)
+    cdef Py_ssize_t i = pos[0]
+    if n < 0:
+        if n != -1:
+            raise CorruptRecordError(f"invalid length {n}")
+        return None
+    if n > end - i:
+        raise CorruptRecordError(f"field of {n} bytes overruns its record")
+    pos[0] = i + n
+    return PyBytes_FromStringAndSize(<const char*>p + i, n)
+
+
+cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t base_offset,
+                          int64_t base_ts, bint log_append, int64_t log_ts):
+    # Each record takes at least 7 bytes; a larger count cannot be honest.
+    if count > n // 7:
+        raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
+    cdef list records = [None] * count
+    cdef Py_ssize_t pos = 0, rec_end, hpos
+    cdef int32_t i, j, length, hcount, off_delta, klen
+    cdef int64_t ts_delta
+    cdef Record r
+    cdef list headers
+    cdef object name
+    for i in range(count):
+        length = get_varint(p, &pos, n)
+        if length <= 0 or length > n - pos:
+            raise CorruptRecordError(f"record length {length} overruns the batch")
+        rec_end = pos + length
+        r = Record.__new__(Record)
+        r.attributes = p[pos]
+        pos += 1
+        ts_delta = get_varlong(p, &pos, rec_end)
+        off_delta = get_varint(p, &pos, rec_end)
+        r.key = _get_varbytes(p, &pos, rec_end)
+        r.value = _get_varbytes(p, &pos, rec_end)
+        hcount = get_varint(p, &pos, rec_end)
+        if hcount:
+            if hcount < 0 or hcount > rec_end - pos:
+                raise CorruptRecordError(f"header count {hcount} is invalid")
+            headers = []
+            for j in range(hcount):
+                klen = get_varint(p, &pos, rec_end)
+                if klen < 0 or klen > rec_end - pos:
+                    raise CorruptRecordError(f"header key length {klen} is invalid")
+                try:
+                    name = PyUnicode_DecodeUTF8(<const char*>p + pos, klen, NULL)
+                except UnicodeDecodeError as exc:
+                    raise CorruptRecordError(f"header key is not UTF-8: {exc}") from None
+                pos += klen
+                headers.append((name, _get_varbytes(p, &pos, rec_end)))
+            r._headers = headers
+        if pos != rec_end:
+            raise CorruptRecordError(f"record length {length} disagrees with its fields")
+        r.offset = base_offset + off_delta
+        r.timestamp = log_ts if log_append else base_ts + ts_delta
+        records[i] = r
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
+    return records
+
+
+cdef void _read_control(RecordBatch b) except *:
+    if len(b.records) != 1:
+        raise CorruptRecordError(f"control batch holds {len(b.records)} records, expected 1")
+    cdef Record r = b.records[0]
+    cdef bytes key = r.key
+    cdef bytes value
+    if key is None or len(key) < 4:
+        raise CorruptRecordError("control record key is too short")
+    cdef const uint8_t* k = <const uint8_t*>PyBytes_AS_STRING(key)
+    if rd16(k) < 0:
+        raise CorruptRecordError(f"control record key version {rd16(k)}")
+    b.control_type_id = rd16(k + 2)
+    if b.control_type_id == CONTROL_ABORT or b.control_type_id == CONTROL_COMMIT:
+        value = r.value
+        if value is None or len(value) < 6:
+            raise CorruptRecordError("transaction marker value is too short")
+        b.coordinator_epoch = rd32(<const uint8_t*>PyBytes_AS_STRING(value) + 2)
+
+
+cdef object _get_bytes32(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end):
+    cdef Py_ssize_t i = pos[0]
+    cdef int32_t n
+    if end - i < 4:
+        raise CorruptRecordError("legacy message is truncated")
+    n = rd32(p + i)
+    i += 4
+    if n < 0:
+        if n != -1:
+            raise CorruptRecordError(f"invalid length {n}")
+        pos[0] = i
+        return None
+    if n > end - i:
+        raise CorruptRecordError(f"field of {n} bytes overruns its message")
+    pos[0] = i + n
+    return PyBytes_FromStringAndSize(<const char*>p + i, n)
+
+
+cdef void _decode_legacy(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, bint check_crc,
+                         list out) except *:
+    # The caller guarantees end - pos >= 26 (12-byte prefix + the 14-byte minimum).
+    cdef int64_t offset = rd64(p + pos)
+    cdef uint32_t crc = <uint32_t>rd32(p + pos + 12)
+    cdef int magic = p[pos + 16]
+    cdef int attributes = p[pos + 17]
+    cdef Py_ssize_t q = pos + 18
+    cdef int64_t timestamp = -1
+    cdef uint32_t actual
+    if magic == 1:
+        if end - q < 8:
+            raise CorruptRecordError("legacy message is truncated")
+        timestamp = rd64(p + q)
+        q += 8
+    if check_crc:
+        actual = _compute_crc32(p + pos + 16, end - pos - 16)
+        if actual != crc:
+            raise CorruptRecordError(
+                f"legacy message at offset {offset}: CRC mismatch "
+                f"(stored {crc:#010x}, computed {actual:#010x})")
+    key = _get_bytes32(p, &q, end)
+    value = _get_bytes32(p, &q, end)
+    if q != end:
+        raise CorruptRecordError("legacy message size disagrees with its fields")
+    cdef int codec = attributes & COMPRESSION_MASK
+    cdef RecordBatch b = RecordBatch.__new__(RecordBatch)
+    b.magic = magic
+    b.crc = crc
+    b.attributes = attributes
+    b.batch_length = <int32_t>(end - pos - 12)
+    b.size = end - pos
+    b.base_timestamp = timestamp
+    b.max_timestamp = timestamp
+    cdef Record r
+    if codec == 0:
+        b.base_offset = offset
+        b.record_count = 1
+        r = Record.__new__(Record)
+        r.offset = offset
+        r.timestamp = timestamp
+        r.key = key
+        r.value = value
+        b.records = [r]
+        out.append(b)
+        return
+    if value is None:
+        raise CorruptRecordError("compressed legacy message has no value")
+    cdef bytes inner_data = _decompress(codec, value)
+    cdef const uint8_t* ip = <const uint8_t*>PyBytes_AS_STRING(inner_data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(inner_data), ipos = 0, iend
+    cdef int32_t ilen
+    cdef list inner = []
+    cdef RecordBatch ib
+    while ipos < n:
+        if n - ipos < 26:
+            raise CorruptRecordError("truncated message inside a compressed wrapper")
+        ilen = rd32(ip + ipos + 8)
+        if ilen < 14 or ilen > n - ipos - 12:
+            raise CorruptRecordError(f"inner legacy message length {ilen} is invalid")
+        iend = ipos + 12 + ilen
+        if ip[ipos + 16] > 1:
+            raise CorruptRecordError("inner message of a compressed wrapper has a bad magic")
+        _decode_legacy(ip, ipos, iend, check_crc, inner)
+        ib = inner[len(inner) - 1]
+        if ib.attributes & COMPRESSION_MASK:
+            raise CorruptRecordError("nested compressed legacy messages")
+        ipos = iend
+    if not inner:
+        raise CorruptRecordError("compressed legacy message is empty")
+    cdef list records = []
+    for ib in inner:
+        records.extend(ib.records)
+    cdef int64_t shift
+    if magic == 1:
+        # Inner offsets are relative; the wrapper carries the last one's absolute offset.
+        shift = offset - (<Record>records[len(records) - 1]).offset
+        for r in records:
+            r.offset += shift
+            if attributes & TIMESTAMP_TYPE_BIT:
+                r.timestamp = timestamp
+    b.base_offset = (<Record>records[0]).offset
+    b.last_offset_delta = <int32_t>((<Record>records[len(records) - 1]).offset - b.base_offset)
+    b.record_count = len(records)
+    b.records = records
+    out.append(b)
+
+
+cdef uint32_t _compute_crc32(const uint8_t* p, Py_ssize_t n) except? 0:
+    import zlib
+    return zlib.crc32(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
+
+
+# -- encoding -------------------------------------------------------------------
+
+cdef struct Data:
+    const char* ptr
+    Py_ssize_t size      # -1 for null
+    bint has_view
+
+
+cdef inline int _get_data(object obj, Data* d, Py_buffer* view, const char* what) except -1:
+    d.has_view = False
+    if obj is None:
+        d.ptr = NULL
+        d.size = -1
+        return 0
+    if type(obj) is bytes:
+        d.ptr = PyBytes_AS_STRING(obj)
+        d.size = PyBytes_GET_SIZE(obj)
+        return 0
+    try:
+        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    except TypeError:
+        raise TypeError(f"{what.decode()} must be bytes or None, not {type(obj).__name__}") from None
+    d.ptr = <const char*>view.buf
+    d.size = view.len
+    d.has_view = True
+    return 0
+
+
+cdef inline Py_ssize_t _varbytes_size(Py_ssize_t n) noexcept nogil:
+    if n < 0:
+        return 1
+    return uvar_size(zz32(n)) + n
+
+
+cdef Py_ssize_t _headers_size(object headers) except -1:
+    """Encoded size of a headers array; also validates names and values."""
+    if not headers:
+        return 1
+    cdef object seq = PySequence_Fast(headers, b"headers must be a sequence of (name, value)")
+    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(seq), i, nlen, size
+    cdef Py_buffer view
+    cdef Data d
+    size = uvar_size(zz32(count))
+    for i in range(count):
+        item = <object>PySequence_Fast_GET_ITEM(seq, i)
+        if type(item) is not tuple or PyTuple_GET_SIZE(item) != 2:
+            name, value = item  # raises a clear error for a bad shape
+            item = (name, value)
+        name = <object>PyTuple_GET_ITEM(item, 0)
+        if type(name) is not str:
+            raise TypeError(f"header names must be str, not {type(name).__name__}")
+        PyUnicode_AsUTF8AndSize(name, &nlen)
+        _get_data(<object>PyTuple_GET_ITEM(item, 1), &d, &view, b"header value")
+        if d.has_view:
+            PyBuffer_Release(&view)
+        size += _varbytes_size(nlen) + _varbytes_size(d.size)
+    return size
+
+
+def record_size(offset_delta, timestamp_delta, key, value, headers=None):
+    """Encoded size of one v2 record, its length prefix included."""
+    cdef Py_buffer kv, vv
+    cdef Data k, v
+    _get_data(key, &k, &kv, b"key")
+    try:
+        _get_data(value, &v, &vv, b"value")
+    except BaseException:
+        if k.has_view:
+            PyBuffer_Release(&kv)
+        raise
+    if k.has_view:
+        PyBuffer_Release(&kv)
+    if v.has_view:
+        PyBuffer_Release(&vv)
+    cdef Py_ssize_t body = (1 + uvar_size(zz64(<int64_t>timestamp_delta))
+                            + uvar_size(zz32(<int64_t>offset_delta))
+                            + _varbytes_size(k.size) + _varbytes_size(v.size)
+                            + _headers_size(headers))
+    return uvar_size(zz32(body)) + body
+
+
+cdef int64_t _now_ms():
+    return <int64_t>(time.time() * 1000)
+
+
+cdef class BatchBuilder:
+    """Accumulates records for one partition and builds a v2 record batch.
+
+    ``append`` adds one record; ``extend`` adds many from columns; ``build``
+    returns the finished batch (compressed, with its CRC). Sizes are tracked as
+    the uncompressed batch size, as Kafka's own producers do.
+    """
+
+    # The records are written straight into a bytes object (``_raw``, owned)
+    # after 61 bytes left for the header, so an uncompressed build() fills in
+    # the header and hands that object out without copying. Once handed out
+    # (``_sealed``) it is never written again: a later append copies first.
+    cdef PyObject* _raw
+    cdef uint8_t* _buf
+    cdef Py_ssize_t _len
+    cdef Py_ssize_t _cap
+    cdef bint _sealed
+    cdef public int compression
+    cdef public object compression_level
+    cdef public Py_ssize_t max_bytes
+    cdef public int32_t max_records
+    cdef public int timestamp_type
+    cdef int32_t _count
+    cdef int64_t _base_ts
+    cdef int64_t _max_ts
+
+    def __cinit__(self):
+        self._raw = NULL
+        self._buf = NULL
+        self._len = 0
+        self._cap = 0
+        self._sealed = False
+
+    def __dealloc__(self):
+        Py_XDECREF(self._raw)
+
+    def __init__(self, *, int compression=0, compression_level=None, Py_ssize_t max_bytes=1048576,
+                 int64_t max_records=INT32_MAX, int timestamp_type=0):
+        if not 0 <= compression <= 4:
+            raise ValueError(f"unknown compression codec {compression}")
+        if max_bytes <= HEADER:
+            raise ValueError(f"max_bytes must exceed {HEADER}")
+        if not 0 < max_records <= INT32_MAX:
+            raise ValueError("max_records must be in [1, 2**31-1]")
+        if timestamp_type not in (0, 1):
+            raise ValueError("timestamp_type must be 0 or 1")
+        self.compression = compression
+        self.compression_level = compression_level
+        self.max_bytes = max_bytes
+        self.max_records = <int32_t>max_records
+        self.timestamp_type = timestamp_type
+        self._count = 0
+        self._base_ts = -1
+        self._max_ts = -1
+
+    @property
+    def record_count(self):
+        """Records appended so far."""
+        return self._count
+
+    @property
+    def size(self):
+        """Uncompressed size of the batch so far, its 61-byte header included."""
+        return HEADER + self._len
+
+    @property
+    def base_timestamp(self):
+        """The first record's timestamp (-1 while empty)."""
+        return self._base_ts
+
+    @property
+    def max_timestamp(self):
+        """The largest record timestamp (-1 while empty)."""
+        return self._max_ts
+
+    cdef int _reserve(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t need = self._len + extra, cap
+        cdef PyObject* fresh
+        if need <= self._cap and not self._sealed:
+            return 0
+        cap = self._cap * 2 if self._cap else 4096
+        if cap < need:
+            cap = need
+        if self._raw == NULL or self._sealed:
+            fresh = PyBytes_FromStringAndSize_raw(NULL, HEADER + cap)
+            if fresh == NULL:
+                raise MemoryError()
+            if self._len:
+                memcpy(PyBytes_AS_STRING_raw(fresh) + HEADER, self._buf, self._len)
+            Py_XDECREF(self._raw)
+            self._raw = fresh
+            self._sealed = False
+        elif _PyBytes_Resize(&self._raw, HEADER + cap) < 0:
+            self._buf = NULL
+            self._cap = 0
+            self._len = 0
+            self._count = 0
+            raise MemoryError()
+        self._buf = <uint8_t*>PyBytes_AS_STRING_raw(self._raw) + HEADER
+        self._cap = cap
+        return 0
+
+    def would_overflow(self, key, value, headers=None):
+        """Whether appending this record might not fit (a conservative estimate)."""
+        if self._count >= self.max_records:
+            return True
+        cdef Py_buffer kv, vv
+        cdef Data k, v
+        _get_data(key, &k, &kv, b"key")
+        if k.has_view:
+            PyBuffer_Release(&kv)
+        _get_data(value, &v, &vv, b"value")
+        if v.has_view:
+            PyBuffer_Release(&vv)
+        cdef Py_ssize_t est = (MAX_RECORD_OVERHEAD + _varbytes_size(k.size)
+                               + _varbytes_size(v.size) + _headers_size(headers))
+        return HEADER + self._len + est > self.max_bytes
+
+    cdef inline int _check_delta(self, int64_t timestamp) except -1:
+        cdef int64_t base = self._base_ts
+        if self._count and ((base < 0 and timestamp > INT64_MAX + base)
+                            or (base > 0 and timestamp < INT64_MIN + base)):
+            raise ValueError(f"timestamp {timestamp} is too far from the batch's base")
+        return 0
+
+    cdef int32_t _append(self, int64_t timestamp, const char* kp, Py_ssize_t klen,
+                         const char* vp, Py_ssize_t vlen, object headers) except -2:
+        """Append one record from raw pointers; -1 when the batch is full."""
+        if self._count >= self.max_records:
+            return -1
+        self._check_delta(timestamp)
+        cdef int64_t ts_delta = timestamp - self._base_ts if self._count else 0
+        cdef Py_ssize_t hsize = 1 if headers is None else _headers_size(headers)
+        cdef Py_ssize_t body = (1 + uvar_size(zz64(ts_delta)) + uvar_size(zz32(self._count))
+                                + _varbytes_size(klen) + _varbytes_size(vlen) + hsize)
+        cdef Py_ssize_t size = uvar_size(zz32(body)) + body
+        if body > INT32_MAX:
+            raise RecordTooLargeError(f"a record of {body} bytes exceeds Kafka's 2 GiB limit")
+        if HEADER + self._len + size > self.max_bytes:
+            if self._count == 0:
+                raise RecordTooLargeError(
+                    f"a record of {size} bytes does not fit a batch of at most "
+                    f"{self.max_bytes} bytes")
+            return -1
+        self._reserve(size)
+        cdef uint8_t* p = self._buf + self._len
+        p += put_uvar(p, zz32(body))
+        p[0] = 0
+        p += 1
+        p += put_uvar(p, zz64(ts_delta))
+        p += put_uvar(p, zz32(self._count))
+        if klen < 0:
+            p[0] = 1
+            p += 1
+        else:
+            p += put_uvar(p, zz32(klen))
+            memcpy(p, kp, klen)
+            p += klen
+        if vlen < 0:
+            p[0] = 1
+            p += 1
+        else:
+            p += put_uvar(p, zz32(vlen))
+            memcpy(p, vp, vlen)
+            p += vlen
+        if hsize == 1:
+            p[0] = 0
+            p += 1
+        else:
+            p = _write_headers(p, headers)
+        self._len = p - self._buf
+        if self._count == 0:
+            self._base_ts = timestamp
+            self._max_ts = timestamp
+        elif timestamp > self._max_ts:
+            self._max_ts = timestamp
+        self._count += 1
+        return self._count - 1
+
+    def append(self, int64_t timestamp, key, value, headers=None):
+        """Append one record; return its offset delta, or -1 if the batch is full.
+
+        Raises:
+            RecordTooLargeError: the record cannot fit even an empty batch.
+            TypeError: key, value or a header has the wrong type.
+        """
+        cdef Py_buffer kv, vv
+        cdef Data k, v
+        _get_data(key, &k, &kv, b"key")
+        try:
+            _get_data(value, &v, &vv, b"value")
+            try:
+                return self._append(timestamp, k.ptr, k.size, v.ptr, v.size, headers)
+            finally:
+                if v.has_view:
+                    PyBuffer_Release(&vv)
+        finally:
+            if k.has_view:
+                PyBuffer_Release(&kv)
+
+    def extend(self, values, keys=None, timestamps=None, headers=None, *,
+               Py_ssize_t start=0, stop=None, timestamp=None):
+        """Append ``values[start:stop]`` (with matching keys, timestamps, headers).
+
+        Returns the index after the last record appended: ``stop`` when all
+        fitted, less when the batch filled up first.
+
+        Raises:
+            RecordTooLargeError: the record at ``start`` cannot fit an empty batch.
+            ValueError: the columns are shorter than ``stop``.
+        """
+        cdef Py_ssize_t n = len(values)
+        cdef Py_ssize_t stop_ = n if stop is None else stop
+        if not 0 <= start <= stop_ <= n:
+            raise ValueError(f"start={start}, stop={stop_} outside a column of {n} values")
+        if keys is not None and len(keys) < stop_:
+            raise ValueError(f"keys has {len(keys)} entries, fewer than stop={stop_}")
+        if headers is not None and len(headers) < stop_:
+            raise ValueError(f"headers has {len(headers)} entries, fewer than stop={stop_}")
+        cdef _Column vcol = _Column(values, "values")
+        cdef _Column kcol = _Column(keys, "keys") if keys is not None else None
+        cdef object hseq = PySequence_Fast(headers, b"headers must be a sequence") if headers is not None else None
+        cdef int64_t ts_const = 0
+        cdef const int64_t[:] ts_buf
+        cdef object ts_seq = None
+        cdef bint ts_mode_buf = False
+        if timestamps is None:
+            ts_const = _now_ms() if timestamp is None else <int64_t>timestamp
+        else:
+            try:
+                mv = memoryview(timestamps)
+            except TypeError:
+                ts_seq = PySequence_Fast(timestamps, b"timestamps must be a sequence of ints")
+                if PySequence_Fast_GET_SIZE(ts_seq) < stop_:
+                    raise ValueError(f"timestamps has {PySequence_Fast_GET_SIZE(ts_seq)} entries, fewer than {stop_}")
+            else:
+                if mv.itemsize != 8 and mv.format != "B":
+                    raise TypeError(f"timestamps buffer must hold int64 values, not {mv.format!r}")
+                raw = mv.cast("B")
+                if len(raw) % 8:
+                    raise ValueError("timestamps buffer is not a whole number of int64 values")
+                ts_buf = raw.cast("q")
+                ts_mode_buf = True
+                if ts_buf.shape[0] < stop_:
+                    raise ValueError(f"timestamps has {ts_buf.shape[0]} entries, fewer than {stop_}")
+        # Reserve once for what the range needs (bounded by the batch limit) so a
+        # bulk append does not pay for a chain of reallocations.
+        cdef Py_ssize_t want = vcol.payload(start, stop_) + (stop_ - start) * 8
+        if kcol is not None:
+            want += kcol.payload(start, stop_)
+        if want > self.max_bytes - HEADER - self._len:
+            want = self.max_bytes - HEADER - self._len
+        if want > 0:
+            self._reserve(want)
+        cdef Py_ssize_t i
+        cdef int64_t ts
+        cdef const char* vp
+        cdef const char* kp = NULL
+        cdef Py_ssize_t vlen, klen = -1
+        cdef object h = None
+        cdef Py_buffer kv, vv
+        cdef int got_v, got_k
+        for i in range(start, stop_):
+            if ts_mode_buf:
+                ts = ts_buf[i]
+            elif ts_seq is not None:
+                ts = PyLong_AsLongLong(<object>PySequence_Fast_GET_ITEM(ts_seq, i))
+            else:
+                ts = ts_const
+            if hseq is not None:
+                h = <object>PySequence_Fast_GET_ITEM(hseq, i)
+            got_v = vcol.get(i, &vp, &vlen, &vv)
+            got_k = 0
+            try:
+                if kcol is not None:
+                    got_k = kcol.get(i, &kp, &klen, &kv)
+                if self._append(ts, kp, klen, vp, vlen, h) < 0:
+                    return i
+            finally:
+                if got_v:
+                    PyBuffer_Release(&vv)
+                if got_k:
+                    PyBuffer_Release(&kv)
+        return stop_
+
+    def build(self, *, int64_t base_offset=0, int64_t producer_id=-1, int producer_epoch=-1,
+              int32_t base_sequence=-1, bint is_transactional=False,
+              int32_t partition_leader_epoch=-1):
+        """Return the finished batch: header, CRC-32C and (compressed) records.
+
+        Raises:
+            ValueError: the batch is empty.
+        """
+        if self._count == 0:
+            raise ValueError("cannot build an empty record batch")
+        cdef int attributes = self.compression
+        if self.timestamp_type:
+            attributes |= TIMESTAMP_TYPE_BIT
+        if is_transactional:
+            attributes |= TRANSACTIONAL_BIT
+        cdef object out
+        body = PyMemoryView_FromMemory(<char*>self._buf, self._len, PyBUF_READ)
+        if self.compression:
+            body = _compress(self.compression, body, self.compression_level)
+        elif not self._sealed:
+            # Hand out our own buffer: trim it, fill in the header, seal it.
+            if self._cap > self._len and _PyBytes_Resize(&self._raw, HEADER + self._len) < 0:
+                self._raw = NULL
+                raise MemoryError()
+            self._cap = self._len
+            self._buf = <uint8_t*>PyBytes_AS_STRING_raw(self._raw) + HEADER
+            self._sealed = True
+            out = <object>self._raw
+            _fill_header(<uint8_t*>PyBytes_AS_STRING_raw(self._raw), base_offset,
+                         partition_leader_epoch, attributes, self._count - 1, self._base_ts,
+                         self._max_ts, producer_id, producer_epoch, base_sequence,
+                         self._count, self._len)
+            return out
+        return _assemble(base_offset, partition_leader_epoch, attributes, self._count - 1,
+                         self._base_ts, self._max_ts, producer_id, producer_epoch,
+                         base_sequence, self._count, body)
+
+
+cdef uint8_t* _write_headers(uint8_t* p, object headers) except NULL:
+    cdef object seq = PySequence_Fast(headers, b"headers must be a sequence of (name, value)")
+    cdef Py_ssize_t count = PySequence_Fast_GET_SIZE(seq), i, nlen
+    cdef const char* np
+    cdef Py_buffer view
+    cdef Data d
+    p += put_uvar(p, zz32(count))
+    for i in range(count):
+        item = <object>PySequence_Fast_GET_ITEM(seq, i)
+        name, value = item
+        np = PyUnicode_AsUTF8AndSize(name, &nlen)
+        p += put_uvar(p, zz32(nlen))
+        memcpy(p, np, nlen)
+        p += nlen
+        _get_data(value, &d, &view, b"header value")
+        if d.size < 0:
+            p[0] = 1
+            p += 1
+        else:
+            p += put_uvar(p, zz32(d.size))
+            memcpy(p, d.ptr, d.size)
+            p += d.size
+        if d.has_view:
+            PyBuffer_Release(&view)
+    return p
+
+
+@cython.final
+cdef class _Column:
+    """Uniform access to a column given as a sequence of bytes|None or a BinaryColumn."""
+
+    cdef object seq
+    cdef bint binary
+    cdef bint large
+    cdef const int32_t[:] off32
+    cdef const int64_t[:] off64
+    cdef const uint8_t[:] data
+    cdef const uint8_t[:] validity
+    cdef bint has_validity
+    cdef Py_ssize_t offset
+    cdef Py_ssize_t data_len
+    cdef str what
+
+    def __cinit__(self, col, str what):
+        self.what = what
+        if isinstance(col, BinaryColumn):
+            self.binary = True
+            self.large = col.large
+            if self.large:
+                self.off64 = col.offsets
+            else:
+                self.off32 = col.offsets
+            self.data = col.data
+            self.data_len = len(col.data)
+            self.offset = col.offset
+            self.has_validity = col.validity is not None
+            if self.has_validity:
+                self.validity = col.validity
+        else:
+            self.binary = False
+            self.seq = PySequence_Fast(col, b"expected a sequence of bytes or a BinaryColumn")
+
+    cdef Py_ssize_t payload(self, Py_ssize_t start, Py_ssize_t stop) except -1:
+        """Bytes of values in [start, stop) for a BinaryColumn; an estimate otherwise."""
+        cdef Py_ssize_t lo, hi
+        if start >= stop:
+            return 0
+        if not self.binary:
+            return (stop - start) * 16
+        if self.large:
+            lo = self.off64[self.offset + start]
+            hi = self.off64[self.offset + stop]
+        else:
+            lo = self.off32[self.offset + start]
+            hi = self.off32[self.offset + stop]
+        return hi - lo if hi > lo else 0
+
+    cdef int get(self, Py_ssize_t i, const char** ptr, Py_ssize_t* size, Py_buffer* view) except -1:
+        """Point at element i; return 1 if a buffer view was taken and must be released."""
+        cdef Py_ssize_t j, lo, hi
+        cdef Data d
+        if not self.binary:
+            _get_data(<object>PySequence_Fast_GET_ITEM(self.seq, i), &d, view, b"value")
+            ptr[0] = d.ptr
+            size[0] = d.size
+            return 1 if d.has_view else 0
+        j = self.offset + i
+        if self.has_validity and not ((self.validity[j >> 3] >> (j & 7)) & 1):
+            ptr[0] = NULL
+            size[0] = -1
+            return 0
+        if self.large:
+            lo = self.off64[j]
+            hi = self.off64[j + 1]
+        else:
+            lo = self.off32[j]
+            hi = self.off32[j + 1]
+        if lo < 0 or hi < lo or hi > self.data_len:
+            raise ValueError(f"{self.what}[{i}]: offsets {lo}..{hi} outside the data buffer")
+        ptr[0] = <const char*>&self.data[0] + lo if self.data_len else <const char*>""
+        size[0] = hi - lo
+        return 0
+
+
+cdef void _fill_header(uint8_t* p, int64_t base_offset, int32_t leader_epoch, int attributes,
+                       int32_t last_offset_delta, int64_t base_ts, int64_t max_ts,
+                       int64_t producer_id, int producer_epoch, int32_t base_sequence,
+                       int32_t count, Py_ssize_t blen) except *:
+    """Write a v2 batch header in front of ``blen`` bytes of records, CRC included."""
+    wr64(p, base_offset)
+    wr32(p + 8, 49 + blen)
+    wr32(p + 12, leader_epoch)
+    p[16] = 2
+    wr16(p + 21, attributes)
+    wr32(p + 23, last_offset_delta)
+    wr64(p + 27, base_ts)
+    wr64(p + 35, max_ts)
+    wr64(p + 43, producer_id)
+    wr16(p + 51, producer_epoch)
+    wr32(p + 53, base_sequence)
+    wr32(p + 57, count)
+    wr32(p + 17, <uint32_t>_crc32c(PyMemoryView_FromMemory(<char*>p + 21, HEADER - 21 + blen, PyBUF_READ)))
+
+
+cdef bytes _assemble(int64_t base_offset, int32_t leader_epoch, int attributes,
+                     int32_t last_offset_delta, int64_t base_ts, int64_t max_ts,
+                     int64_t producer_id, int producer_epoch, int32_t base_sequence,
+                     int32_t count, object body):
+    cdef Py_buffer bv
+    PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE)
+    cdef Py_ssize_t blen = bv.len
+    cdef bytes out
+    try:
+        if blen + 49 > INT32_MAX:
+            raise ValueError("record batch exceeds 2 GiB")
+        out = PyBytes_FromStringAndSize(NULL, HEADER + blen)
+        memcpy(PyBytes_AS_STRING(out) + HEADER, bv.buf, blen)
+    finally:
+        PyBuffer_Release(&bv)
+    _fill_header(<uint8_t*>PyBytes_AS_STRING(out), base_offset, leader_epoch, attributes,
+                 last_offset_delta, base_ts, max_ts, producer_id, producer_epoch,
+                 base_sequence, count, blen)
+    return out
+
+
+@cython.final
+cdef class ProduceSet:
+    """sarama's produce set: per topic and partition, the batches for one request."""
+
+    cdef dict _batches
+    cdef Py_ssize_t _bytes
+    cdef Py_ssize_t _records
+    cdef int _compression
+    cdef object _level
+    cdef Py_ssize_t _max_batch_bytes
+    cdef int64_t _max_batch_records
+    cdef public Py_ssize_t max_request_bytes
+    cdef public Py_ssize_t flush_bytes
+    cdef public Py_ssize_t flush_records
+
+    def __init__(self, *, int compression=0, compression_level=None,
+                 Py_ssize_t max_batch_bytes=1048576, int64_t max_batch_records=INT32_MAX,
+                 Py_ssize_t max_request_bytes=104857600, Py_ssize_t flush_bytes=0,
+                 Py_ssize_t flush_records=0):
+        if max_request_bytes < max_batch_bytes:
+            raise ValueError("max_request_bytes must be at least max_batch_bytes")
+        BatchBuilder(compression=compression, compression_level=compression_level,
+                     max_bytes=max_batch_bytes, max_records=max_batch_records)  # validate once
+        self._compression = compression
+        self._level = compression_level
+        self._max_batch_bytes = max_batch_bytes
+        self._max_batch_records = max_batch_records
+        self.max_request_bytes = max_request_bytes
+        self.flush_bytes = flush_bytes
+        self.flush_records = flush_records
+        self._batches = {}
+        self._bytes = 0
+        self._records = 0
+
+    @property
+    def buffered_bytes(self):
+        """Uncompressed bytes buffered over all partitions (batch headers included)."""
+        return self._bytes
+
+    @property
+    def buffered_records(self):
+        """Records buffered over all partitions."""
+        return self._records
+
+    def __len__(self):
+        return len(self._batches)
+
+    def would_overflow(self, topic, partition, key, value, headers=None):
+        """Whether this record might not fit the partition's batch or the request."""
+        cdef Py_buffer kv, vv
+        cdef Data k, v
+        _get_data(key, &k, &kv, b"key")
+        if k.has_view:
+            PyBuffer_Release(&kv)
+        _get_data(value, &v, &vv, b"value")
+        if v.has_view:
+            PyBuffer_Release(&vv)
+        cdef Py_ssize_t est = (MAX_RECORD_OVERHEAD + _varbytes_size(k.size)
+                               + _varbytes_size(v.size) + _headers_size(headers))
+        b = self._batches.get((topic, partition))
+        if b is None:
+            return self._bytes + HEADER + est > self.max_request_bytes
+        return self._bytes + est > self.max_request_bytes or b.would_overflow(key, value, headers)
+
+    def ready_to_flush(self):
+        """Whether the buffered records should be sent now (sarama's readyToFlush)."""
+        if self._records == 0:
+            return False
+        if self.flush_bytes == 0 and self.flush_records == 0:
+            return True
+        if self.flush_records and self._records >= self.flush_records:
+            return True
+        return bool(self.flush_bytes and self._bytes >= self.flush_bytes)
+
+    def add(self, topic, partition, int64_t timestamp, key, value, headers=None):
+        """Add a record; return its offset delta in the batch, or -1 if the batch is full.
+
+        Raises:
+            RecordTooLargeError: the record cannot fit even an empty batch.
+        """
+        tp = (topic, partition)
+        cdef BatchBuilder b = self._batches.get(tp)
+        cdef bint fresh = b is None
+        if fresh:
+            b = BatchBuilder(compression=self._compression, compression_level=self._level,
+                             max_bytes=self._max_batch_bytes, max_records=self._max_batch_records)
+        cdef Py_ssize_t before = 0 if fresh else HEADER + b._len
+        idx = b.append(timestamp, key, value, headers)
+        if idx < 0:
+            return -1
+        if fresh:
+            self._batches[tp] = b
+        self._bytes += HEADER + b._len - before
+        self._records += 1
+        return idx
+
+    def batch(self, topic, partition):
+        """The partition's batch being filled, if any."""
+        return self._batches.get((topic, partition))
+
+    def drain(self):
+        """Take every non-empty batch out, leaving the set empty."""
+        out = [(tp[0], tp[1], b) for tp, b in self._batches.items()]
+        self._batches = {}
+        self._bytes = 0
+        self._records = 0
+        return out
