@@ -10,9 +10,10 @@ input; encoders raise ``ValueError``/``TypeError`` on bad arguments and
 from collections.abc import Sequence
 from typing import Final, TypeAlias
 
+from typing_extensions import Buffer
+
 from pykaf._columns import BinaryColumn
 
-Buffer: TypeAlias = bytes | bytearray | memoryview
 Header: TypeAlias = tuple[str, bytes | None]
 Headers: TypeAlias = Sequence[tuple[str, bytes | None]]
 

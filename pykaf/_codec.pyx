@@ -793,8 +793,9 @@ cdef Py_ssize_t _headers_size(object headers) except -1:
     for i in range(count):
         item = <object>PySequence_Fast_GET_ITEM(seq, i)
         if type(item) is not tuple or PyTuple_GET_SIZE(item) != 2:
-            name, value = item  # raises a clear error for a bad shape
-            item = (name, value)
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise TypeError(f"headers must be (name, value) pairs, not {item!r}")
+            item = (item[0], item[1])
         name = <object>PyTuple_GET_ITEM(item, 0)
         if type(name) is not str:
             raise TypeError(f"header names must be str, not {type(name).__name__}")
@@ -826,6 +827,21 @@ def record_size(offset_delta, timestamp_delta, key, value, headers=None):
                             + _varbytes_size(k.size) + _varbytes_size(v.size)
                             + _headers_size(headers))
     return uvar_size(zz32(body)) + body
+
+
+cdef int64_t _i64(object v, str what) except? -1:
+    """Convert to int64, refusing (ValueError, not a silent wrap) what does not fit."""
+    try:
+        return v
+    except OverflowError:
+        raise ValueError(f"{what} {v} does not fit in int64") from None
+
+
+cdef int64_t _ranged(object v, int64_t lo, int64_t hi, str what) except? -1:
+    cdef int64_t x = _i64(v, what)
+    if x < lo or x > hi:
+        raise ValueError(f"{what} {v} is outside [{lo}, {hi}]")
+    return x
 
 
 cdef int64_t _now_ms():
@@ -1011,7 +1027,7 @@ cdef class BatchBuilder:
         self._count += 1
         return self._count - 1
 
-    def append(self, int64_t timestamp, key, value, headers=None):
+    def append(self, timestamp, key, value, headers=None):
         """Append one record; return its offset delta, or -1 if the batch is full.
 
         Raises:
@@ -1024,7 +1040,8 @@ cdef class BatchBuilder:
         try:
             _get_data(value, &v, &vv, b"value")
             try:
-                return self._append(timestamp, k.ptr, k.size, v.ptr, v.size, headers)
+                return self._append(_i64(timestamp, "timestamp"), k.ptr, k.size, v.ptr,
+                                    v.size, headers)
             finally:
                 if v.has_view:
                     PyBuffer_Release(&vv)
@@ -1059,7 +1076,7 @@ cdef class BatchBuilder:
         cdef object ts_seq = None
         cdef bint ts_mode_buf = False
         if timestamps is None:
-            ts_const = _now_ms() if timestamp is None else <int64_t>timestamp
+            ts_const = _now_ms() if timestamp is None else _i64(timestamp, "timestamp")
         else:
             try:
                 mv = memoryview(timestamps)
@@ -1098,7 +1115,7 @@ cdef class BatchBuilder:
             if ts_mode_buf:
                 ts = ts_buf[i]
             elif ts_seq is not None:
-                ts = PyLong_AsLongLong(<object>PySequence_Fast_GET_ITEM(ts_seq, i))
+                ts = _i64(<object>PySequence_Fast_GET_ITEM(ts_seq, i), "timestamp")
             else:
                 ts = ts_const
             if hseq is not None:
@@ -1117,16 +1134,25 @@ cdef class BatchBuilder:
                     PyBuffer_Release(&kv)
         return stop_
 
-    def build(self, *, int64_t base_offset=0, int64_t producer_id=-1, int producer_epoch=-1,
-              int32_t base_sequence=-1, bint is_transactional=False,
-              int32_t partition_leader_epoch=-1):
+    def build(self, *, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+              bint is_transactional=False, partition_leader_epoch=-1):
         """Return the finished batch: header, CRC-32C and (compressed) records.
 
         Raises:
-            ValueError: the batch is empty.
+            ValueError: the batch is empty, or a field does not fit its width.
         """
         if self._count == 0:
             raise ValueError("cannot build an empty record batch")
+        return self._build(_i64(base_offset, "base_offset"), _i64(producer_id, "producer_id"),
+                           <int>_ranged(producer_epoch, -32768, 32767, "producer_epoch"),
+                           <int32_t>_ranged(base_sequence, -2147483648, 2147483647, "base_sequence"),
+                           is_transactional,
+                           <int32_t>_ranged(partition_leader_epoch, -2147483648, 2147483647,
+                                            "partition_leader_epoch"))
+
+    cdef bytes _build(self, int64_t base_offset, int64_t producer_id, int producer_epoch,
+                      int32_t base_sequence, bint is_transactional,
+                      int32_t partition_leader_epoch):
         cdef int attributes = self.compression
         if self.timestamp_type:
             attributes |= TIMESTAMP_TYPE_BIT
@@ -1374,7 +1400,7 @@ cdef class ProduceSet:
             return True
         return bool(self.flush_bytes and self._bytes >= self.flush_bytes)
 
-    def add(self, topic, partition, int64_t timestamp, key, value, headers=None):
+    def add(self, topic, partition, timestamp, key, value, headers=None):
         """Add a record; return its offset delta in the batch, or -1 if the batch is full.
 
         Raises:

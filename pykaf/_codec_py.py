@@ -11,13 +11,16 @@ import struct
 import time
 import zlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crc32c import crc32c as _crc32c
 
 from pykaf import _compression
 from pykaf._columns import BinaryColumn
 from pykaf.errors import CorruptRecordError, RecordTooLargeError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 IMPLEMENTATION = "python"
 
@@ -43,7 +46,6 @@ _V2_HEADER = struct.Struct(">qiiBIhiqqqhii")
 _LEGACY_V0 = struct.Struct(">qiIbb")
 _INT32_MAX = 2**31 - 1
 
-Buffer = bytes | bytearray | memoryview
 Headers = Sequence[tuple[str, bytes | None]]
 
 
@@ -61,7 +63,7 @@ def _encode_unsigned(value: int, limit: int, what: str) -> bytes:
     return bytes(out)
 
 
-def _decode_unsigned(data: Buffer, pos: int, max_bytes: int) -> tuple[int, int]:
+def _decode_unsigned(data: bytes | memoryview, pos: int, max_bytes: int) -> tuple[int, int]:
     if pos < 0:
         raise ValueError("negative position")
     value = 0
@@ -86,9 +88,23 @@ def encode_uvarint(value: int) -> bytes:
     return _encode_unsigned(value, 1 << 32, "uvarint")
 
 
+def _view(data: Buffer) -> bytes | memoryview:
+    return data if isinstance(data, (bytes, memoryview)) else memoryview(data).cast("B")
+
+
+def _varint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    u, pos = _decode_unsigned(data, pos, 5)
+    return (u >> 1) ^ -(u & 1), pos
+
+
+def _varlong(data: bytes | memoryview, pos: int) -> tuple[int, int]:
+    u, pos = _decode_unsigned(data, pos, 10)
+    return (u >> 1) ^ -(u & 1), pos
+
+
 def decode_uvarint(data: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode an unsigned 32-bit varint at ``pos``; return (value, next position)."""
-    return _decode_unsigned(data, pos, 5)
+    return _decode_unsigned(_view(data), pos, 5)
 
 
 def encode_uvarlong(value: int) -> bytes:
@@ -98,7 +114,7 @@ def encode_uvarlong(value: int) -> bytes:
 
 def decode_uvarlong(data: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode an unsigned 64-bit varint at ``pos``; return (value, next position)."""
-    return _decode_unsigned(data, pos, 10)
+    return _decode_unsigned(_view(data), pos, 10)
 
 
 def encode_varint(value: int) -> bytes:
@@ -110,8 +126,7 @@ def encode_varint(value: int) -> bytes:
 
 def decode_varint(data: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode a signed 32-bit zigzag varint at ``pos``; return (value, next position)."""
-    u, pos = _decode_unsigned(data, pos, 5)
-    return (u >> 1) ^ -(u & 1), pos
+    return _varint(_view(data), pos)
 
 
 def encode_varlong(value: int) -> bytes:
@@ -123,8 +138,7 @@ def encode_varlong(value: int) -> bytes:
 
 def decode_varlong(data: Buffer, pos: int = 0) -> tuple[int, int]:
     """Decode a signed 64-bit zigzag varint at ``pos``; return (value, next position)."""
-    u, pos = _decode_unsigned(data, pos, 10)
-    return (u >> 1) ^ -(u & 1), pos
+    return _varlong(_view(data), pos)
 
 
 def crc32c(data: Buffer, value: int = 0) -> int:
@@ -423,7 +437,7 @@ def _decode_records(
     records: list[Record] = []
     pos = 0
     for _ in range(count):
-        length, pos = decode_varint(body, pos)
+        length, pos = _varint(body, pos)
         if length < 0 or pos + length > n:
             raise CorruptRecordError(f"record length {length} overruns the batch")
         rec_end = pos + length
@@ -431,11 +445,11 @@ def _decode_records(
             raise CorruptRecordError("empty record")
         attributes = body[pos]
         pos += 1
-        ts_delta, pos = decode_varlong(body, pos)
-        off_delta, pos = decode_varint(body, pos)
+        ts_delta, pos = _varlong(body, pos)
+        off_delta, pos = _varint(body, pos)
         key, pos = _read_varbytes(body, pos, rec_end)
         value, pos = _read_varbytes(body, pos, rec_end)
-        hcount, pos = decode_varint(body, pos)
+        hcount, pos = _varint(body, pos)
         if hcount < 0 or hcount > rec_end - pos:
             raise CorruptRecordError(f"header count {hcount} is invalid")
         headers: list[tuple[str, bytes | None]] | None = None
@@ -463,7 +477,7 @@ def _decode_records(
 
 
 def _read_varbytes(body: memoryview, pos: int, end: int) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(body, pos)
+    length, pos = _varint(body, pos)
     if length < 0:
         if length != -1:
             raise CorruptRecordError(f"invalid length {length}")
@@ -592,9 +606,13 @@ def _headers_size(headers: Headers | None) -> int:
     if not headers:
         return 1
     size = _varint_size(_zz32(len(headers)))
-    for name, value in headers:
+    for item in headers:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            raise TypeError(f"headers must be (name, value) pairs, not {item!r}")
+        name, value = item
         if not isinstance(name, str):
             raise TypeError(f"header names must be str, not {type(name).__name__}")
+        _check_bytes(value, "header value")
         size += _bytes_len(name.encode()) + _bytes_len(value)
     return size
 
@@ -629,6 +647,11 @@ def _write_varbytes(out: bytearray, b: bytes | None) -> None:
         return
     out += _encode_unsigned(_zz32(len(b)), 1 << 32, "length")
     out += b
+
+
+def _check_range(v: int, lo: int, hi: int, what: str) -> None:
+    if not lo <= v <= hi:
+        raise ValueError(f"{what} {v} is outside [{lo}, {hi}]")
 
 
 def _check_bytes(b: object, what: str) -> None:
@@ -715,9 +738,7 @@ class BatchBuilder:
         """
         _check_bytes(key, "key")
         _check_bytes(value, "value")
-        if headers:
-            for h in headers:
-                _check_bytes(h[1], "header value")
+        _check_range(timestamp, -(1 << 63), (1 << 63) - 1, "timestamp")
         if self._count >= self.max_records:
             return -1
         base_ts = timestamp if self._count == 0 else self._base_ts
@@ -825,7 +846,12 @@ class BatchBuilder:
         """
         if self._count == 0:
             raise ValueError("cannot build an empty record batch")
-        body: Buffer = self._buf
+        _check_range(base_offset, -(1 << 63), (1 << 63) - 1, "base_offset")
+        _check_range(producer_id, -(1 << 63), (1 << 63) - 1, "producer_id")
+        _check_range(producer_epoch, -(1 << 15), (1 << 15) - 1, "producer_epoch")
+        _check_range(base_sequence, -(1 << 31), (1 << 31) - 1, "base_sequence")
+        _check_range(partition_leader_epoch, -(1 << 31), (1 << 31) - 1, "partition_leader_epoch")
+        body: bytes | bytearray = self._buf
         if self.compression != COMPRESSION_NONE:
             body = _compression.compress(self.compression, body, self.compression_level)
         attributes = self.compression
@@ -882,7 +908,7 @@ def _assemble(
     producer_epoch: int,
     base_sequence: int,
     count: int,
-    body: Buffer,
+    body: bytes | bytearray | memoryview,
 ) -> bytes:
     tail = struct.pack(
         ">hiqqqhii",

@@ -8,9 +8,10 @@ a Python object per value. This is how Spark's Arrow batches reach the codec.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-_Buffer = bytes | bytearray | memoryview
+if TYPE_CHECKING:
+    from typing_extensions import Buffer as _Buffer
 
 
 class BinaryColumn:

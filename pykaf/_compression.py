@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import TYPE_CHECKING
 
 import cramjam
 import lz4.frame
 import zstandard
 
-from pykaf.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from pykaf.errors import CorruptRecordError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer as _Buffer
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -32,7 +36,6 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
-_Buffer = bytes | bytearray | memoryview
 
 _ZSTD_DCTX = zstandard.ZstdDecompressor()
 _ZSTD_CCTX: dict[int, zstandard.ZstdCompressor] = {}
@@ -51,19 +54,21 @@ def compress(codec: int, data: _Buffer, level: int | None = None) -> bytes:
         return _xerial_compress(data)
     if codec == LZ4:
         # Kafka's LZ4 is the standard frame format with independent 64 KB blocks.
-        return lz4.frame.compress(
-            data,
-            compression_level=0 if level is None else level,
-            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-            block_linked=False,
-            content_checksum=False,
+        return bytes(
+            lz4.frame.compress(
+                data,
+                compression_level=0 if level is None else level,
+                block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                block_linked=False,
+                content_checksum=False,
+            )
         )
     if codec == ZSTD:
         lvl = 3 if level is None else level
         cctx = _ZSTD_CCTX.get(lvl)
         if cctx is None:
             cctx = _ZSTD_CCTX[lvl] = zstandard.ZstdCompressor(level=lvl)
-        return cctx.compress(data)
+        return cctx.compress(memoryview(data))
     if codec == NONE:
         return bytes(data)
     raise ValueError(f"unknown compression codec {codec}")
@@ -75,7 +80,7 @@ def decompress(codec: int, data: _Buffer, limit: int = MAX_DECOMPRESSED) -> byte
     Raises:
         CorruptRecordError: the data is not valid for the codec, is truncated,
             or inflates beyond ``limit`` bytes.
-        UnsupportedCompressionTypeError: an unknown codec id.
+        (also for an unknown codec id: a batch naming one is not readable)
     """
     try:
         if codec == GZIP:
@@ -90,7 +95,7 @@ def decompress(codec: int, data: _Buffer, limit: int = MAX_DECOMPRESSED) -> byte
         raise
     except Exception as exc:  # each library raises its own types
         raise CorruptRecordError(f"invalid {NAMES[codec]} data: {exc}") from exc
-    raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}")
+    raise CorruptRecordError(f"unknown compression codec id {codec}")
 
 
 def _too_big(name: str, limit: int) -> CorruptRecordError:
@@ -117,9 +122,10 @@ def _xerial_compress(data: _Buffer) -> bytes:
     return b"".join(parts)
 
 
-def _snappy_block(block: _Buffer, limit: int) -> bytes:
+def _snappy_block(data: _Buffer, limit: int) -> bytes:
     # The uncompressed length is the block's leading uvarint: check it before
     # allocating, so a forged length cannot reserve gigabytes.
+    block = memoryview(data).cast("B")
     size = 0
     shift = 0
     for i in range(min(len(block), 5)):
@@ -166,7 +172,8 @@ def _lz4_decompress(data: _Buffer, limit: int) -> bytes:
     return bytes(out)
 
 
-def _zstd_decompress(data: _Buffer, limit: int) -> bytes:
+def _zstd_decompress(raw: _Buffer, limit: int) -> bytes:
+    data = memoryview(raw).cast("B")
     size = zstandard.frame_content_size(data)
     if size > limit:
         raise _too_big("zstd", limit)
