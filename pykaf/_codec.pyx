@@ -618,6 +618,8 @@ cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t
 
 
 cdef void _read_control(RecordBatch b) except *:
+    if not b.records:
+        return  # the log cleaner may leave a control batch with no records
     if len(b.records) != 1:
         raise CorruptRecordError(f"control batch holds {len(b.records)} records, expected 1")
     cdef Record r = b.records[0]

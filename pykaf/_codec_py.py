@@ -488,6 +488,8 @@ def _read_varbytes(body: memoryview, pos: int, end: int) -> tuple[bytes | None, 
 
 
 def _read_control(b: RecordBatch) -> None:
+    if not b.records:
+        return  # the log cleaner may leave a control batch with no records
     if len(b.records) != 1:
         raise CorruptRecordError(f"control batch holds {len(b.records)} records, expected 1")
     key = b.records[0].key
@@ -942,6 +944,12 @@ def encode_control_batch(
     """Encode a transaction marker batch (COMMIT=1 or ABORT=0) as a broker writes it."""
     if control_type not in (CONTROL_ABORT, CONTROL_COMMIT):
         raise ValueError(f"control_type must be 0 (abort) or 1 (commit), not {control_type}")
+    _check_range(producer_id, -(1 << 63), (1 << 63) - 1, "producer_id")
+    _check_range(producer_epoch, -(1 << 15), (1 << 15) - 1, "producer_epoch")
+    _check_range(timestamp, -(1 << 63), (1 << 63) - 1, "timestamp")
+    _check_range(coordinator_epoch, -(1 << 31), (1 << 31) - 1, "coordinator_epoch")
+    _check_range(base_offset, -(1 << 63), (1 << 63) - 1, "base_offset")
+    _check_range(partition_leader_epoch, -(1 << 31), (1 << 31) - 1, "partition_leader_epoch")
     key = struct.pack(">hh", 0, control_type)
     value = struct.pack(">hi", 0, coordinator_epoch)
     size = record_size(0, 0, key, value)
@@ -995,8 +1003,11 @@ def encode_legacy_message_set(
     """
     if magic not in (0, 1):
         raise ValueError("legacy magic must be 0 or 1")
-    if not 0 <= compression <= (4 if magic else 3):
+    if not 0 <= compression <= 3:  # zstd needs magic 2
         raise ValueError(f"compression {compression} is not valid for magic {magic}")
+    for offset, timestamp, _key, _value in messages:
+        _check_range(offset, -(1 << 63), (1 << 63) - 1, "offset")
+        _check_range(timestamp, -(1 << 63), (1 << 63) - 1, "timestamp")
     if compression == COMPRESSION_NONE:
         return b"".join(_legacy_message(magic, o, t, 0, k, v) for o, t, k, v in messages)
     if not messages:

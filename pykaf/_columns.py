@@ -32,7 +32,10 @@ class BinaryColumn:
 
     Raises:
         ValueError: if the buffers are too small for ``offset`` and ``length``,
-            or the offsets are not non-decreasing within ``data``.
+            or the first and last offsets are outside ``data``. Interior
+            offsets are checked where each element is read (indexing and
+            ``BatchBuilder.extend`` raise ValueError), not here: that would
+            cost a pass over the whole column.
     """
 
     __slots__ = ("data", "large", "length", "offset", "offsets", "validity")
@@ -126,7 +129,10 @@ class BinaryColumn:
         if self.is_null(i):
             return None
         j = self.offset + i
-        return bytes(self.data[self.offsets[j] : self.offsets[j + 1]])
+        lo, hi = self.offsets[j], self.offsets[j + 1]
+        if lo < 0 or hi < lo or hi > len(self.data):
+            raise ValueError(f"element {i}: offsets {lo}..{hi} outside the data buffer")
+        return bytes(self.data[lo:hi])
 
     def __repr__(self) -> str:
         return f"BinaryColumn(length={self.length}, large={self.large})"
