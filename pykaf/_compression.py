@@ -163,6 +163,10 @@ def _snappy_decompress(data: _Buffer, limit: int) -> bytes:
 
 
 def _lz4_decompress(data: _Buffer, limit: int) -> bytes:
+    if len(memoryview(data)) * _LZ4_MAX_RATIO <= limit:
+        # LZ4 cannot inflate this far past the limit: one call (much faster
+        # than the incremental decompressor; it also refuses truncated frames).
+        return bytes(lz4.frame.decompress(data))
     d = lz4.frame.LZ4FrameDecompressor()
     out = d.decompress(data, max_length=limit + 1)
     if len(out) > limit:
@@ -202,3 +206,4 @@ def _zstd_decompress(raw: _Buffer, limit: int) -> bytes:
 
 
 _ZSTD_SLICE = 2048
+_LZ4_MAX_RATIO = 255  # an LZ4 byte stands for at most 255 output bytes
