@@ -12,7 +12,7 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.long cimport PyLong_AsLongLong
+from cpython.long cimport PyLong_AsLongLong, PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -994,7 +994,8 @@ cdef class BatchBuilder:
                     f"a record of {size} bytes does not fit a batch of at most "
                     f"{self.max_bytes} bytes")
             return -1
-        self._reserve(size)
+        if self._len + size > self._cap or self._sealed:
+            self._reserve(size)
         cdef uint8_t* p = self._buf + self._len
         p += put_uvar(p, zz32(body))
         p[0] = 0
@@ -1035,7 +1036,16 @@ cdef class BatchBuilder:
         Raises:
             RecordTooLargeError: the record cannot fit even an empty batch.
             TypeError: key, value or a header has the wrong type.
+            ValueError: the timestamp does not fit in int64.
         """
+        cdef int overflow = 0
+        cdef int64_t ts
+        if type(key) is bytes and type(value) is bytes and type(timestamp) is int:
+            # The common case, with no buffer to acquire and release.
+            ts = PyLong_AsLongLongAndOverflow(timestamp, &overflow)
+            if not overflow:
+                return self._append(ts, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key),
+                                    PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value), headers)
         cdef Py_buffer kv, vv
         cdef Data k, v
         _get_data(key, &k, &kv, b"key")
