@@ -8,6 +8,9 @@ from types import ModuleType
 
 import pytest
 
+# Broker fixtures (tansu, mock_cluster, tls_tansu, ...) as users get them.
+pytest_plugins = ["pykaf.testing.fixtures"]
+
 NO_EXTENSIONS = os.environ.get("PYKAF_NO_EXTENSIONS") == "1"
 
 

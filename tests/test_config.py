@@ -77,3 +77,18 @@ def test_replace_validates_again() -> None:
     assert cfg.replace(client_id="x").client_id == "x"
     with pytest.raises(ConfigError):
         cfg.replace(request_timeout=0)
+
+
+def test_configuration_reference_is_current() -> None:
+    import importlib.util
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("gen", root / "tools" / "gen_config_docs.py")
+    assert spec and spec.loader
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    page = (root / "docs" / "configuration.md").read_text()
+    assert page == gen.render(), "run: python tools/gen_config_docs.py"
+    for name, _default, _doc in ClientConfig.options():
+        assert f"`{name}`" in page

@@ -1,0 +1,1 @@
+"""L3: the cluster client (metadata, leaders, coordinators, connection pool)."""

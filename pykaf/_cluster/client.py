@@ -1,0 +1,435 @@
+"""The cluster client: bootstrap, metadata, leaders, coordinators, offsets.
+
+``open_client()`` is an async context manager owning a nursery that hosts the
+connections' reader tasks and the periodic metadata refresh. Its surface is
+sarama's ``Client`` in Python names. Every method that may need the network
+is async; metadata lookups refresh the cache when it does not know the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from pykaf import errors
+from pykaf import protocol as P
+from pykaf._cluster.metadata import BrokerInfo, Metadata, PartitionInfo
+from pykaf._cluster.pool import ConnectionPool
+from pykaf._config import ClientConfig
+from pykaf._net.connection import BrokerConnection
+from pykaf._util import open_service_nursery
+
+log = logging.getLogger("pykaf.cluster")
+
+#: ``get_offset`` times: the earliest and the next-to-be-written offset.
+OLDEST = -2
+NEWEST = -1
+
+COORDINATOR_GROUP = 0
+COORDINATOR_TRANSACTION = 1
+
+_METADATA, _LIST_OFFSETS, _FIND_COORDINATOR = 3, 2, 10
+
+
+@dataclass(frozen=True, slots=True)
+class ClientStatistics:
+    """A snapshot of the client's state and counters."""
+
+    brokers: int
+    topics: int
+    connections: int
+    connects: int
+    connect_failures: int
+    metadata_refreshes: int
+    requests_sent: int
+    bytes_sent: int
+    bytes_received: int
+
+
+class Client:
+    """A connection to a Kafka cluster; get one from :func:`open_client`."""
+
+    def __init__(self, nursery: trio.Nursery, config: ClientConfig) -> None:
+        self.config = config
+        self._nursery = nursery
+        self._pool = ConnectionPool(nursery, config)
+        self.metadata = Metadata()
+        self._refresh_lock = trio.Lock()
+        self._refreshed_at = 0.0
+        self._coordinators: dict[tuple[int, str], BrokerInfo] = {}
+        self._closed = False
+
+    # -- lifecycle --------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close every connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.aclose()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.ClosedError("the client is closed")
+
+    # -- connections ------------------------------------------------------------
+
+    async def broker_connection(self, node_id: int) -> BrokerConnection:
+        """A live connection to broker ``node_id`` (refreshing metadata if unknown).
+
+        Raises:
+            BrokerNotAvailableError: no such broker in the cluster metadata.
+            KafkaConnectionError: the broker cannot be reached.
+        """
+        self._check_open()
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            await self.refresh_metadata()
+            broker = self.metadata.brokers.get(node_id)
+            if broker is None:
+                raise errors.BrokerNotAvailableError(f"broker {node_id} is not in the cluster")
+        return await self._pool.get(broker.host, broker.port, node_id)
+
+    async def connect_to(self, broker: BrokerInfo) -> BrokerConnection:
+        """A live connection to ``broker`` (which need not be in the metadata)."""
+        self._check_open()
+        return await self._pool.get(broker.host, broker.port, broker.node_id)
+
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to some reachable broker: known brokers first, then bootstrap.
+
+        Raises:
+            KafkaConnectionError: no broker could be reached.
+        """
+        self._check_open()
+        live = self._pool.connections()
+        if live:
+            return min(live, key=lambda c: c.in_flight)
+        candidates = [(b.host, b.port, b.node_id) for b in self.metadata.brokers.values()]
+        random.shuffle(candidates)
+        candidates += [(h, p, -1) for h, p in self.config.bootstrap]
+        last: Exception | None = None
+        for host, port, node in candidates:
+            try:
+                return await self._pool.get(host, port, node)
+            except errors.KafkaConnectionError as exc:
+                last = exc
+        raise errors.KafkaConnectionError(f"no broker reachable: {last}")
+
+    async def request(self, node_id: int, request: Any, version: int | None = None) -> Any:
+        """Send ``request`` to broker ``node_id`` and return the response body."""
+        conn = await self.broker_connection(node_id)
+        return await conn.request(request, version)
+
+    # -- metadata ---------------------------------------------------------------
+
+    async def refresh_metadata(self, *topics: str) -> None:
+        """Fetch fresh metadata (all topics, or ``topics`` when metadata_full is off).
+
+        Concurrent callers share one request: whoever waited while another
+        refresh ran does not start a second one.
+
+        Raises:
+            KafkaConnectionError: no broker answered.
+        """
+        self._check_open()
+        asked_at = time.monotonic()
+        async with self._refresh_lock:
+            if self._refreshed_at >= asked_at:
+                return
+            await self._refresh(topics)
+            self._refreshed_at = time.monotonic()
+
+    async def _refresh(self, topics: Sequence[str]) -> None:
+        # A full refresh cannot create topics; asking for them by name can.
+        full = not topics or (
+            self.config.metadata_full and not self.config.allow_auto_create_topics
+        )
+        deadline = time.monotonic() + self.config.request_timeout
+        last: Exception | None = None
+        while True:
+            try:
+                conn = await self.any_connection()
+                version = conn.version_for(_METADATA)
+                req = _metadata_request(None if full else topics, version, self.config)
+                resp = await conn.request(req, version)
+                topic_errors = self.metadata.update(resp, full=full)
+                for name, err in topic_errors.items():
+                    log.debug("metadata for %r: %s", name, err.name)
+                return
+            except (errors.KafkaConnectionError, errors.ProtocolError) as exc:
+                last = exc
+            if time.monotonic() >= deadline:
+                raise errors.KafkaConnectionError(f"metadata refresh failed: {last}")
+            await trio.sleep(self.config.retry_backoff)
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config.metadata_max_age)
+            if self._closed:
+                return
+            try:
+                await self.refresh_metadata()
+            except errors.PykafError as exc:
+                log.warning("periodic metadata refresh failed: %s", exc)
+
+    async def topics(self) -> list[str]:
+        """The names of the cluster's topics."""
+        if not self.metadata.updates:
+            await self.refresh_metadata()
+        return sorted(self.metadata.topics)
+
+    async def _topic(self, topic: str) -> Any:
+        t = self.metadata.topics.get(topic)
+        if t is None:
+            await self.refresh_metadata(topic)
+            t = self.metadata.topics.get(topic)
+        if t is None:
+            hint = "" if self.config.allow_auto_create_topics else " (auto-creation is off)"
+            raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist{hint}")
+        return t
+
+    async def partitions(self, topic: str) -> list[int]:
+        """The topic's partition numbers.
+
+        Raises:
+            UnknownTopicOrPartitionError: the topic does not exist.
+        """
+        return sorted((await self._topic(topic)).partitions)
+
+    async def writable_partitions(self, topic: str) -> list[int]:
+        """The topic's partitions that have a leader right now."""
+        t = await self._topic(topic)
+        return sorted(p for p, info in t.partitions.items() if info.leader >= 0)
+
+    async def _partition(self, topic: str, partition: int) -> PartitionInfo:
+        t = await self._topic(topic)
+        info = t.partitions.get(partition)
+        if info is None:
+            raise errors.UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {partition} (it has {len(t.partitions)})"
+            )
+        return info  # type: ignore[no-any-return]
+
+    async def leader(self, topic: str, partition: int) -> BrokerInfo:
+        """The broker leading ``topic``/``partition``.
+
+        Raises:
+            UnknownTopicOrPartitionError: no such topic or partition.
+            LeaderNotAvailableError: the partition has no leader right now.
+        """
+        info = await self._partition(topic, partition)
+        if info.leader < 0 or info.leader not in self.metadata.brokers:
+            await self.refresh_metadata(topic)
+            info = await self._partition(topic, partition)
+        broker = self.metadata.brokers.get(info.leader)
+        if broker is None:
+            raise errors.LeaderNotAvailableError(f"{topic}/{partition} has no leader right now")
+        return broker
+
+    async def replicas(self, topic: str, partition: int) -> list[int]:
+        """The partition's replica broker ids, leader first as the broker lists them."""
+        return list((await self._partition(topic, partition)).replicas)
+
+    async def in_sync_replicas(self, topic: str, partition: int) -> list[int]:
+        """The partition's in-sync replica broker ids."""
+        return list((await self._partition(topic, partition)).isr)
+
+    async def offline_replicas(self, topic: str, partition: int) -> list[int]:
+        """The partition's offline replica broker ids."""
+        return list((await self._partition(topic, partition)).offline_replicas)
+
+    async def brokers(self) -> list[BrokerInfo]:
+        """The cluster's brokers."""
+        if not self.metadata.updates:
+            await self.refresh_metadata()
+        return sorted(self.metadata.brokers.values(), key=lambda b: b.node_id)
+
+    async def controller(self) -> BrokerInfo:
+        """The controller broker.
+
+        Raises:
+            BrokerNotAvailableError: the cluster reports no controller.
+        """
+        if self.metadata.controller_id < 0 or not self.metadata.updates:
+            await self.refresh_metadata()
+        broker = self.metadata.brokers.get(self.metadata.controller_id)
+        if broker is None:
+            raise errors.BrokerNotAvailableError("the cluster reports no controller")
+        return broker
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The cluster id from the last metadata response."""
+        return self.metadata.cluster_id
+
+    # -- offsets ------------------------------------------------------------------
+
+    async def get_offset(self, topic: str, partition: int, time_ms: int) -> int:
+        """The offset for ``time_ms``: ``OLDEST``, ``NEWEST`` or a timestamp in ms.
+
+        For a timestamp, the earliest offset whose timestamp is at or after it
+        (-1 if there is none). Follows leader moves.
+
+        Raises:
+            UnknownTopicOrPartitionError, and the broker's error for the partition.
+        """
+        for attempt in range(4):
+            leader = await self.leader(topic, partition)
+            conn = await self.connect_to(leader)
+            version = conn.version_for(_LIST_OFFSETS)
+            req = _list_offsets_request(topic, partition, time_ms, version)
+            resp = await conn.request(req, version)
+            part = resp.topics[0].partitions[0]
+            err = errors.error_for_code(part.error_code)
+            if err is None:
+                if version == 0:
+                    return int(part.old_style_offsets[0]) if part.old_style_offsets else -1
+                return int(part.offset)
+            if err.retriable and attempt < 3:
+                self.metadata.mark_leader_unknown(topic, partition)
+                await self.refresh_metadata(topic)
+                await trio.sleep(self.config.retry_backoff)
+                continue
+            raise err(f"ListOffsets {topic}/{partition}: {err.description}")
+        raise AssertionError("unreachable")
+
+    # -- coordinators ------------------------------------------------------------
+
+    async def coordinator(self, group: str) -> BrokerInfo:
+        """The group coordinator of consumer group ``group`` (cached)."""
+        return await self._coordinator(COORDINATOR_GROUP, group)
+
+    async def refresh_coordinator(self, group: str) -> BrokerInfo:
+        """Look the group coordinator up again (after NOT_COORDINATOR)."""
+        self._coordinators.pop((COORDINATOR_GROUP, group), None)
+        return await self._coordinator(COORDINATOR_GROUP, group)
+
+    async def transaction_coordinator(self, transactional_id: str) -> BrokerInfo:
+        """The transaction coordinator of ``transactional_id`` (cached)."""
+        return await self._coordinator(COORDINATOR_TRANSACTION, transactional_id)
+
+    async def refresh_transaction_coordinator(self, transactional_id: str) -> BrokerInfo:
+        """Look the transaction coordinator up again."""
+        self._coordinators.pop((COORDINATOR_TRANSACTION, transactional_id), None)
+        return await self._coordinator(COORDINATOR_TRANSACTION, transactional_id)
+
+    async def _coordinator(self, key_type: int, key: str) -> BrokerInfo:
+        cached = self._coordinators.get((key_type, key))
+        if cached is not None:
+            return cached
+        deadline = time.monotonic() + self.config.request_timeout
+        while True:
+            conn = await self.any_connection()
+            version = conn.version_for(_FIND_COORDINATOR)
+            if key_type == COORDINATOR_TRANSACTION and version < 1:
+                raise errors.UnsupportedVersionError("the broker has no transaction coordinator")
+            resp = await conn.request(_find_coordinator_request(key_type, key, version), version)
+            if version >= 4:
+                c = resp.coordinators[0]
+                code, node, host, port, msg = (
+                    c.error_code,
+                    c.node_id,
+                    c.host,
+                    c.port,
+                    c.error_message,
+                )
+            else:
+                code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+                msg = getattr(resp, "error_message", None)
+            err = errors.error_for_code(code)
+            if err is None:
+                broker = BrokerInfo(node, host, port)
+                self._coordinators[(key_type, key)] = broker
+                return broker
+            if not err.retriable or time.monotonic() >= deadline:
+                raise err(msg or f"FindCoordinator({key!r}): {err.description}")
+            await trio.sleep(self.config.retry_backoff)
+
+    # -- observability -----------------------------------------------------------
+
+    def statistics(self) -> ClientStatistics:
+        """Counters and sizes, cheap to call."""
+        conns = self._pool.connections()
+        return ClientStatistics(
+            brokers=len(self.metadata.brokers),
+            topics=len(self.metadata.topics),
+            connections=len(conns),
+            connects=self._pool.connects,
+            connect_failures=self._pool.connect_failures,
+            metadata_refreshes=self.metadata.updates,
+            requests_sent=sum(c.requests_sent for c in conns),
+            bytes_sent=sum(c.bytes_sent for c in conns),
+            bytes_received=sum(c.bytes_received for c in conns),
+        )
+
+
+def _metadata_request(topics: Sequence[str] | None, version: int, config: ClientConfig) -> Any:
+    if topics is None:
+        req_topics: list[Any] | None = [] if version == 0 else None
+    else:
+        req_topics = [P.MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    kw: dict[str, Any] = {"topics": req_topics}
+    if version >= 4:
+        kw["allow_auto_topic_creation"] = config.allow_auto_create_topics
+    return P.MetadataRequest(**kw)
+
+
+def _list_offsets_request(topic: str, partition: int, time_ms: int, version: int) -> Any:
+    part_kw: dict[str, Any] = {"partition_index": partition, "timestamp": time_ms}
+    if version == 0:
+        part_kw["max_num_offsets"] = 1
+    req = P.ListOffsetsRequest
+    return req(
+        replica_id=-1,
+        topics=[req.ListOffsetsTopic(name=topic, partitions=[req.ListOffsetsPartition(**part_kw)])],
+    )
+
+
+def _find_coordinator_request(key_type: int, key: str, version: int) -> Any:
+    if version >= 4:
+        return P.FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key])
+    if version >= 1:
+        return P.FindCoordinatorRequest(key=key, key_type=key_type)
+    return P.FindCoordinatorRequest(key=key)
+
+
+@asynccontextmanager
+async def open_client(
+    bootstrap_servers: str | list[str] | None = None, **config: Any
+) -> AsyncIterator[Client]:
+    """Connect to a cluster; the client is closed when the block exits.
+
+    Args:
+        bootstrap_servers: "host:port,..." or a list; overrides the option.
+        **config: options of :class:`pykaf.ClientConfig`.
+
+    Raises:
+        ConfigError: an invalid option (before anything connects).
+        KafkaConnectionError: no bootstrap broker could be reached.
+    """
+    if bootstrap_servers is not None:
+        config["bootstrap_servers"] = bootstrap_servers
+    cfg = ClientConfig.from_kwargs(**config)
+    async with open_service_nursery() as nursery:
+        client = Client(nursery, cfg)
+        try:
+            await client.refresh_metadata()
+            nursery.start_soon(client._refresh_loop)
+            yield client
+        finally:
+            with trio.CancelScope(shield=True):
+                await client.aclose()
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,139 @@
+"""The cluster's metadata as plain objects: brokers, topics, partitions, leaders.
+
+Built from Metadata responses; no I/O here. Leaders never move backwards: a
+response carrying an older leader epoch than the one cached for a partition
+(a stale broker answering) does not overwrite it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykaf.errors import KafkaError, error_for_code
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """A broker as metadata describes it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port``."""
+        return f"{self.host}:{self.port}"
+
+
+@dataclass(slots=True)
+class PartitionInfo:
+    """One partition: its leader, replicas and in-sync replicas."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+    error: type[KafkaError] | None = None
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    """One topic and its partitions."""
+
+    name: str
+    topic_id: bytes | None
+    is_internal: bool
+    partitions: dict[int, PartitionInfo] = field(default_factory=dict)
+    error: type[KafkaError] | None = None
+
+
+class Metadata:
+    """The metadata cache: what the client believes the cluster looks like."""
+
+    def __init__(self) -> None:
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        self.cluster_id: str | None = None
+        self.controller_id: int = -1
+        self.updates = 0
+
+    def update(self, response: Any, *, full: bool) -> dict[str, type[KafkaError]]:
+        """Apply a MetadataResponse; return topic-level errors by topic name.
+
+        With ``full`` the response described every topic, so topics it did not
+        mention are gone; otherwise only the mentioned topics are replaced.
+        """
+        if response.brokers:
+            self.brokers = {
+                b.node_id: BrokerInfo(b.node_id, b.host, b.port, getattr(b, "rack", None))
+                for b in response.brokers
+            }
+        self.cluster_id = getattr(response, "cluster_id", None)
+        self.controller_id = getattr(response, "controller_id", -1)
+        errors: dict[str, type[KafkaError]] = {}
+        seen: set[str] = set()
+        for t in response.topics:
+            name = t.name
+            if name is None:
+                continue
+            seen.add(name)
+            err = error_for_code(t.error_code)
+            if err is not None:
+                errors[name] = err
+                # A retriable topic error (leader election) keeps what we knew.
+                if not err.retriable:
+                    self.topics.pop(name, None)
+                continue
+            old = self.topics.get(name)
+            topic = TopicInfo(
+                name,
+                getattr(t, "topic_id", None),
+                bool(getattr(t, "is_internal", False)),
+            )
+            for p in t.partitions:
+                epoch = getattr(p, "leader_epoch", -1)
+                prev = old.partitions.get(p.partition_index) if old else None
+                if prev is not None and 0 <= epoch < prev.leader_epoch:
+                    topic.partitions[p.partition_index] = prev  # stale answer
+                    continue
+                topic.partitions[p.partition_index] = PartitionInfo(
+                    name,
+                    p.partition_index,
+                    p.leader_id,
+                    epoch,
+                    list(p.replica_nodes),
+                    list(p.isr_nodes),
+                    list(getattr(p, "offline_replicas", []) or []),
+                    error_for_code(p.error_code),
+                )
+            self.topics[name] = topic
+        if full:
+            for name in list(self.topics):
+                if name not in seen:
+                    del self.topics[name]
+        self.updates += 1
+        return errors
+
+    def partition(self, topic: str, partition: int) -> PartitionInfo | None:
+        """The cached partition, or None."""
+        t = self.topics.get(topic)
+        return t.partitions.get(partition) if t else None
+
+    def leader_of(self, topic: str, partition: int) -> BrokerInfo | None:
+        """The partition's leader broker, or None if unknown or unavailable."""
+        p = self.partition(topic, partition)
+        if p is None or p.leader < 0:
+            return None
+        return self.brokers.get(p.leader)
+
+    def mark_leader_unknown(self, topic: str, partition: int) -> None:
+        """Forget a partition's leader after the broker said it is not the leader."""
+        p = self.partition(topic, partition)
+        if p is not None:
+            p.leader = -1

@@ -1,0 +1,111 @@
+"""Connections to the cluster's brokers: one per broker, reopened with backoff.
+
+A broker that refuses connections is retried after an exponentially growing,
+jittered delay (``reconnect_backoff`` doubling up to ``reconnect_backoff_max``),
+so a dead broker is not hammered and a restarted one is found again quickly.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+
+import trio
+
+from pykaf._config import ClientConfig
+from pykaf._net.connection import BrokerConnection
+from pykaf.errors import ClosedError, KafkaConnectionError
+
+log = logging.getLogger("pykaf.cluster")
+
+
+class _Slot:
+    __slots__ = ("conn", "failures", "lock", "next_attempt")
+
+    def __init__(self) -> None:
+        self.conn: BrokerConnection | None = None
+        self.lock = trio.Lock()
+        self.failures = 0
+        self.next_attempt = 0.0
+
+
+class ConnectionPool:
+    """Opens, caches and reopens broker connections inside the owner's nursery."""
+
+    def __init__(self, nursery: trio.Nursery, config: ClientConfig) -> None:
+        self._nursery = nursery
+        self.config = config
+        self._slots: dict[tuple[str, int], _Slot] = {}
+        self._closed = False
+        self.connects = 0
+        self.connect_failures = 0
+
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait before the next attempt after ``failures`` failures."""
+        if failures <= 0:
+            return 0.0
+        base: float = min(
+            self.config.reconnect_backoff_max,
+            self.config.reconnect_backoff * (2 ** min(failures - 1, 30)),
+        )
+        return base * random.uniform(0.8, 1.2)
+
+    async def get(self, host: str, port: int, node_id: int = -1) -> BrokerConnection:
+        """A live connection to ``host:port`` (opened or reopened as needed).
+
+        Raises:
+            KafkaConnectionError: the connection could not be opened.
+            ClosedError: the pool is closed.
+        """
+        if self._closed:
+            raise ClosedError("the client is closed")
+        key = (host, port)
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = _Slot()
+        conn = slot.conn
+        if conn is not None and not conn.broken:
+            if conn.expires_at is None or time.monotonic() < conn.expires_at:
+                return conn
+            conn.close()  # the SASL session is ending: authenticate afresh
+        async with slot.lock:
+            conn = slot.conn
+            if conn is not None and not conn.broken:
+                return conn
+            wait = slot.next_attempt - time.monotonic()
+            if wait > 0:
+                await trio.sleep(wait)
+            if self._closed:
+                raise ClosedError("the client is closed")
+            try:
+                conn = await BrokerConnection.open(
+                    self._nursery, host, port, self.config, node_id=node_id
+                )
+            except KafkaConnectionError:
+                slot.failures += 1
+                self.connect_failures += 1
+                slot.next_attempt = time.monotonic() + self.backoff(slot.failures)
+                raise
+            slot.failures = 0
+            slot.next_attempt = 0.0
+            slot.conn = conn
+            self.connects += 1
+            return conn
+
+    def connections(self) -> list[BrokerConnection]:
+        """The live connections."""
+        return [s.conn for s in self._slots.values() if s.conn is not None and not s.conn.broken]
+
+    def drop(self, host: str, port: int) -> None:
+        """Close the connection to ``host:port`` if there is one."""
+        slot = self._slots.get((host, port))
+        if slot is not None and slot.conn is not None:
+            slot.conn.close()
+
+    async def aclose(self) -> None:
+        """Close every connection and wait for their reader tasks to end."""
+        self._closed = True
+        for slot in self._slots.values():
+            if slot.conn is not None:
+                await slot.conn.aclose()

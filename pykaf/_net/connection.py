@@ -1,0 +1,296 @@
+"""One TCP or TLS connection to a broker, driven by trio.
+
+A reader task (in a nursery the owner supplies) feeds received bytes to the
+sans-I/O :class:`~pykaf.protocol.connection.Connection` and wakes the waiting
+requester. Requests are pipelined up to ``max_in_flight_per_connection``.
+Socket, TLS and timeout failures become :mod:`pykaf.errors` connection errors
+here, at this boundary; after any of them the connection is dead, every
+pending request fails, and the owner opens a new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import ssl
+import time
+from typing import Any
+
+import trio
+
+from pykaf import protocol as P
+from pykaf._config import ClientConfig
+from pykaf.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProtocolError,
+    PykafError,
+    UnsupportedVersionError,
+)
+from pykaf.protocol.connection import API_VERSIONS_KEY, BrokerVersions, Connection
+
+log = logging.getLogger("pykaf.net")
+
+_IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError)
+
+
+def describe(exc: BaseException) -> str:
+    """A useful message for an I/O error (trio's wrappers often have none)."""
+    parts: list[str] = []
+    while exc is not None and len(parts) < 3:
+        text = str(exc)
+        if text:
+            parts.append(text)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return ": ".join(parts) or type(exc).__name__
+
+
+class _Slot:
+    """Where the reader task leaves one response for the task waiting on it."""
+
+    __slots__ = ("error", "event", "response")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.response: Any = None
+        self.error: BaseException | None = None
+
+
+class BrokerConnection:
+    """A live connection to one broker; create it with :meth:`open`.
+
+    Attributes:
+        host, port: where it is connected.
+        node_id: the broker's id (-1 for a bootstrap connection).
+        versions: the API versions negotiated at open.
+    """
+
+    def __init__(
+        self, stream: trio.abc.Stream, host: str, port: int, node_id: int, config: ClientConfig
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.config = config
+        self._stream = stream
+        self._proto = Connection(config.client_id, max_response_bytes=config.max_response_bytes)
+        self._send_lock = trio.Lock()
+        self._in_flight = trio.Semaphore(config.max_in_flight_per_connection)
+        self._reader_scope = trio.CancelScope()
+        self._closed = trio.Event()
+        self._error: PykafError | None = None
+        self.opened_at = time.monotonic()
+        #: When a SASL session ends (KIP-368); the pool reconnects before then.
+        self.expires_at: float | None = None
+        self.requests_sent = 0
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    # -- opening --------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        nursery: trio.Nursery,
+        host: str,
+        port: int,
+        config: ClientConfig,
+        *,
+        node_id: int = -1,
+    ) -> BrokerConnection:
+        """Connect, negotiate API versions and authenticate.
+
+        Raises:
+            KafkaConnectionError: the broker could not be reached or the TLS
+                handshake failed.
+            KafkaTimeoutError: connecting took longer than ``connect_timeout``.
+            SaslAuthenticationError: SASL authentication was refused.
+        """
+        ctx = config.build_ssl_context()
+        stream: trio.abc.Stream
+        try:
+            with trio.fail_after(config.connect_timeout):
+                tcp = await trio.open_tcp_stream(host, port)
+                if ctx is None:
+                    stream = tcp
+                else:
+                    stream = trio.SSLStream(
+                        tcp, ctx, server_hostname=host if ctx.check_hostname else None
+                    )
+                    try:
+                        await stream.do_handshake()
+                    except BaseException:
+                        await trio.aclose_forcefully(stream)
+                        raise
+        except trio.TooSlowError:
+            raise KafkaTimeoutError(
+                f"connecting to {host}:{port} took longer than {config.connect_timeout}s"
+            ) from None
+        except _IO_ERRORS as exc:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {describe(exc)}") from exc
+        conn = cls(stream, host, port, node_id, config)
+        await nursery.start(conn._reader)
+        try:
+            await conn._negotiate_versions()
+            if config.use_sasl:
+                from pykaf._net.sasl import authenticate
+
+                await authenticate(conn, config)
+        except BaseException:
+            conn.close()
+            raise
+        log.debug("connected to broker %s at %s:%s", node_id, host, port)
+        return conn
+
+    async def _negotiate_versions(self) -> None:
+        req_cls = P.REQUESTS[API_VERSIONS_KEY]
+        version = req_cls.MAX_VERSION
+        for _ in range(3):
+            slot = await self._send(
+                self._proto.api_versions_request(), version, expect_response=True
+            )
+            resp = await self._wait(slot, self.config.request_timeout)
+            if self._proto.handle_api_versions(resp) is not None:
+                return
+            version = self._proto.retry_api_versions_version
+        raise UnsupportedVersionError(f"{self}: could not agree on an ApiVersions version")
+
+    # -- requests ---------------------------------------------------------------
+
+    @property
+    def versions(self) -> BrokerVersions:
+        """API versions negotiated with this broker."""
+        assert self._proto.versions is not None
+        return self._proto.versions
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection failed or was closed."""
+        return self._error is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent and not yet answered."""
+        return self._proto.in_flight
+
+    def version_for(self, api_key: int) -> int:
+        """The negotiated version of ``api_key``."""
+        return self._proto.version_for(api_key)
+
+    async def request(
+        self,
+        request: Any,
+        version: int | None = None,
+        *,
+        expect_response: bool = True,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send ``request`` and return the decoded response body.
+
+        Args:
+            request: a ``pykaf.protocol`` request object.
+            version: the API version; None uses the negotiated one.
+            expect_response: False for Produce with acks=0 (returns None).
+            timeout: seconds to wait for the response (default: request_timeout).
+
+        Raises:
+            KafkaConnectionError: the connection broke (the request may or may
+                not have reached the broker).
+            KafkaTimeoutError: no response in time; the connection is dropped.
+        """
+        async with self._in_flight:
+            slot = await self._send(request, version, expect_response=expect_response)
+            if slot is None:
+                return None
+            resp = await self._wait(
+                slot, self.config.request_timeout if timeout is None else timeout
+            )
+            return resp.body
+
+    async def _send(self, request: Any, version: int | None, *, expect_response: bool) -> Any:
+        self._check()
+        slot = _Slot() if expect_response else None
+        async with self._send_lock:
+            self._check()
+            self._proto.send_request(
+                request, version, expect_response=expect_response, context=slot
+            )
+            data = self._proto.data_to_send()
+            # A frame cut in half by a cancellation would corrupt the stream for
+            # every later request, so the write is shielded and has its own bound.
+            with trio.CancelScope(shield=True):
+                try:
+                    with trio.fail_after(self.config.request_timeout):
+                        await self._stream.send_all(data)
+                except trio.TooSlowError:
+                    self._fail(KafkaTimeoutError(f"{self}: sending a request timed out"))
+                except _IO_ERRORS as exc:
+                    self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
+            self.requests_sent += 1
+            self.bytes_sent += len(data)
+        self._check()
+        return slot
+
+    async def _wait(self, slot: _Slot, timeout: float) -> Any:
+        with trio.move_on_after(timeout if math.isfinite(timeout) else math.inf) as scope:
+            await slot.event.wait()
+        if scope.cancelled_caught:
+            # Responses come in order: one that is late blocks all behind it.
+            self._fail(KafkaTimeoutError(f"{self}: no response within {timeout}s"))
+        if slot.error is not None:
+            raise slot.error
+        if not slot.event.is_set():  # failed before this request was answered
+            raise self._error or KafkaConnectionError(f"{self}: connection lost")
+        return slot.response
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    # -- reading ----------------------------------------------------------------
+
+    async def _reader(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with self._reader_scope:
+            task_status.started()
+            try:
+                while True:
+                    data = await self._stream.receive_some(1 << 18)
+                    if not data:
+                        self._fail(KafkaConnectionError(f"{self}: closed by the broker"))
+                        break
+                    self.bytes_received += len(data)
+                    for resp in self._proto.receive_data(data):
+                        slot = resp.context
+                        slot.response = resp
+                        slot.event.set()
+            except ProtocolError as exc:
+                self._fail(exc)
+            except _IO_ERRORS as exc:
+                self._fail(KafkaConnectionError(f"{self}: receive failed: {describe(exc)}"))
+        with trio.CancelScope(shield=True):
+            await trio.aclose_forcefully(self._stream)
+        self._closed.set()
+
+    def _fail(self, error: PykafError) -> None:
+        """Kill the connection: fail every pending request with ``error``."""
+        if self._error is None:
+            self._error = error
+            log.info("%s: %s", self, error)
+        for pending in self._proto.take_pending():
+            slot = pending.context
+            if slot is not None and not slot.event.is_set():
+                slot.error = error
+                slot.event.set()
+        self._reader_scope.cancel()
+
+    def close(self) -> None:
+        """Close the connection; pending requests fail with KafkaConnectionError."""
+        self._fail(KafkaConnectionError(f"{self}: connection closed"))
+
+    async def aclose(self) -> None:
+        """Close the connection and wait until its reader task has finished."""
+        self.close()
+        await self._closed.wait()
+
+    def __repr__(self) -> str:
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"

@@ -1,0 +1,33 @@
+"""Small helpers shared across layers."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+if sys.version_info < (3, 11):  # pragma: no cover - trio installs the backport there
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found]
+
+
+@asynccontextmanager
+async def open_service_nursery() -> AsyncIterator[trio.Nursery]:
+    """A nursery for an ``open_*`` context manager's background tasks.
+
+    trio wraps whatever escapes a nursery in an ExceptionGroup. Users of
+    ``async with pykaf.open_client(...)`` expect the error itself
+    (``except KafkaConnectionError``), so a group holding a single exception is
+    unwrapped; a group of several is raised as it is.
+    """
+    try:
+        async with trio.open_nursery() as nursery:
+            yield nursery
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            exc = group.exceptions[0]
+            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]
+            raise exc from exc.__cause__
+        raise

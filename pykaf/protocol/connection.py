@@ -1,0 +1,335 @@
+"""A Kafka connection as a state machine with no I/O: bytes in, responses out.
+
+In the style of h11: the caller feeds what the socket received into
+:meth:`Connection.receive_data` and writes what :meth:`Connection.data_to_send`
+returns. The machine frames requests, assigns correlation ids, matches
+responses in order (Kafka answers in request order on one connection), knows
+that Produce with acks=0 gets no answer, and negotiates API versions from the
+broker's ApiVersions response.
+
+Errors are split as h11 splits them: :class:`~pykaf.errors.ProtocolError` when
+the peer broke the protocol (after which the connection must be dropped),
+``ValueError``/``UnsupportedVersionError`` when the caller asked for something
+the connection cannot do.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from pykaf import protocol as P
+from pykaf.errors import ProtocolError, UnsupportedVersionError
+
+_SIZE = struct.Struct(">i")
+_ERROR_CODE = struct.Struct(">h")
+API_VERSIONS_KEY = 18
+PRODUCE_KEY = 0
+UNSUPPORTED_VERSION = 35
+
+#: Responses larger than this are refused (and the connection dropped) rather
+#: than buffered: a corrupt size prefix must not make the client allocate GBs.
+DEFAULT_MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class Pending:
+    """A request sent and not yet answered."""
+
+    correlation_id: int
+    api_key: int
+    version: int
+    response_class: Any
+    context: Any = None
+
+
+@dataclass(slots=True)
+class Response:
+    """A decoded response, matched to the request it answers."""
+
+    correlation_id: int
+    api_key: int
+    version: int  # the version the body was decoded with
+    body: Any
+    context: Any = None
+    request_version: int = -1  # the version the request was sent with
+
+
+@dataclass(slots=True)
+class BrokerVersions:
+    """What a broker said it supports and what pykaf will use with it."""
+
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+    chosen: dict[int, int] = field(default_factory=dict)
+
+    def version_for(self, api_key: int) -> int:
+        """The version to use for ``api_key``; raises if no common version exists."""
+        try:
+            return self.chosen[api_key]
+        except KeyError:
+            name = P.api_name(api_key)
+            if api_key not in self.ranges:
+                raise UnsupportedVersionError(
+                    f"the broker does not support {name} (API key {api_key})"
+                ) from None
+            lo, hi = self.ranges[api_key]
+            req = P.REQUESTS[api_key]
+            raise UnsupportedVersionError(
+                f"no common version of {name}: broker {lo}-{hi}, "
+                f"pykaf {req.MIN_VERSION}-{req.MAX_VERSION}"
+            ) from None
+
+    def supports(self, api_key: int, min_version: int = 0) -> bool:
+        """Whether a version >= ``min_version`` of ``api_key`` was negotiated."""
+        v = self.chosen.get(api_key)
+        return v is not None and v >= min_version
+
+
+def _rejected_api_versions(body: memoryview) -> Any:
+    """The body of an ApiVersions rejection (KIP-511).
+
+    A broker that does not speak our ApiVersions version answers with
+    UNSUPPORTED_VERSION in a v0 body naming the versions it does speak. Some
+    brokers (librdkafka's mock) write that body in a shape v0 cannot parse;
+    then all that is known is the rejection, and the retry uses v0.
+    """
+    cls = P.RESPONSES[API_VERSIONS_KEY]
+    try:
+        return cls.decode(body, 0)
+    except ProtocolError:
+        return cls(error_code=UNSUPPORTED_VERSION, api_keys=[])
+
+
+#: Versions Kafka reserves for brokers talking to brokers: a client stops below.
+#: AddPartitionsToTxn v4+ is the inter-broker batched form (KIP-890).
+CLIENT_MAX_VERSIONS = {24: 3}
+
+
+def negotiate(ranges: dict[int, tuple[int, int]]) -> BrokerVersions:
+    """Pick, per API, the highest version both pykaf and the broker speak."""
+    chosen: dict[int, int] = {}
+    for key, (lo, hi) in ranges.items():
+        req = P.REQUESTS.get(key)
+        if req is None:
+            continue
+        v = min(hi, req.MAX_VERSION, CLIENT_MAX_VERSIONS.get(key, req.MAX_VERSION))
+        if v >= max(lo, req.MIN_VERSION):
+            chosen[key] = v
+    return BrokerVersions(dict(ranges), chosen)
+
+
+class Connection:
+    """Framing, correlation and version state of one broker connection.
+
+    Args:
+        client_id: sent in every request header (None sends a null client id).
+        max_response_bytes: the largest response frame accepted.
+    """
+
+    def __init__(
+        self,
+        client_id: str | None = "pykaf",
+        *,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
+        self.client_id = client_id
+        self.max_response_bytes = max_response_bytes
+        self.versions: BrokerVersions | None = None
+        self._next_id = 0
+        self._pending: deque[Pending] = deque()
+        self._out: list[bytes] = []
+        self._in = bytearray()
+        self._closed_reason: str | None = None
+
+    # -- sending --------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent that still wait for a response."""
+        return len(self._pending)
+
+    def version_for(self, api_key: int) -> int:
+        """The negotiated version for ``api_key`` (after the ApiVersions exchange)."""
+        if self.versions is None:
+            raise UnsupportedVersionError("API versions have not been negotiated yet")
+        return self.versions.version_for(api_key)
+
+    def send_request(
+        self,
+        request: Any,
+        version: int | None = None,
+        *,
+        expect_response: bool = True,
+        context: Any = None,
+    ) -> int:
+        """Frame ``request`` for sending; return its correlation id.
+
+        Args:
+            request: a protocol request object (``pykaf.protocol.*Request``).
+            version: the version to encode; None uses the negotiated one.
+            expect_response: False for requests the broker never answers
+                (Produce with acks=0); nothing is queued to wait for them.
+            context: an opaque value handed back with the response.
+
+        Raises:
+            UnsupportedVersionError: no usable version of this API.
+            ValueError: the connection is broken.
+        """
+        if self._closed_reason is not None:
+            raise ValueError(f"connection is broken: {self._closed_reason}")
+        api_key = request.API_KEY
+        if version is None:
+            version = self.version_for(api_key)
+        if not request.MIN_VERSION <= version <= request.MAX_VERSION:
+            raise UnsupportedVersionError(
+                f"{request.API_NAME} v{version} is outside pykaf's "
+                f"{request.MIN_VERSION}-{request.MAX_VERSION}"
+            )
+        cid = self._next_id
+        self._next_id = (cid + 1) & 0x7FFFFFFF
+        header = P.encode_request_header(
+            api_key,
+            version,
+            cid,
+            self.client_id,
+            P.request_header_flexible(api_key, version),
+        )
+        body = request.encode(version)
+        self._out.append(_SIZE.pack(len(header) + len(body)))
+        self._out.append(header)
+        self._out.append(body)
+        if expect_response:
+            self._pending.append(Pending(cid, api_key, version, P.RESPONSES[api_key], context))
+        return cid
+
+    def data_to_send(self) -> bytes:
+        """Everything framed since the last call, ready to write to the socket."""
+        if not self._out:
+            return b""
+        data = b"".join(self._out)
+        self._out.clear()
+        return data
+
+    # -- receiving ------------------------------------------------------------
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> list[Response]:
+        """Feed bytes read from the socket; return the responses they completed.
+
+        Raises:
+            ProtocolError: the broker broke the protocol (an oversized frame, an
+                unexpected correlation id, an undecodable body). The connection
+                is unusable afterwards; every pending request must be failed.
+        """
+        if self._closed_reason is not None:
+            raise ProtocolError(f"connection is broken: {self._closed_reason}")
+        self._in += data
+        out: list[Response] = []
+        buf = self._in
+        pos = 0
+        try:
+            while len(buf) - pos >= 4:
+                (size,) = _SIZE.unpack_from(buf, pos)
+                if size < 4 or size > self.max_response_bytes:
+                    self._break(f"invalid response size {size}")
+                if len(buf) - pos - 4 < size:
+                    break
+                frame = memoryview(buf)[pos + 4 : pos + 4 + size]
+                out.append(self._handle_frame(bytes(frame)))
+                frame.release()
+                pos += 4 + size
+        finally:
+            if pos:
+                del buf[:pos]
+        return out
+
+    def _handle_frame(self, frame: bytes) -> Response:
+        if not self._pending:
+            self._break("a response arrived with no request pending")
+        pending = self._pending[0]
+        flexible = P.response_header_flexible(pending.api_key, pending.version)
+        try:
+            cid, body_at = P.decode_response_header(frame, flexible)
+        except ProtocolError as exc:
+            self._break(f"malformed response header: {exc}")
+        if cid != pending.correlation_id:
+            self._break(
+                f"expected the response to correlation id {pending.correlation_id}, got {cid}"
+            )
+        body_bytes = memoryview(frame)[body_at:]
+        version = pending.version
+        if pending.api_key == API_VERSIONS_KEY and version > 0 and len(body_bytes) >= 2:
+            (code,) = _ERROR_CODE.unpack_from(body_bytes)
+            if code == UNSUPPORTED_VERSION:
+                self._pending.popleft()
+                return Response(
+                    cid,
+                    pending.api_key,
+                    0,
+                    _rejected_api_versions(body_bytes),
+                    pending.context,
+                    pending.version,
+                )
+        try:
+            body = pending.response_class.decode(body_bytes, version)
+        except ProtocolError as exc:
+            # The request stays pending so that its owner fails it with the break.
+            self._break(f"malformed {P.api_name(pending.api_key)} v{version} response: {exc}")
+        self._pending.popleft()
+        return Response(cid, pending.api_key, version, body, pending.context, pending.version)
+
+    def _break(self, reason: str) -> NoReturn:
+        self._closed_reason = reason
+        raise ProtocolError(reason)
+
+    @property
+    def broken(self) -> str | None:
+        """Why the connection can no longer be used, or None while it is healthy."""
+        return self._closed_reason
+
+    def take_pending(self) -> list[Pending]:
+        """Remove and return every unanswered request (to fail them after a break)."""
+        items = list(self._pending)
+        self._pending.clear()
+        return items
+
+    # -- version negotiation ----------------------------------------------------
+
+    def api_versions_request(self, version: int | None = None) -> Any:
+        """The ApiVersions request pykaf opens a connection with."""
+        from pykaf._version import __version__
+
+        req_cls = P.REQUESTS[API_VERSIONS_KEY]
+        return req_cls(client_software_name="pykaf", client_software_version=__version__)
+
+    def handle_api_versions(self, response: Response) -> BrokerVersions | None:
+        """Record the broker's API ranges from an ApiVersions response.
+
+        Returns the negotiated versions, or None when the broker rejected our
+        ApiVersions version; then :attr:`retry_api_versions_version` says which
+        version to retry with.
+
+        Raises:
+            ProtocolError: the response carried another error.
+        """
+        body = response.body
+        if body.error_code == UNSUPPORTED_VERSION:
+            hi = 0
+            for k in body.api_keys:
+                if k.api_key == API_VERSIONS_KEY:
+                    hi = k.max_version
+            req_cls = P.REQUESTS[API_VERSIONS_KEY]
+            self.retry_api_versions_version = max(0, min(hi, req_cls.MAX_VERSION))
+            sent = response.request_version
+            if sent <= 0 or self.retry_api_versions_version >= sent:
+                # Nothing lower to try: the broker is unusable for us.
+                self._break("the broker rejected every ApiVersions version")
+            return None
+        if body.error_code:
+            self._break(f"ApiVersions failed with error code {body.error_code}")
+        ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        self.versions = negotiate(ranges)
+        return self.versions
+
+    retry_api_versions_version: int = 0

@@ -1,0 +1,189 @@
+"""Peers that break the protocol or go silent: clean errors, reset connections, no hangs."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+
+from pykaf import errors
+from pykaf import protocol as P
+from pykaf._config import ClientConfig
+from pykaf._net.connection import BrokerConnection
+
+Handler = Callable[[trio.SocketStream], Awaitable[None]]
+
+
+async def read_request(stream: trio.SocketStream, buf: bytearray) -> P.RequestHeader:
+    while True:
+        if len(buf) >= 4:
+            (size,) = struct.unpack_from(">i", buf)
+            if len(buf) >= 4 + size:
+                frame = bytes(buf[4 : 4 + size])
+                del buf[: 4 + size]
+                return P.decode_request_header(frame)
+        data = await stream.receive_some(65536)
+        if not data:
+            raise EOFError
+        buf += data
+
+
+def frame(header: P.RequestHeader, body: bytes, *, flexible: bool | None = None) -> bytes:
+    if flexible is None:
+        flexible = P.response_header_flexible(header.api_key, header.api_version)
+    payload = P.encode_response_header(header.correlation_id, flexible) + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def versions_body(header: P.RequestHeader) -> bytes:
+    keys = [
+        P.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=3),
+        P.ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=12),
+    ]
+    return P.ApiVersionsResponse(error_code=0, api_keys=keys).encode(header.api_version)
+
+
+async def serve(handler: Handler, nursery: trio.Nursery) -> int:
+    listeners = await nursery.start(trio.serve_tcp, handler, 0)
+    return int(listeners[0].socket.getsockname()[1])
+
+
+async def open_conn(port: int, nursery: trio.Nursery, **cfg: object) -> BrokerConnection:
+    options: dict[str, object] = {"request_timeout": 1.0, "connect_timeout": 1.0, **cfg}
+    config = ClientConfig.from_kwargs(**options)
+    return await BrokerConnection.open(nursery, "127.0.0.1", port, config)
+
+
+def behaving_then(after: Callable[[P.RequestHeader], bytes | None]) -> Handler:
+    """Answer ApiVersions properly, then answer every request with ``after``."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        buf = bytearray()
+        try:
+            header = await read_request(stream, buf)
+            await stream.send_all(frame(header, versions_body(header)))
+            while True:
+                header = await read_request(stream, buf)
+                reply = after(header)
+                if reply is None:
+                    await trio.sleep_forever()
+                await stream.send_all(reply)
+        except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    return handler
+
+
+BAD_REPLIES: dict[str, Callable[[P.RequestHeader], bytes]] = {
+    "wrong-correlation-id": lambda h: frame(
+        h._replace(correlation_id=h.correlation_id + 7), P.MetadataResponse().encode(h.api_version)
+    ),
+    "truncated-body": lambda h: frame(h, P.MetadataResponse(cluster_id="c" * 40).encode(12)[:9]),
+    "garbage-body": lambda h: frame(h, b"\xff" * 64),
+    "negative-size": lambda h: struct.pack(">i", -1) + b"\0" * 8,
+    "oversized-frame": lambda h: struct.pack(">i", 2**31 - 1) + b"\0" * 8,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_REPLIES))
+async def test_malformed_responses_give_protocol_errors(kind: str) -> None:
+    async with trio.open_nursery() as nursery:
+        port = await serve(behaving_then(BAD_REPLIES[kind]), nursery)
+        conn = await open_conn(port, nursery, max_response_bytes=1 << 20)
+        with trio.fail_after(5):
+            with pytest.raises(errors.ProtocolError):
+                await conn.request(P.MetadataRequest(topics=None))
+            assert conn.broken
+            with pytest.raises(errors.ProtocolError):  # the connection stays dead
+                await conn.request(P.MetadataRequest(topics=None))
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_silent_peer_times_out_and_every_pending_request_fails() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await serve(behaving_then(lambda h: None), nursery)
+        conn = await open_conn(port, nursery, request_timeout=0.3)
+        results: list[BaseException] = []
+
+        async def one() -> None:
+            try:
+                await conn.request(P.MetadataRequest(topics=None))
+            except errors.PykafError as exc:
+                results.append(exc)
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as inner:
+                for _ in range(3):
+                    inner.start_soon(one)
+        assert len(results) == 3
+        assert all(isinstance(e, errors.KafkaConnectionError) for e in results)
+        assert any(isinstance(e, errors.KafkaTimeoutError) for e in results)
+        assert conn.broken
+        nursery.cancel_scope.cancel()
+
+
+async def test_peer_closing_mid_request_is_a_connection_error() -> None:
+    async def hang_up(stream: trio.SocketStream) -> None:
+        buf = bytearray()
+        header = await read_request(stream, buf)
+        await stream.send_all(frame(header, versions_body(header)))
+        await read_request(stream, buf)
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        port = await serve(hang_up, nursery)
+        conn = await open_conn(port, nursery)
+        with trio.fail_after(5), pytest.raises(errors.KafkaConnectionError, match="closed"):
+            await conn.request(P.MetadataRequest(topics=None))
+        nursery.cancel_scope.cancel()
+
+
+async def test_pipelined_requests_are_matched_in_order() -> None:
+    async def echo_cluster_ids(stream: trio.SocketStream) -> None:
+        buf = bytearray()
+        header = await read_request(stream, buf)
+        await stream.send_all(frame(header, versions_body(header)))
+        with pytest.raises(EOFError):
+            while True:
+                header = await read_request(stream, buf)
+                body = P.MetadataResponse(cluster_id=str(header.correlation_id))
+                await trio.sleep(0.001 * (header.correlation_id % 3))
+                await stream.send_all(frame(header, body.encode(header.api_version)))
+
+    async with trio.open_nursery() as nursery:
+        port = await serve(echo_cluster_ids, nursery)
+        conn = await open_conn(port, nursery, max_in_flight_per_connection=4)
+        got: list[str] = []
+
+        async def one() -> None:
+            resp = await conn.request(P.MetadataRequest(topics=None))
+            got.append(resp.cluster_id)
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as inner:
+                for _ in range(20):
+                    inner.start_soon(one)
+        assert sorted(got, key=int) == [str(i) for i in range(1, 21)]
+        assert conn.requests_sent == 21
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_connect_timeout() -> None:
+    # A listening socket whose backlog is never accepted still completes TCP
+    # handshakes in the kernel, so use an unroutable-free trick: a server that
+    # accepts and never answers ApiVersions.
+    async with trio.open_nursery() as nursery:
+        port = await serve(behaving_then(lambda h: None), nursery)
+
+        async def mute(stream: trio.SocketStream) -> None:
+            await trio.sleep_forever()
+
+        mute_port = await serve(mute, nursery)
+        with trio.fail_after(5), pytest.raises(errors.KafkaTimeoutError):
+            await open_conn(mute_port, nursery, request_timeout=0.3)
+        assert port
+        nursery.cancel_scope.cancel()

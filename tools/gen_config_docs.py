@@ -1,0 +1,50 @@
+"""Write docs/configuration.md from the option definitions in pykaf/_config.py.
+
+Run: python tools/gen_config_docs.py. A test fails when the page is stale.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pykaf._config import ClientConfig  # noqa: E402
+
+CONFIGS = [("Client", ClientConfig)]
+
+
+def fmt_default(value: object) -> str:
+    if value is None or value == "":
+        return "—"
+    return f"`{value!r}`"
+
+
+def render() -> str:
+    lines = [
+        "# Configuration reference",
+        "",
+        "Generated from the option definitions by `tools/gen_config_docs.py`; do not edit.",
+        "Options are keyword arguments of `pykaf.open_client()` (and, later, of the",
+        "producer, consumer and admin). Durations are in seconds. An unknown name or a",
+        "bad value raises `pykaf.errors.ConfigError` before anything connects.",
+        "",
+    ]
+    for title, cls in CONFIGS:
+        lines += [f"## {title} options", "", "| option | default | meaning |", "|---|---|---|"]
+        for name, default, doc in cls.options():
+            lines.append(f"| `{name}` | {fmt_default(default)} | {doc} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    out = ROOT / "docs" / "configuration.md"
+    out.write_text(render())
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
