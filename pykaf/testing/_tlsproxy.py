@@ -22,10 +22,14 @@ import threading
 import weakref
 from collections.abc import Mapping
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from pykaf.testing._certs import TLSCertificates
 from pykaf.testing._mock import MockCluster
 from pykaf.testing._tansu import TansuBroker
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["TLSMockCluster", "TLSProxy", "TLSProxyError", "TLSTansu"]
 
@@ -569,7 +573,60 @@ class TLSProxy:
         return f"<TLSProxy {where} -> {self._target}>"
 
 
-class TLSTansu:
+class _TLSFront:
+    """What TLSTansu and TLSMockCluster share: certificates and client settings."""
+
+    _certificates: TLSCertificates | None
+
+    @property
+    def bootstrap(self) -> str:  # pragma: no cover - overridden
+        """The proxies' addresses, for ``bootstrap.servers``."""
+        raise NotImplementedError
+
+    def start(self) -> Self:  # pragma: no cover - overridden
+        """Start the brokers and their proxies."""
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - overridden
+        """Stop the proxies and the brokers."""
+        raise NotImplementedError
+
+    @property
+    def certificates(self) -> TLSCertificates:
+        """The test CA and certificates."""
+        if self._certificates is None:
+            raise TLSProxyError(f"{type(self).__name__} is not started")
+        return self._certificates
+
+    @property
+    def ca_file(self) -> str:
+        """The CA file (PEM) a client must trust."""
+        return self.certificates.ca_file
+
+    def ssl_context(self, *, client_cert: bool = False) -> ssl.SSLContext:
+        """A client SSL context trusting the test CA (with the client certificate if asked)."""
+        return self.certificates.client_context(client_cert=client_cert)
+
+    def confluent_config(self, *, client_cert: bool = False) -> dict[str, str]:
+        """confluent-kafka properties: bootstrap.servers, SSL and the CA (and client cert)."""
+        return {
+            "bootstrap.servers": self.bootstrap,
+            **self.certificates.confluent_config(client_cert=client_cert),
+        }
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class TLSTansu(_TLSFront):
     """A Tansu broker that clients reach only through a :class:`TLSProxy`.
 
     Example:
@@ -614,32 +671,9 @@ class TLSTansu:
         return self._broker
 
     @property
-    def certificates(self) -> TLSCertificates:
-        """The test CA and certificates."""
-        if self._certificates is None:
-            raise TLSProxyError("TLSTansu is not started")
-        return self._certificates
-
-    @property
     def bootstrap(self) -> str:
         """The proxy's ``"127.0.0.1:PORT"``, for ``bootstrap.servers``."""
         return self.proxy.bootstrap
-
-    @property
-    def ca_file(self) -> str:
-        """The CA file (PEM) a client must trust."""
-        return self.certificates.ca_file
-
-    def ssl_context(self, *, client_cert: bool = False) -> ssl.SSLContext:
-        """A client SSL context trusting the test CA (with the client certificate if asked)."""
-        return self.certificates.client_context(client_cert=client_cert)
-
-    def confluent_config(self, *, client_cert: bool = False) -> dict[str, str]:
-        """confluent-kafka properties: bootstrap.servers, SSL and the CA (and client cert)."""
-        return {
-            "bootstrap.servers": self.bootstrap,
-            **self.certificates.confluent_config(client_cert=client_cert),
-        }
 
     def start(self) -> TLSTansu:
         """Start the proxy, then Tansu advertising it.
@@ -682,23 +716,12 @@ class TLSTansu:
                 self._certificates.cleanup()
                 self._certificates = None
 
-    def __enter__(self) -> TLSTansu:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         where = self._proxy.bootstrap if self._proxy is not None else "stopped"
         return f"<TLSTansu {where}>"
 
 
-class TLSMockCluster:
+class TLSMockCluster(_TLSFront):
     """A librdkafka :class:`MockCluster` whose every broker sits behind a :class:`TLSProxy`.
 
     Each broker advertises its own proxy (``rd_kafka_mock_broker_set_host_port``,
@@ -741,34 +764,11 @@ class TLSMockCluster:
         return dict(self._proxies)
 
     @property
-    def certificates(self) -> TLSCertificates:
-        """The test CA and certificates."""
-        if self._certificates is None:
-            raise TLSProxyError("TLSMockCluster is not started")
-        return self._certificates
-
-    @property
     def bootstrap(self) -> str:
         """The proxies' addresses, for ``bootstrap.servers``."""
         if not self._proxies:
             raise TLSProxyError("TLSMockCluster is not started")
         return ",".join(p.bootstrap for _, p in sorted(self._proxies.items()))
-
-    @property
-    def ca_file(self) -> str:
-        """The CA file (PEM) a client must trust."""
-        return self.certificates.ca_file
-
-    def ssl_context(self, *, client_cert: bool = False) -> ssl.SSLContext:
-        """A client SSL context trusting the test CA (with the client certificate if asked)."""
-        return self.certificates.client_context(client_cert=client_cert)
-
-    def confluent_config(self, *, client_cert: bool = False) -> dict[str, str]:
-        """confluent-kafka properties: bootstrap.servers, SSL and the CA (and client cert)."""
-        return {
-            "bootstrap.servers": self.bootstrap,
-            **self.certificates.confluent_config(client_cert=client_cert),
-        }
 
     def start(self) -> TLSMockCluster:
         """Start the cluster and one proxy per broker, and advertise the proxies.
@@ -812,17 +812,6 @@ class TLSMockCluster:
             if self._given_certificates is None and self._certificates is not None:
                 self._certificates.cleanup()
                 self._certificates = None
-
-    def __enter__(self) -> TLSMockCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         where = self.bootstrap if self._proxies else "stopped"
