@@ -11,7 +11,6 @@ pending request fails, and the owner opens a new one.
 from __future__ import annotations
 
 import logging
-import math
 import ssl
 import time
 from typing import Any
@@ -43,6 +42,17 @@ def describe(exc: BaseException) -> str:
             parts.append(text)
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
     return ": ".join(parts) or type(exc).__name__
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """A new instance of a connection's error for each task that raises it.
+
+    One exception object raised in several tasks collects all their tracebacks.
+    """
+    try:
+        return type(error)(*error.args).with_traceback(None)
+    except Exception:  # an exception class with an unusual constructor
+        return error
 
 
 class _Slot:
@@ -232,20 +242,20 @@ class BrokerConnection:
         return slot
 
     async def _wait(self, slot: _Slot, timeout: float) -> Any:
-        with trio.move_on_after(timeout if math.isfinite(timeout) else math.inf) as scope:
+        with trio.move_on_after(timeout) as scope:
             await slot.event.wait()
         if scope.cancelled_caught:
             # Responses come in order: one that is late blocks all behind it.
             self._fail(KafkaTimeoutError(f"{self}: no response within {timeout}s"))
         if slot.error is not None:
-            raise slot.error
+            raise _fresh(slot.error)
         if not slot.event.is_set():  # failed before this request was answered
-            raise self._error or KafkaConnectionError(f"{self}: connection lost")
+            raise _fresh(self._error or KafkaConnectionError(f"{self}: connection lost"))
         return slot.response
 
     def _check(self) -> None:
         if self._error is not None:
-            raise self._error
+            raise _fresh(self._error)
 
     # -- reading ----------------------------------------------------------------
 
