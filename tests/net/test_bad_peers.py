@@ -41,6 +41,7 @@ def versions_body(header: P.RequestHeader) -> bytes:
     keys = [
         P.ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=3),
         P.ApiVersionsResponse.ApiVersion(api_key=3, min_version=0, max_version=12),
+        P.ApiVersionsResponse.ApiVersion(api_key=10, min_version=0, max_version=4),
     ]
     return P.ApiVersionsResponse(error_code=0, api_keys=keys).encode(header.api_version)
 
@@ -186,4 +187,52 @@ async def test_connect_timeout() -> None:
         with trio.fail_after(5), pytest.raises(errors.KafkaTimeoutError):
             await open_conn(mute_port, nursery, request_timeout=0.3)
         assert port
+        nursery.cancel_scope.cancel()
+
+
+async def test_closing_the_client_with_requests_stuck_does_not_hang() -> None:
+    from pykaf._cluster.client import open_client
+
+    async def answers_metadata_then_goes_silent(stream: trio.SocketStream) -> None:
+        buf = bytearray()
+        try:
+            header = await read_request(stream, buf)
+            await stream.send_all(frame(header, versions_body(header)))
+            while True:
+                header = await read_request(stream, buf)
+                if header.api_key != 3:
+                    await trio.sleep_forever()  # never answers anything else
+                port = stream.socket.getsockname()[1]
+                resp = P.MetadataResponse(
+                    brokers=[
+                        P.MetadataResponse.MetadataResponseBroker(
+                            node_id=1, host="127.0.0.1", port=port
+                        )
+                    ],
+                    controller_id=1,
+                )
+                await stream.send_all(frame(header, resp.encode(header.api_version)))
+        except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    async with trio.open_nursery() as nursery:
+        port = await serve(answers_metadata_then_goes_silent, nursery)
+        outcomes: list[BaseException] = []
+        with trio.fail_after(10):  # a guard against hanging, not a speed check
+            async with open_client(f"127.0.0.1:{port}", request_timeout=60) as client:
+
+                async def stuck() -> None:
+                    try:
+                        await client.coordinator("g")
+                    except errors.PykafError as exc:
+                        outcomes.append(exc)
+
+                async with trio.open_nursery() as waiters:
+                    for _ in range(3):
+                        waiters.start_soon(stuck)
+                    await trio.sleep(0.2)  # the three requests are now in flight
+                    assert client.statistics().requests_sent >= 3
+                    await client.aclose()  # closing fails them instead of waiting
+        assert len(outcomes) == 3
+        assert all(isinstance(e, errors.KafkaConnectionError) for e in outcomes)
         nursery.cancel_scope.cancel()
