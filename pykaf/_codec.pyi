@@ -42,6 +42,13 @@ def encode_varlong(value: int) -> bytes: ...
 def decode_varlong(data: Buffer, pos: int = 0) -> tuple[int, int]: ...
 def crc32c(data: Buffer, value: int = 0) -> int: ...
 
+# -- partitioner hashes (crc32 for the "consistent" partitioner is zlib.crc32) --
+def murmur2(data: Buffer) -> int:
+    """Kafka's murmur2 (Java ``Utils.murmur2``): signed 32-bit, seed 0x9747b28c."""
+
+def fnv1a_32(data: Buffer) -> int:
+    """32-bit FNV-1a (offset basis 2166136261, prime 16777619), unsigned."""
+
 # -- decoded objects ---------------------------------------------------------
 class Record:
     offset: int

@@ -66,7 +66,7 @@ cdef object _compress = _compression.compress
 
 __all__ = [
     "BatchBuilder", "ProduceSet", "Record", "RecordBatch", "RecordSet",
-    "crc32c", "decode_batches", "decode_record_set", "decode_uvarint", "decode_uvarlong",
+    "crc32c", "decode_batches", "fnv1a_32", "murmur2", "decode_record_set", "decode_uvarint", "decode_uvarlong",
     "decode_varint", "decode_varlong", "encode_control_batch", "encode_legacy_message_set",
     "encode_uvarint", "encode_uvarlong", "encode_varint", "encode_varlong", "record_size",
 ]
@@ -775,6 +775,79 @@ cdef inline int _get_data(object obj, Data* d, Py_buffer* view, const char* what
     d.size = view.len
     d.has_view = True
     return 0
+
+
+# -- partitioner hashes ----------------------------------------------------------
+
+DEF MURMUR2_SEED = 0x9747b28c
+DEF MURMUR2_M = 0x5bd1e995
+DEF FNV1A_OFFSET = 2166136261
+DEF FNV1A_PRIME = 16777619
+
+cdef inline uint32_t _murmur2(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Kafka's murmur2 (Java ``Utils.murmur2``) over ``n`` bytes, as unsigned."""
+    cdef uint32_t m = MURMUR2_M
+    cdef uint32_t h = (<uint32_t>MURMUR2_SEED) ^ <uint32_t>n
+    cdef uint32_t k
+    cdef Py_ssize_t whole = n & ~(<Py_ssize_t>3)
+    cdef Py_ssize_t i = 0
+    while i < whole:
+        k = (<uint32_t>p[i] | (<uint32_t>p[i + 1] << 8) | (<uint32_t>p[i + 2] << 16)
+             | (<uint32_t>p[i + 3] << 24))
+        k *= m
+        k ^= k >> 24
+        k *= m
+        h *= m
+        h ^= k
+        i += 4
+    cdef Py_ssize_t tail = n & 3
+    if tail == 3:
+        h ^= <uint32_t>p[whole + 2] << 16
+    if tail >= 2:
+        h ^= <uint32_t>p[whole + 1] << 8
+    if tail >= 1:
+        h ^= <uint32_t>p[whole]
+        h *= m
+    h ^= h >> 13
+    h *= m
+    h ^= h >> 15
+    return h
+
+cdef inline uint32_t _fnv1a_32(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """32-bit FNV-1a over ``n`` bytes."""
+    cdef uint32_t h = FNV1A_OFFSET
+    cdef Py_ssize_t i
+    for i in range(n):
+        h ^= p[i]
+        h *= <uint32_t>FNV1A_PRIME
+    return h
+
+cdef inline int _hash_input(object data, Data* d, Py_buffer* view) except -1:
+    if data is None:
+        raise TypeError("cannot hash None: data must be bytes-like")
+    return _get_data(data, d, view, b"data")
+
+def murmur2(data):
+    """Kafka's murmur2 hash of ``data`` as a signed 32-bit int, as Java's ``Utils.murmur2``."""
+    cdef Data d
+    cdef Py_buffer view
+    cdef uint32_t h
+    _hash_input(data, &d, &view)
+    h = _murmur2(<const uint8_t*>d.ptr, d.size)
+    if d.has_view:
+        PyBuffer_Release(&view)
+    return <int32_t>h
+
+def fnv1a_32(data):
+    """32-bit FNV-1a hash of ``data`` (unsigned), as librdkafka's and sarama's."""
+    cdef Data d
+    cdef Py_buffer view
+    cdef uint32_t h
+    _hash_input(data, &d, &view)
+    h = _fnv1a_32(<const uint8_t*>d.ptr, d.size)
+    if d.has_view:
+        PyBuffer_Release(&view)
+    return h
 
 
 cdef inline Py_ssize_t _varbytes_size(Py_ssize_t n) noexcept nogil:

@@ -146,6 +146,56 @@ def crc32c(data: Buffer, value: int = 0) -> int:
     return int(_crc32c(data, value))
 
 
+# -- partitioner hashes -----------------------------------------------------------
+
+_MASK32 = 0xFFFFFFFF
+_MURMUR2_SEED = 0x9747B28C
+_MURMUR2_M = 0x5BD1E995
+_FNV1A_OFFSET = 2166136261
+_FNV1A_PRIME = 16777619
+
+
+def _hash_bytes(data: Buffer) -> bytes:
+    if data is None:
+        raise TypeError("cannot hash None: data must be bytes-like")
+    if type(data) is bytes:
+        return data
+    return memoryview(data).cast("B").tobytes()
+
+
+def murmur2(data: Buffer) -> int:
+    """Kafka's murmur2 hash of ``data`` as a signed 32-bit int, as Java's ``Utils.murmur2``."""
+    b = _hash_bytes(data)
+    n = len(b)
+    m = _MURMUR2_M
+    h = (_MURMUR2_SEED ^ n) & _MASK32
+    whole = n & ~3
+    for (k,) in struct.iter_unpack("<I", b[:whole]):
+        k = (k * m) & _MASK32
+        k ^= k >> 24
+        k = (k * m) & _MASK32
+        h = ((h * m) & _MASK32) ^ k
+    tail = n & 3
+    if tail == 3:
+        h ^= b[whole + 2] << 16
+    if tail >= 2:
+        h ^= b[whole + 1] << 8
+    if tail >= 1:
+        h = ((h ^ b[whole]) * m) & _MASK32
+    h ^= h >> 13
+    h = (h * m) & _MASK32
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def fnv1a_32(data: Buffer) -> int:
+    """32-bit FNV-1a hash of ``data`` (unsigned), as librdkafka's and sarama's."""
+    h = _FNV1A_OFFSET
+    for byte in _hash_bytes(data):
+        h = ((h ^ byte) * _FNV1A_PRIME) & _MASK32
+    return h
+
+
 def _varint_size(u: int) -> int:
     n = 1
     while u >= 0x80:

@@ -44,6 +44,8 @@ decode_varint = _impl.decode_varint
 encode_varlong = _impl.encode_varlong
 decode_varlong = _impl.decode_varlong
 crc32c = _impl.crc32c
+murmur2 = _impl.murmur2
+fnv1a_32 = _impl.fnv1a_32
 
 Record = _impl.Record
 RecordBatch = _impl.RecordBatch
@@ -112,5 +114,7 @@ __all__ = [
     "encode_uvarlong",
     "encode_varint",
     "encode_varlong",
+    "fnv1a_32",
+    "murmur2",
     "record_size",
 ]
