@@ -12,8 +12,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pykaf._config import ClientConfig  # noqa: E402
+from pykaf._producer.config import ProducerConfig  # noqa: E402
 
-CONFIGS = [("Client", ClientConfig)]
+CONFIGS = [("Client", ClientConfig), ("Producer", ProducerConfig)]
 
 
 def fmt_default(value: object) -> str:
@@ -32,10 +33,16 @@ def render() -> str:
         "bad value raises `pykaf.errors.ConfigError` before anything connects.",
         "",
     ]
+    shown: set[str] = set()
     for title, cls in CONFIGS:
-        lines += [f"## {title} options", "", "| option | default | meaning |", "|---|---|---|"]
+        lines += [f"## {title} options", ""]
+        if shown:
+            lines += ["The client options above apply too.", ""]
+        lines += ["| option | default | meaning |", "|---|---|---|"]
         for name, default, doc in cls.options():
-            lines.append(f"| `{name}` | {fmt_default(default)} | {doc} |")
+            if name not in shown:
+                lines.append(f"| `{name}` | {fmt_default(default)} | {doc} |")
+        shown |= {name for name, _d, _doc in cls.options()}
         lines.append("")
     return "\n".join(lines)
 
