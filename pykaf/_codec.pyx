@@ -904,6 +904,20 @@ def record_size(offset_delta, timestamp_delta, key, value, headers=None):
     return uvar_size(zz32(body)) + body
 
 
+cdef Py_ssize_t _estimate(object key, object value, object headers) except -1:
+    """An upper bound on a record's encoded size (widest varints assumed)."""
+    cdef Py_buffer kv, vv
+    cdef Data k, v
+    _get_data(key, &k, &kv, b"key")
+    if k.has_view:
+        PyBuffer_Release(&kv)
+    _get_data(value, &v, &vv, b"value")
+    if v.has_view:
+        PyBuffer_Release(&vv)
+    return (MAX_RECORD_OVERHEAD + _varbytes_size(k.size) + _varbytes_size(v.size)
+            + _headers_size(headers))
+
+
 cdef int64_t _i64(object v, str what) except? -1:
     """Convert to int64, refusing (ValueError, not a silent wrap) what does not fit."""
     try:
@@ -1029,16 +1043,7 @@ cdef class BatchBuilder:
         """Whether appending this record might not fit (a conservative estimate)."""
         if self._count >= self.max_records:
             return True
-        cdef Py_buffer kv, vv
-        cdef Data k, v
-        _get_data(key, &k, &kv, b"key")
-        if k.has_view:
-            PyBuffer_Release(&kv)
-        _get_data(value, &v, &vv, b"value")
-        if v.has_view:
-            PyBuffer_Release(&vv)
-        cdef Py_ssize_t est = (MAX_RECORD_OVERHEAD + _varbytes_size(k.size)
-                               + _varbytes_size(v.size) + _headers_size(headers))
+        cdef Py_ssize_t est = _estimate(key, value, headers)
         return HEADER + self._len + est > self.max_bytes
 
     cdef inline int _check_delta(self, int64_t timestamp) except -1:
@@ -1460,16 +1465,7 @@ cdef class ProduceSet:
 
     def would_overflow(self, topic, partition, key, value, headers=None):
         """Whether this record might not fit the partition's batch or the request."""
-        cdef Py_buffer kv, vv
-        cdef Data k, v
-        _get_data(key, &k, &kv, b"key")
-        if k.has_view:
-            PyBuffer_Release(&kv)
-        _get_data(value, &v, &vv, b"value")
-        if v.has_view:
-            PyBuffer_Release(&vv)
-        cdef Py_ssize_t est = (MAX_RECORD_OVERHEAD + _varbytes_size(k.size)
-                               + _varbytes_size(v.size) + _headers_size(headers))
+        cdef Py_ssize_t est = _estimate(key, value, headers)
         b = self._batches.get((topic, partition))
         if b is None:
             return self._bytes + HEADER + est > self.max_request_bytes
