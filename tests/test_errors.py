@@ -74,7 +74,8 @@ def test_raise_for_code_raises_the_specific_class() -> None:
     assert info.value.retriable
     assert isinstance(info.value, errors.RetriableError)
     assert isinstance(info.value, errors.KafkaError)
-    assert "not the leader" in str(info.value).lower() or str(info.value)
+    assert str(info.value) == errors.NotLeaderOrFollowerError.description
+    assert "not the current leader" in str(info.value)
 
 
 def test_tree_shape() -> None:
