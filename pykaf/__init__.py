@@ -13,19 +13,41 @@ from pykaf._cluster.client import (
 )
 from pykaf._cluster.metadata import BrokerInfo, PartitionInfo, TopicInfo
 from pykaf._config import ClientConfig
+from pykaf._producer.config import ProducerConfig
+from pykaf._producer.partitioner import Partitioner, PartitionerError
+from pykaf._producer.producer import Producer, open_producer
+from pykaf._producer.records import (
+    BatchDelivery,
+    BrokerStatistics,
+    ProducerError,
+    ProducerMessage,
+    ProducerStatistics,
+    RecordMetadata,
+)
 from pykaf._version import __version__
 
 __all__ = [
     "NEWEST",
     "OLDEST",
+    "BatchDelivery",
     "BrokerInfo",
+    "BrokerStatistics",
     "Client",
     "ClientConfig",
     "ClientStatistics",
     "PartitionInfo",
+    "Partitioner",
+    "PartitionerError",
+    "Producer",
+    "ProducerConfig",
+    "ProducerError",
+    "ProducerMessage",
+    "ProducerStatistics",
+    "RecordMetadata",
     "TopicInfo",
     "__version__",
     "codec",
     "errors",
     "open_client",
+    "open_producer",
 ]

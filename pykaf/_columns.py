@@ -116,6 +116,12 @@ class BinaryColumn:
     def __len__(self) -> int:
         return self.length
 
+    def span_bytes(self, start: int, stop: int) -> int:
+        """Bytes of data held by elements ``start`` to ``stop`` (nulls hold none)."""
+        if not 0 <= start <= stop <= self.length:
+            raise IndexError(f"{start}:{stop} outside a column of {self.length} elements")
+        return int(self.offsets[self.offset + stop] - self.offsets[self.offset + start])
+
     def is_null(self, i: int) -> bool:
         """Whether logical element ``i`` is null."""
         if self.validity is None:

@@ -7,6 +7,7 @@ generator, not this file. The tree::
     ├── ConfigError                 invalid configuration, raised at open
     ├── ClosedError                 the producer/consumer/client is closed
     ├── BufferFullError             send_nowait() with a full buffer
+    ├── DeliveryError               records that failed, reported together by flush()
     ├── KafkaConnectionError        socket or TLS failure        (retriable)
     │   └── KafkaTimeoutError       no answer within the timeout (retriable)
     ├── ProtocolError               a peer broke the wire protocol
@@ -42,6 +43,7 @@ __all__ = [
     "DelegationTokenExpiredError",
     "DelegationTokenNotFoundError",
     "DelegationTokenOwnerMismatchError",
+    "DeliveryError",
     "DuplicateBrokerRegistrationError",
     "DuplicateResourceError",
     "DuplicateSequenceError",
@@ -189,6 +191,26 @@ class ClosedError(PykafError):
 
 class BufferFullError(PykafError):
     """The producer's buffer is full and the call was not allowed to wait."""
+
+
+class DeliveryError(PykafError):
+    """Records failed for good; raised by ``flush()`` and by waits on bulk sends.
+
+    Attributes:
+        failures: ``(topic, partition, records, error)`` for each failed batch
+            (or record): how many records of that partition failed and why.
+    """
+
+    def __init__(
+        self, message: str, failures: list[tuple[str, int, int, BaseException]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.failures: list[tuple[str, int, int, BaseException]] = list(failures or [])
+
+    @property
+    def records(self) -> int:
+        """How many records failed in all."""
+        return sum(count for _, _, count, _ in self.failures)
 
 
 class KafkaConnectionError(RetriableError):

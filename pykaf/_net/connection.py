@@ -66,6 +66,37 @@ class _Slot:
         self.error: BaseException | None = None
 
 
+class PendingResponse:
+    """A request written by :meth:`BrokerConnection.send`, its response not yet read."""
+
+    __slots__ = ("_conn", "_done", "_slot")
+
+    def __init__(self, conn: BrokerConnection, slot: _Slot) -> None:
+        self._conn = conn
+        self._slot = slot
+        self._done = False
+
+    async def response(self, timeout: float | None = None) -> Any:
+        """The decoded response body; call once.
+
+        Raises:
+            KafkaConnectionError: the connection broke; the request may or may
+                not have been applied.
+            KafkaTimeoutError: no response in time (the connection is dropped).
+        """
+        if self._done:
+            raise RuntimeError("response() was already collected")
+        self._done = True
+        conn = self._conn
+        try:
+            resp = await conn._wait(
+                self._slot, conn.config.request_timeout if timeout is None else timeout
+            )
+        finally:
+            conn._in_flight.release()
+        return resp.body
+
+
 class BrokerConnection:
     """A live connection to one broker; create it with :meth:`open`.
 
@@ -217,6 +248,31 @@ class BrokerConnection:
             )
             return resp.body
 
+    async def send(
+        self, request: Any, version: int | None = None, *, expect_response: bool = True
+    ) -> PendingResponse | None:
+        """Write ``request`` now and return a handle to await its response later.
+
+        Requests reach the wire in the order ``send`` is called, which is what
+        a pipelining caller (the producer, keeping sequence numbers in order)
+        needs; :meth:`request` cannot promise that across tasks. Takes one of
+        the connection's in-flight slots until the response is collected
+        (returns None, holding no slot, when ``expect_response`` is False).
+
+        Raises:
+            KafkaConnectionError: the connection broke before the write.
+        """
+        await self._in_flight.acquire()
+        try:
+            slot = await self._send(request, version, expect_response=expect_response)
+        except BaseException:
+            self._in_flight.release()
+            raise
+        if slot is None:
+            self._in_flight.release()
+            return None
+        return PendingResponse(self, slot)
+
     async def _send(self, request: Any, version: int | None, *, expect_response: bool) -> Any:
         self._check()
         slot = _Slot() if expect_response else None
@@ -260,26 +316,31 @@ class BrokerConnection:
     # -- reading ----------------------------------------------------------------
 
     async def _reader(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        with self._reader_scope:
-            task_status.started()
-            try:
-                while True:
-                    data = await self._stream.receive_some(1 << 18)
-                    if not data:
-                        self._fail(KafkaConnectionError(f"{self}: closed by the broker"))
-                        break
-                    self.bytes_received += len(data)
-                    for resp in self._proto.receive_data(data):
-                        slot = resp.context
-                        slot.response = resp
-                        slot.event.set()
-            except ProtocolError as exc:
-                self._fail(exc)
-            except _IO_ERRORS as exc:
-                self._fail(KafkaConnectionError(f"{self}: receive failed: {describe(exc)}"))
-        with trio.CancelScope(shield=True):
-            await trio.aclose_forcefully(self._stream)
-        self._closed.set()
+        try:
+            with self._reader_scope:
+                task_status.started()
+                try:
+                    while True:
+                        data = await self._stream.receive_some(1 << 18)
+                        if not data:
+                            self._fail(KafkaConnectionError(f"{self}: closed by the broker"))
+                            break
+                        self.bytes_received += len(data)
+                        for resp in self._proto.receive_data(data):
+                            slot = resp.context
+                            slot.response = resp
+                            slot.event.set()
+                except ProtocolError as exc:
+                    self._fail(exc)
+                except _IO_ERRORS as exc:
+                    self._fail(KafkaConnectionError(f"{self}: receive failed: {describe(exc)}"))
+        finally:
+            # Also when an outer scope cancels the reader: aclose() waits for this.
+            if self._error is None:
+                self._fail(KafkaConnectionError(f"{self}: connection closed"))
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self._stream)
+            self._closed.set()
 
     def _fail(self, error: PykafError) -> None:
         """Kill the connection: fail every pending request with ``error``."""

@@ -1,0 +1,135 @@
+"""One record batch on its way through the producer, and re-stamping built batches.
+
+A :class:`ProducerBatch` is the unit everything in the producer moves and
+tracks: records are appended to its Cython ``BatchBuilder``; once sealed it
+is built (compressed, sequence-numbered) exactly once, and those bytes are
+what every retry sends. Completion is recorded per batch: whoever waits
+(``send()``, callbacks, bulk deliveries) is told when the batch settles.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from pykaf.codec import BatchBuilder, crc32c
+
+if TYPE_CHECKING:
+    from pykaf._producer.records import BatchDelivery
+
+# Offsets inside a v2 record batch header (Kafka's protocol guide).
+_CRC_AT = 17
+_ATTRIBUTES_AT = 21  # the CRC covers from here to the end
+_PRODUCER_AT = 43  # producerId int64, producerEpoch int16, baseSequence int32
+_PRODUCER = struct.Struct(">qhi")
+_CRC = struct.Struct(">I")
+
+
+def restamp(raw: bytes, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """``raw`` (a built v2 batch) with a new producer id, epoch and base sequence.
+
+    Used after an epoch bump: the records and compression stay, the header
+    fields the broker checks change, and the CRC is computed again.
+    """
+    buf = bytearray(raw)
+    _PRODUCER.pack_into(buf, _PRODUCER_AT, producer_id, producer_epoch, base_sequence)
+    _CRC.pack_into(buf, _CRC_AT, crc32c(memoryview(buf)[_ATTRIBUTES_AT:]))
+    return bytes(buf)
+
+
+class ProducerBatch:
+    """Records for one partition, from the first append until they are settled.
+
+    Attributes:
+        topic, partition: where the batch goes.
+        builder: the Cython builder while the batch is open; None once built.
+        count: records appended.
+        buffered: bytes this batch holds against the producer's buffer limit.
+        created: trio time of the first record (linger and delivery timeout).
+        ordinal: the batch's place in its partition (retries keep this order).
+        raw: the built bytes, once sent for the first time.
+        base_sequence: the first record's sequence number (-1 without idempotence).
+        attempts: times sent so far.
+        observed: records whose outcome someone will hear of (a waiter, a
+            callback, a channel); failures of the others are kept for flush().
+        extras: ``(offset_delta, timestamp, target)`` for records whose outcome
+            goes to a callback or a channel message.
+        deliveries: ``[BatchDelivery, records]`` pairs for ``send_batch`` calls.
+        timestamps: every record's timestamp, kept only for interceptors.
+    """
+
+    __slots__ = (
+        "attempts",
+        "base_offset",
+        "base_sequence",
+        "buffered",
+        "builder",
+        "count",
+        "created",
+        "deliveries",
+        "done",
+        "error",
+        "event",
+        "extras",
+        "log_append_time",
+        "observed",
+        "ordinal",
+        "partition",
+        "raw",
+        "timestamps",
+        "topic",
+    )
+
+    def __init__(
+        self, topic: str, partition: int, builder: BatchBuilder, created: float, ordinal: int
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.builder: BatchBuilder | None = builder
+        self.count = 0
+        self.buffered = 0
+        self.created = created
+        self.ordinal = ordinal
+        self.raw: bytes | None = None
+        self.base_sequence = -1
+        self.attempts = 0
+        self.observed = 0
+        self.extras: list[tuple[int, int, Any]] | None = None
+        self.deliveries: list[list[Any]] | None = None
+        self.timestamps: list[int] | None = None
+        self.done = False
+        self.base_offset = -1
+        self.log_append_time = -1
+        self.error: BaseException | None = None
+        self.event: trio.Event | None = None
+
+    def size(self) -> int:
+        """Bytes on the wire (built) or so far (open, uncompressed)."""
+        if self.raw is not None:
+            return len(self.raw)
+        return self.builder.size if self.builder is not None else 0
+
+    def add_delivery(self, delivery: BatchDelivery, records: int) -> None:
+        """Count ``records`` of a ``send_batch`` call as carried by this batch."""
+        if self.deliveries is None:
+            self.deliveries = [[delivery, records]]
+        elif self.deliveries[-1][0] is delivery:
+            self.deliveries[-1][1] += records
+        else:
+            self.deliveries.append([delivery, records])
+
+    async def wait(self) -> None:
+        """Return once the batch is acknowledged or has failed."""
+        if not self.done:
+            if self.event is None:
+                self.event = trio.Event()
+            await self.event.wait()
+
+    def __repr__(self) -> str:
+        state = "done" if self.done else ("built" if self.raw is not None else "open")
+        return (
+            f"<ProducerBatch {self.topic}/{self.partition} #{self.ordinal} "
+            f"{self.count} records {state}>"
+        )

@@ -1,0 +1,157 @@
+"""What the producer hands back: record metadata, messages, errors, bulk deliveries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from pykaf.errors import DeliveryError
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where an acknowledged record was written.
+
+    Attributes:
+        topic, partition: where it went.
+        offset: its offset in the partition (-1 when unknown: acks=0, or a
+            duplicate the broker had already written and did not re-number).
+        timestamp: the record's timestamp in ms: the one it was sent with, or
+            the broker's append time for topics using LogAppendTime.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerMessage:
+    """A record for the sarama-style channels (``input()``, ``successes()``, ``errors()``).
+
+    Fill in ``topic`` and ``value`` (and optionally the rest) and send it on
+    ``producer.input()``. When it comes back on ``successes()``, ``partition``,
+    ``offset`` and ``timestamp`` say where it was written. ``metadata`` is
+    yours: pykaf carries it through untouched.
+    """
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: Sequence[tuple[str, bytes | None]] | None = None
+    partition: int | None = None
+    timestamp: int | None = None
+    metadata: Any = None
+    offset: int = field(default=-1)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerError:
+    """A message that failed for good, on the ``errors()`` channel."""
+
+    message: ProducerMessage
+    error: BaseException
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerStatistics:
+    """Counters of one broker's sender."""
+
+    node_id: int
+    in_flight: int
+    requests: int
+    batches: int
+    records: int
+    bytes: int
+    errors: int
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerStatistics:
+    """A snapshot of the producer's buffers and counters (cheap to take).
+
+    Attributes:
+        buffered_records, buffered_bytes: accepted and not yet acknowledged or
+            failed (bytes count keys and values plus a fixed per-record overhead).
+        in_flight: Produce requests sent and not yet answered.
+        records_sent, records_acked, records_failed: totals since open.
+        batches_sent: record batches sent (retries count again).
+        batch_records_avg: the mean number of records per batch sent.
+        retries: batches sent again after a retriable failure.
+        errors: Produce errors seen from brokers (retried or not).
+        epoch_bumps: idempotent producer id/epoch resets (KIP-360 recovery).
+        brokers: per broker counters.
+    """
+
+    buffered_records: int
+    buffered_bytes: int
+    in_flight: int
+    records_sent: int
+    records_acked: int
+    records_failed: int
+    batches_sent: int
+    batch_records_avg: float
+    retries: int
+    errors: int
+    epoch_bumps: int
+    producer_id: int
+    producer_epoch: int
+    brokers: dict[int, BrokerStatistics]
+
+
+class BatchDelivery:
+    """The outcome of one ``send_batch`` call; ``await wait()`` for it.
+
+    Tracked per record batch, never per record: each batch that carries some
+    of this call's records reports how many were acknowledged or failed.
+    """
+
+    __slots__ = ("_event", "_failures", "acked", "failed", "observed", "pending", "total")
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.pending = total
+        self.acked = 0
+        self.failed = 0
+        self.observed = False
+        self._failures: list[tuple[str, int, int, BaseException]] = []
+        self._event: trio.Event | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether every record has been acknowledged or has failed."""
+        return self.pending == 0
+
+    def _complete(
+        self, topic: str, partition: int, count: int, error: BaseException | None
+    ) -> None:
+        self.pending -= count
+        if error is None:
+            self.acked += count
+        else:
+            self.failed += count
+            self._failures.append((topic, partition, count, error))
+        if self.pending == 0 and self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> int:
+        """Wait until every record is settled; return how many were acknowledged.
+
+        Raises:
+            DeliveryError: some records failed (``.failures`` says which and why).
+        """
+        self.observed = True
+        if self.pending:
+            if self._event is None:
+                self._event = trio.Event()
+            await self._event.wait()
+        if self._failures:
+            raise DeliveryError(
+                f"{self.failed} of {self.total} records failed: {self._failures[0][3]}",
+                self._failures,
+            )
+        return self.acked

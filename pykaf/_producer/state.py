@@ -1,0 +1,104 @@
+"""Per-topic and per-partition producer state: plain objects, no I/O.
+
+A partition's batches move through three ordered places: ``open`` (being
+filled), ``queue`` (sealed, waiting for its broker's sender) and ``inflight``
+(sent, waiting for the answer). A retriable failure moves the failed batch,
+and every later one of the partition that comes back, to ``retry``; once
+nothing of the partition is in flight, ``requeue()`` puts them back at the
+front of ``queue`` in their original order. That is how order survives
+retries and leader moves.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from pykaf._producer.batch import ProducerBatch
+
+if TYPE_CHECKING:
+    from pykaf._producer.sender import BrokerSender
+
+
+class PartitionState:
+    """Where one partition's batches are, and who sends them."""
+
+    __slots__ = (
+        "broker",
+        "detached",
+        "failures",
+        "inflight",
+        "needs_metadata",
+        "next_ordinal",
+        "next_sequence",
+        "open",
+        "partition",
+        "queue",
+        "retry",
+        "retrying",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.open: ProducerBatch | None = None
+        self.queue: deque[ProducerBatch] = deque()
+        self.inflight: deque[ProducerBatch] = deque()
+        self.retry: list[ProducerBatch] = []
+        self.broker: BrokerSender | None = None
+        self.retrying = False
+        self.needs_metadata = True
+        self.failures = 0  # consecutive retry rounds, for the backoff
+        self.next_ordinal = 0
+        self.next_sequence = 0
+        self.detached = trio.Event()
+
+    def batches(self) -> list[ProducerBatch]:
+        """Every unsettled batch of the partition, oldest first."""
+        out = sorted([*self.inflight, *self.retry], key=_ordinal)
+        out.extend(self.queue)
+        if self.open is not None and self.open.count:
+            out.append(self.open)
+        return out
+
+    def requeue(self) -> None:
+        """Put the batches that came back in front of the queue, in their order."""
+        self.retry.sort(key=_ordinal)
+        self.queue.extendleft(reversed(self.retry))
+        self.retry.clear()
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionState {self.topic}/{self.partition} queue={len(self.queue)} "
+            f"inflight={len(self.inflight)} retry={len(self.retry)} retrying={self.retrying}>"
+        )
+
+
+def _ordinal(batch: ProducerBatch) -> int:
+    return batch.ordinal
+
+
+class TopicState:
+    """A topic as the producer sees it: its partitions, once metadata is known.
+
+    Records sent before the topic's metadata arrives wait in ``pending`` (as
+    tuples the producer replays through its normal path), so ``send_nowait``
+    never has to await.
+    """
+
+    __slots__ = ("available", "count", "error", "name", "parts", "pending", "ready")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+        self.parts: list[PartitionState] = []
+        self.available: list[int] | None = None
+        self.pending: list[tuple[Any, ...]] = []
+        self.ready = trio.Event()
+        self.error: BaseException | None = None
+
+    def __repr__(self) -> str:
+        return f"<TopicState {self.name} partitions={self.count} pending={len(self.pending)}>"
