@@ -102,9 +102,11 @@ class ProducerConfig(ClientConfig):
         "manual, the *_random variants, or a callable (topic, key, partitions, available).",
     )
     return_successes: bool = opt(
-        False, "Deliver acknowledged records on the successes() channel (sarama style)."
+        False, "Deliver acknowledged input() messages on the successes() channel (sarama style)."
     )
-    return_errors: bool = opt(True, "Deliver failed records on the errors() channel.")
+    return_errors: bool = opt(
+        True, "Deliver failed input() messages on errors(); off: flush() raises for them."
+    )
     on_send: Sequence[Interceptor] = opt(
         (), "Interceptors called with each record as it is sent; may return a new record."
     )

@@ -587,12 +587,12 @@ class Producer:
             t.ready.set()
             return
         t.parts = [PartitionState(t.name, i) for i in range(len(partitions))]
-        t.count = len(t.parts)
-        self._update_available(t)
         for p in t.parts:
             self._nursery.start_soon(
                 self._partition_task, p, name=f"pykaf producer {t.name}/{p.partition}"
             )
+        t.count = len(t.parts)
+        self._update_available(t)
         pending, t.pending = t.pending, []
         for record in pending:
             value, key, partition, headers, timestamp, target, nbytes = record
@@ -623,10 +623,22 @@ class Producer:
             await self.client.refresh_metadata(topic)
 
     def _update_available(self, t: TopicState) -> None:
+        """Refresh the topic's writable partitions; adopt partitions added to it."""
         info = self.client.metadata.topics.get(t.name)
         if info is None:
             t.available = None
             return
+        if t.count and len(info.partitions) > t.count:
+            log.info(
+                "topic %s grew from %d to %d partitions", t.name, t.count, len(info.partitions)
+            )
+            for i in range(t.count, len(info.partitions)):
+                p = PartitionState(t.name, i)
+                t.parts.append(p)
+                self._nursery.start_soon(
+                    self._partition_task, p, name=f"pykaf producer {t.name}/{i}"
+                )
+            t.count = len(t.parts)
         up = [i for i, p in info.partitions.items() if p.leader >= 0 and i < t.count]
         t.available = sorted(up) if len(up) < t.count else None
 

@@ -171,17 +171,23 @@ class BrokerSender:
         self.records += nrecords
         self.bytes += nbytes
         pr.count_sent(batches, nrecords)
+        # In flight from here on: an epoch bump waits until no request is.
+        self.in_flight += 1
         try:
             pending = await conn.send(req, version, expect_response=pr.acks != 0)
         except PykafError as exc:
             self.errors += 1
-            pr.handle_response(self, batches, None, exc)
+            self._settled_here(batches, exc)
             return
         if pending is None:  # acks=0: nothing will come back
-            pr.handle_response(self, batches, None, None)
+            self._settled_here(batches, None)
             return
-        self.in_flight += 1
         await self._send.send((pending, batches))
+
+    def _settled_here(self, batches: list[ProducerBatch], error: PykafError | None) -> None:
+        self.in_flight -= 1
+        self.producer.handle_response(self, batches, None, error)
+        self.producer.in_flight_changed()
 
     # -- the receiver task -------------------------------------------------------
 

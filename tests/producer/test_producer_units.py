@@ -1,0 +1,129 @@
+"""The producer's plain objects, without a broker: batches, re-stamping, retry order."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from pykaf import errors
+from pykaf._columns import BinaryColumn
+from pykaf._producer.batch import ProducerBatch, restamp
+from pykaf._producer.records import BatchDelivery
+from pykaf._producer.state import PartitionState
+from pykaf.codec import COMPRESSION_LZ4, BatchBuilder, decode_batches
+
+
+def _built(compression: int = 0) -> bytes:
+    b = BatchBuilder(compression=compression)
+    for i in range(5):
+        b.append(1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i, [("h", b"x")])
+    return b.build(producer_id=7, producer_epoch=1, base_sequence=100)
+
+
+@pytest.mark.parametrize("compression", [0, COMPRESSION_LZ4])
+def test_restamp_changes_the_producer_fields_and_keeps_a_valid_crc(compression: int) -> None:
+    raw = _built(compression)
+    out = restamp(raw, 9001, 4, 0)
+    (before,) = decode_batches(raw)
+    (after,) = decode_batches(out, check_crc=True)  # raises on a stale CRC
+    assert (after.producer_id, after.producer_epoch, after.base_sequence) == (9001, 4, 0)
+    assert after.crc != before.crc
+    assert [r.value for r in after.records] == [r.value for r in before.records]
+    assert [r.headers for r in after.records] == [r.headers for r in before.records]
+    assert after.compression_type == compression
+    assert len(out) == len(raw)
+
+
+def test_restamp_of_the_same_values_is_the_identity() -> None:
+    raw = _built()
+    assert restamp(raw, 7, 1, 100) == raw
+
+
+def _batch(p: PartitionState, count: int = 1) -> ProducerBatch:
+    b = ProducerBatch(p.topic, p.partition, BatchBuilder(), 0.0, p.next_ordinal)
+    p.next_ordinal += 1
+    b.count = count
+    return b
+
+
+def test_requeue_puts_returned_batches_first_in_their_original_order() -> None:
+    p = PartitionState("t", 0)
+    b0, b1, b2, b3 = (_batch(p) for _ in range(4))
+    p.queue.append(b3)  # sealed later, never sent
+    # Answers came back out of order (two requests, the later one first).
+    p.retry.extend([b2, b0, b1])
+    p.requeue()
+    assert list(p.queue) == [b0, b1, b2, b3]
+    assert p.retry == []
+
+
+def test_batches_lists_everything_unsettled_oldest_first() -> None:
+    p = PartitionState("t", 0)
+    b0, b1, b2, b3 = (_batch(p) for _ in range(4))
+    p.inflight.append(b1)
+    p.retry.append(b0)
+    p.queue.append(b2)
+    p.open = b3
+    assert p.batches() == [b0, b1, b2, b3]
+    p.open = _batch(p, count=0)  # an empty open batch holds nothing to wait for
+    assert p.batches() == [b0, b1, b2]
+
+
+def test_add_delivery_merges_consecutive_records_of_one_call() -> None:
+    p = PartitionState("t", 0)
+    b = _batch(p)
+    d1, d2 = BatchDelivery(10), BatchDelivery(5)
+    b.add_delivery(d1, 3)
+    b.add_delivery(d1, 4)
+    b.add_delivery(d2, 5)
+    assert b.deliveries == [[d1, 7], [d2, 5]]
+
+
+async def test_batch_delivery_counts_and_raises_for_failures() -> None:
+    ok = BatchDelivery(5)
+    ok._complete("t", 0, 2, None)
+    assert not ok.done
+    ok._complete("t", 1, 3, None)
+    assert ok.done
+    assert await ok.wait() == 5
+
+    bad = BatchDelivery(6)
+    boom = errors.NotEnoughReplicasError("t/1: not enough replicas")
+
+    async def settle_later() -> None:
+        await trio.sleep(0.01)
+        bad._complete("t", 0, 4, None)
+        bad._complete("t", 1, 2, boom)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(settle_later)
+        with pytest.raises(errors.DeliveryError) as info:
+            await bad.wait()
+    assert info.value.failures == [("t", 1, 2, boom)]
+    assert info.value.records == 2
+    assert (bad.acked, bad.failed) == (4, 2)
+
+
+async def test_batch_wait_returns_once_settled() -> None:
+    p = PartitionState("t", 0)
+    b = _batch(p)
+
+    async def settle() -> None:
+        await trio.sleep(0.01)
+        b.done = True
+        assert b.event is not None
+        b.event.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(settle)
+        await b.wait()
+    assert b.done
+
+
+def test_span_bytes_counts_data_between_offsets() -> None:
+    col = BinaryColumn.from_values([b"ab", None, b"cde", b""])
+    assert col.span_bytes(0, 4) == 5
+    assert col.span_bytes(1, 3) == 3
+    assert col.span_bytes(2, 2) == 0
+    with pytest.raises(IndexError):
+        col.span_bytes(3, 5)
