@@ -202,7 +202,13 @@ class ProducerConfig(ClientConfig):
 
             partitioner_from_config(self.partitioner)  # raises ConfigError
         else:
-            check(callable(self.partitioner), "partitioner", self.partitioner, "must be callable")
+            check(
+                callable(self.partitioner)
+                or callable(getattr(self.partitioner, "partition", None)),
+                "partitioner",
+                self.partitioner,
+                "must be a name, a callable or an object with a partition() method",
+            )
         for name in ("on_send", "on_acknowledgement"):
             for fn in getattr(self, name):
                 check(callable(fn), name, fn, "interceptors must be callable")

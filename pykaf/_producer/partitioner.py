@@ -319,6 +319,21 @@ class CallablePartitioner:
         """Nothing to do: the function keeps its own state."""
 
 
+def sticky_for_null_keys(partitioner: object) -> bool:
+    """Whether ``partitioner`` keeps null-key records on one partition until ``on_new_batch``.
+
+    True for :class:`UniformStickyPartitioner` and for the keyed partitioners
+    with their default sticky fallback. The producer then remembers the
+    chosen partition per topic and skips the partitioner for null keys
+    until the batch is sealed (the hot path's biggest saving).
+    """
+    if type(partitioner) is UniformStickyPartitioner:
+        return True
+    if isinstance(partitioner, _KeyedPartitioner):
+        return not partitioner._hash_null and type(partitioner._null) is UniformStickyPartitioner
+    return False
+
+
 PARTITIONER_NAMES: dict[str, Callable[[], Partitioner]] = {
     "murmur2": Murmur2Partitioner,
     "murmur2_random": Murmur2Partitioner,
@@ -382,4 +397,5 @@ __all__ = [
     "RoundRobinPartitioner",
     "UniformStickyPartitioner",
     "partitioner_from_config",
+    "sticky_for_null_keys",
 ]

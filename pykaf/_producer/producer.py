@@ -34,7 +34,12 @@ from pykaf._cluster.client import Client, open_client
 from pykaf._columns import BinaryColumn
 from pykaf._producer.batch import ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
-from pykaf._producer.partitioner import Partitioner, partitioner_from_config
+from pykaf._producer.partitioner import (
+    Partitioner,
+    PartitionerError,
+    partitioner_from_config,
+    sticky_for_null_keys,
+)
 from pykaf._producer.records import (
     BatchDelivery,
     ProducerError,
@@ -64,8 +69,11 @@ _LEADER_ERRORS = (
 OnDelivery = Callable[[BaseException | None, RecordMetadata], Any]
 
 
+_time_ns = time.time_ns
+
+
 def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return _time_ns() // 1_000_000
 
 
 def _klen(data: Any) -> int:
@@ -99,6 +107,7 @@ class Producer:
         self.flushing = 0
         self._partitioner: Partitioner = partitioner_from_config(config.partitioner)
         self._on_new_batch = getattr(self._partitioner, "on_new_batch", None)
+        self._sticky_nulls = sticky_for_null_keys(self._partitioner)
         self._topics: dict[str, TopicState] = {}
         self._brokers: dict[int, BrokerSender] = {}
         self._compression = config.compression_code
@@ -186,7 +195,7 @@ class Producer:
                 topic, value, key, partition, headers, timestamp
             )
         if timestamp is None:
-            timestamp = time.time_ns() // 1_000_000
+            timestamp = _time_ns() // 1_000_000
         t = self._topics.get(topic)
         if t is None or t.count == 0:
             self._park(topic, value, key, partition, headers, timestamp, on_delivery)
@@ -418,23 +427,36 @@ class Producer:
         headers: Sequence[tuple[str, bytes | None]] | None,
         timestamp: int,
     ) -> tuple[ProducerBatch, int]:
+        """Partition one record and append it to its partition's open batch."""
         if partition is None:
-            partition = self._partitioner.partition(t.name, key, t.count, t.available)
-        elif not 0 <= partition < t.count:
+            p = t.null_part if key is None else None
+            if p is None:
+                p = t.parts[self._choose(t, key)]
+        elif type(partition) is int and 0 <= partition < t.count:
+            p = t.parts[partition]
+        else:
             self._check_partition(t, partition)
+            raise AssertionError("unreachable")
         nbytes = (0 if value is None else len(value)) + (0 if key is None else len(key))
         if nbytes > self._max_message - RECORD_OVERHEAD:
             self._check_size(key, value, headers)
-        p = t.parts[partition]
         batch = p.open
+        if batch is not None:
+            delta = batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+            if delta < 0:
+                self.seal(p)
+                batch = None
+                if partition is None and key is None:
+                    # KIP-480: the record that filled the sticky batch goes to the next one.
+                    p = t.parts[self._choose(t, key)]
+                    batch = p.open
+                    if batch is not None:
+                        delta = batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+                        if delta < 0:
+                            self.seal(p)
+                            batch = None
         if batch is None:
             batch = self._open_batch(p)
-        builder = batch.builder
-        delta = builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
-        if delta < 0:
-            self.seal(p)
-            batch = self._open_batch(p)
-            builder = batch.builder
             delta = self._append_first(batch, timestamp, key, value, headers)
         batch.count += 1
         nbytes += RECORD_OVERHEAD
@@ -444,6 +466,17 @@ class Producer:
         if batch.timestamps is not None:
             batch.timestamps.append(timestamp)
         return batch, delta
+
+    def _choose(self, t: TopicState, key: bytes | None) -> int:
+        """Ask the partitioner; remember a sticky partition for null keys."""
+        part = self._partitioner.partition(t.name, key, t.count, t.available)
+        if type(part) is not int or not 0 <= part < t.count:
+            raise PartitionerError(
+                f"the partitioner chose {part!r} for topic {t.name!r} with {t.count} partitions"
+            )
+        if key is None and self._sticky_nulls:
+            t.null_part = t.parts[part]
+        return part
 
     def _append_first(
         self,
@@ -497,6 +530,9 @@ class Producer:
         if batch.count == 0:
             return
         p.queue.append(batch)
+        t = self._topics.get(p.topic)
+        if t is not None and t.null_part is p:
+            t.null_part = None
         if self._on_new_batch is not None:
             self._on_new_batch(p.topic, p.partition)
         if wake and p.broker is not None:
@@ -510,7 +546,7 @@ class Producer:
             batch.extras.append((delta, timestamp, target))
 
     def _check_partition(self, t: TopicState, partition: int) -> None:
-        if not isinstance(partition, int) or not 0 <= partition < t.count:
+        if type(partition) is not int or not 0 <= partition < t.count:
             raise errors.UnknownTopicOrPartitionError(
                 f"topic {t.name!r} has no partition {partition!r} (it has {t.count})"
             )
@@ -639,6 +675,7 @@ class Producer:
                     self._partition_task, p, name=f"pykaf producer {t.name}/{i}"
                 )
             t.count = len(t.parts)
+        t.null_part = None  # availability may have changed: ask the partitioner again
         up = [i for i, p in info.partitions.items() if p.leader >= 0 and i < t.count]
         t.available = sorted(up) if len(up) < t.count else None
 
@@ -974,8 +1011,8 @@ class Producer:
                     "transactional_id": self.transactional_id,
                     "transaction_timeout_ms": int(self.config.transaction_timeout * 1000),
                 }
+                keep = version >= 3 and bump and self.producer_id >= 0
                 if version >= 3:
-                    keep = bump and self.producer_id >= 0
                     kw["producer_id"] = self.producer_id if keep else -1
                     kw["producer_epoch"] = self.producer_epoch if keep else -1
                 resp = await conn.request(P.InitProducerIdRequest(**kw), version)
@@ -986,6 +1023,13 @@ class Producer:
                     log.info("producer id %d epoch %d", self.producer_id, self.producer_epoch)
                     return
                 if not err.retriable:
+                    if keep and self.transactional_id is None:
+                        # Kafka gives an idempotent producer a new id on a bump anyway;
+                        # a broker that refuses the bump (librdkafka's mock answers
+                        # INVALID_PRODUCER_ID_MAPPING) is asked for a new id instead.
+                        log.info("InitProducerId refused the epoch bump (%s): new id", err.__name__)
+                        bump = False
+                        continue
                     raise err(f"InitProducerId: {err.description}")
                 last: BaseException = err(err.description)
             except (errors.KafkaConnectionError, errors.RetriableError) as exc:

@@ -89,7 +89,7 @@ class TopicState:
     never has to await.
     """
 
-    __slots__ = ("available", "count", "error", "name", "parts", "pending", "ready")
+    __slots__ = ("available", "count", "error", "name", "null_part", "parts", "pending", "ready")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -99,6 +99,8 @@ class TopicState:
         self.pending: list[tuple[Any, ...]] = []
         self.ready = trio.Event()
         self.error: BaseException | None = None
+        #: The sticky partition for null keys, while the partitioner keeps it.
+        self.null_part: PartitionState | None = None
 
     def __repr__(self) -> str:
         return f"<TopicState {self.name} partitions={self.count} pending={len(self.pending)}>"

@@ -8,9 +8,12 @@ import trio
 from pykaf import errors
 from pykaf._columns import BinaryColumn
 from pykaf._producer.batch import ProducerBatch, restamp
+from pykaf._producer.config import ProducerConfig
+from pykaf._producer.partitioner import PartitionerError
+from pykaf._producer.producer import Producer
 from pykaf._producer.records import BatchDelivery
-from pykaf._producer.state import PartitionState
-from pykaf.codec import COMPRESSION_LZ4, BatchBuilder, decode_batches
+from pykaf._producer.state import PartitionState, TopicState
+from pykaf.codec import COMPRESSION_LZ4, BatchBuilder, decode_batches, murmur2
 
 
 def _built(compression: int = 0) -> bytes:
@@ -127,3 +130,97 @@ def test_span_bytes_counts_data_between_offsets() -> None:
     assert col.span_bytes(2, 2) == 0
     with pytest.raises(IndexError):
         col.span_bytes(3, 5)
+
+
+class _NoTasks:
+    """A stand-in nursery: the tests below drive the hot path without tasks."""
+
+    def start_soon(self, *args: object, **kwargs: object) -> None:
+        pass
+
+
+def _offline_producer(**options: object) -> tuple[Producer, TopicState]:
+    cfg = ProducerConfig.from_kwargs(**options)
+    producer = Producer(None, cfg, _NoTasks(), owns_client=False)  # type: ignore[arg-type]
+    t = TopicState("t")
+    t.parts = [PartitionState("t", i) for i in range(4)]
+    t.count = 4
+    producer._topics["t"] = t
+    return producer, t
+
+
+def _partitions_used(t: TopicState) -> list[int]:
+    out = []
+    for p in t.parts:
+        for b in p.batches():
+            out.extend([p.partition] * b.count)
+    return out
+
+
+async def test_null_keys_stick_to_one_partition_until_its_batch_is_sealed() -> None:
+    producer, t = _offline_producer(batch_records=10)
+    for _ in range(10):
+        producer.send_nowait("t", b"v")
+    first = [p.partition for p in t.parts if p.batches()]
+    assert len(first) == 1  # ten records, one partition
+    producer.send_nowait("t", b"v")  # the batch was full: sealed, a new sticky partition
+    used = sorted({p.partition for p in t.parts if p.batches()})
+    assert len(used) == 2 and first[0] in used
+    assert sum(len(p.queue) for p in t.parts) == 1
+    assert producer.buffered_records == 11
+
+
+async def test_a_non_sticky_partitioner_is_asked_for_every_null_key() -> None:
+    producer, t = _offline_producer(partitioner="round_robin")
+    for _ in range(8):
+        producer.send_nowait("t", b"v")
+    assert sorted(_partitions_used(t)) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+async def test_keyed_records_follow_murmur2_and_explicit_partitions_are_checked() -> None:
+    producer, t = _offline_producer()
+    producer.send_nowait("t", b"v", key=b"user-1")
+    expected = (murmur2(b"user-1") & 0x7FFFFFFF) % 4
+    assert _partitions_used(t) == [expected]
+    producer.send_nowait("t", b"v", partition=3)
+    assert sorted(_partitions_used(t)) == sorted([expected, 3])
+    for bad in (4, -1, True, "1"):
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            producer.send_nowait("t", b"v", partition=bad)  # type: ignore[arg-type]
+    assert producer.buffered_records == 2
+
+
+async def test_a_partitioner_answer_out_of_range_fails_the_record() -> None:
+    class Bad:
+        def partition(self, topic: str, key: object, partitions: int, available: object) -> int:
+            return partitions  # one too many
+
+    producer, _t = _offline_producer(partitioner=Bad())
+    with pytest.raises(PartitionerError):
+        producer.send_nowait("t", b"v")
+    assert producer.buffered_records == 0
+
+
+async def test_send_nowait_refuses_when_the_buffer_is_full() -> None:
+    producer, _t = _offline_producer(buffer_records=5)
+    for _ in range(5):
+        producer.send_nowait("t", b"v")
+    with pytest.raises(errors.BufferFullError):
+        producer.send_nowait("t", b"v")
+    assert producer.buffered_records == 5
+
+
+async def test_a_record_over_max_message_bytes_fails_alone() -> None:
+    producer, _t = _offline_producer(max_message_bytes=1000)
+    with pytest.raises(errors.RecordTooLargeError):
+        producer.send_nowait("t", b"x" * 1000)
+    producer.send_nowait("t", b"x" * 900)
+    assert producer.buffered_records == 1
+
+
+async def test_one_record_larger_than_flush_bytes_gets_a_batch_of_its_own() -> None:
+    producer, t = _offline_producer(
+        flush_bytes=1000, batch_bytes=100_000, max_message_bytes=100_000
+    )
+    producer.send_nowait("t", b"x" * 5000, partition=0)
+    assert t.parts[0].open is not None and t.parts[0].open.count == 1
