@@ -261,7 +261,10 @@ class Producer:
 
         Raises:
             ValueError: columns of different lengths.
-            ClosedError, UnknownTopicOrPartitionError, RecordTooLargeError.
+            ClosedError, UnknownTopicOrPartitionError.
+
+        A record too large for any batch (over ``batch_bytes``) fails alone:
+        the delivery reports it and the other records go on.
         """
         values = _column(values)
         n = len(values)
@@ -301,11 +304,17 @@ class Producer:
                     stop=stop,
                     timestamp=now if timestamps is None else None,
                 )
-            except errors.RecordTooLargeError:
+            except errors.RecordTooLargeError as exc:
                 if batch.count == 0 and builder.max_bytes < self.config.batch_bytes:
                     batch.builder = self._builder(self.config.batch_bytes)
                     continue
-                raise
+                # This one record cannot fit any batch: it fails alone, the rest go on.
+                self.records_failed += 1
+                delivery._complete(t.name, part, 1, exc)
+                if not delivery.observed:
+                    self._unreported.append((t.name, part, 1, exc))
+                start += 1
+                continue
             added = end - start
             if added:
                 nbytes = _column_bytes(values, start, end) + RECORD_OVERHEAD * added

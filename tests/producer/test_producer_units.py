@@ -224,3 +224,24 @@ async def test_one_record_larger_than_flush_bytes_gets_a_batch_of_its_own() -> N
     )
     producer.send_nowait("t", b"x" * 5000, partition=0)
     assert t.parts[0].open is not None and t.parts[0].open.count == 1
+
+
+async def test_send_batch_fails_only_the_record_too_large_for_any_batch() -> None:
+    producer, t = _offline_producer(batch_bytes=10_000, max_message_bytes=10_000)
+    values = [b"a" * 10, b"b" * 20_000, b"c" * 10]
+    delivery = await producer.send_batch("t", values, partition=1)
+    assert (delivery.failed, delivery.pending) == (1, 2)
+    assert sum(b.count for b in t.parts[1].batches()) == 2
+    assert producer.buffered_records == 2
+    ((topic, partition, count, error),) = delivery._failures
+    assert (topic, partition, count) == ("t", 1, 1)
+    assert isinstance(error, errors.RecordTooLargeError)
+
+
+async def test_send_batch_sticky_fills_one_partition_then_the_next() -> None:
+    producer, t = _offline_producer(batch_records=100)
+    delivery = await producer.send_batch("t", [b"v"] * 250)
+    counts = sorted(b.count for p in t.parts for b in p.batches())
+    assert counts == [50, 100, 100]
+    assert delivery.pending == 250
+    assert producer.buffered_records == 250
