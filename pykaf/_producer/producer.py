@@ -311,8 +311,7 @@ class Producer:
                 # This one record cannot fit any batch: it fails alone, the rest go on.
                 self.records_failed += 1
                 delivery._complete(t.name, part, 1, exc)
-                if not delivery.observed:
-                    self._unreported.append((t.name, part, 1, exc))
+                self._report_to_flush(t.name, part, 1, exc, delivery)
                 start += 1
                 continue
             added = end - start
@@ -321,6 +320,8 @@ class Producer:
                 if keys is not None:
                     nbytes += _column_bytes(keys, start, end)
                 batch.count += added
+                if batch.count == added and p.broker is not None:
+                    p.broker.wake()
                 batch.buffered += nbytes
                 self.buffered_bytes += nbytes
                 self.buffered_records += added
@@ -468,6 +469,8 @@ class Producer:
             batch = self._open_batch(p)
             delta = self._append_first(batch, timestamp, key, value, headers)
         batch.count += 1
+        if batch.count == 1 and p.broker is not None:
+            p.broker.wake()  # its linger starts: the sender must know of it
         nbytes += RECORD_OVERHEAD
         batch.buffered += nbytes
         self.buffered_bytes += nbytes
@@ -526,8 +529,6 @@ class Producer:
         if self._on_ack:
             batch.timestamps = []
         p.open = batch
-        if p.broker is not None:
-            p.broker.wake()
         return batch
 
     def seal(self, p: PartitionState, *, wake: bool = True) -> None:
@@ -578,14 +579,24 @@ class Producer:
 
     def _park(self, topic: str, *record: Any) -> None:
         """Keep a record for a topic whose partitions are not known yet."""
+        value, key = record[0], record[1]
+        # A bad record fails in the caller's call here too (TypeError, RecordTooLargeError).
+        self._check_size(key, value, record[3])
         t = self._topics.get(topic)
         if t is None:
             t = self._start_topic(topic)
-        value, key = record[0], record[1]
         nbytes = _klen(value) + _klen(key) + RECORD_OVERHEAD
         t.pending.append((*record, nbytes))
         self.buffered_bytes += nbytes
         self.buffered_records += 1
+
+    async def wait_for_space(self) -> None:
+        """Wait until the buffer has room, for a ``send_nowait`` loop that met ``BufferFullError``.
+
+        Raises:
+            ClosedError: the producer is closing.
+        """
+        await self._wait_for_space()
 
     async def _wait_for_space(self) -> None:
         while (
@@ -909,10 +920,28 @@ class Producer:
         batch.error = error
         unobserved = batch.count - batch.observed
         if batch.deliveries:
-            unobserved -= sum(n for d, n in batch.deliveries if d.observed)
+            for delivery, n in batch.deliveries:
+                unobserved -= n
+                self._report_to_flush(batch.topic, batch.partition, n, error, delivery)
         if unobserved > 0:
             self._unreported.append((batch.topic, batch.partition, unobserved, error))
         self._settle(batch, error)
+
+    def _report_to_flush(
+        self,
+        topic: str,
+        partition: int,
+        records: int,
+        error: BaseException,
+        delivery: BatchDelivery,
+    ) -> None:
+        """Keep a send_batch failure for flush() unless its delivery is (or gets) awaited."""
+        if delivery.observed:
+            return
+        entry = (topic, partition, records, error)
+        self._unreported.append(entry)
+        delivery._claims.append(entry)
+        delivery._sink = self._unreported
 
     def _settle(self, batch: ProducerBatch, error: BaseException | None) -> None:
         batch.done = True
@@ -994,7 +1023,8 @@ class Producer:
 
     def _raise_unreported(self) -> None:
         if self._unreported:
-            failures, self._unreported = self._unreported, []
+            failures = list(self._unreported)
+            self._unreported.clear()  # cleared in place: deliveries hold this list
             total = sum(n for _, _, n, _ in failures)
             raise errors.DeliveryError(
                 f"{total} records failed: {failures[0][3]!r}"

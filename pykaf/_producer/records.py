@@ -110,7 +110,17 @@ class BatchDelivery:
     of this call's records reports how many were acknowledged or failed.
     """
 
-    __slots__ = ("_event", "_failures", "acked", "failed", "observed", "pending", "total")
+    __slots__ = (
+        "_claims",
+        "_event",
+        "_failures",
+        "_sink",
+        "acked",
+        "failed",
+        "observed",
+        "pending",
+        "total",
+    )
 
     def __init__(self, total: int) -> None:
         self.total = total
@@ -120,6 +130,10 @@ class BatchDelivery:
         self.observed = False
         self._failures: list[tuple[str, int, int, BaseException]] = []
         self._event: trio.Event | None = None
+        # Failures that settled before anyone awaited this delivery are also
+        # queued for the producer's next flush(); wait() takes them back.
+        self._claims: list[tuple[str, int, int, BaseException]] = []
+        self._sink: list[tuple[str, int, int, BaseException]] | None = None
 
     @property
     def done(self) -> bool:
@@ -145,6 +159,10 @@ class BatchDelivery:
             DeliveryError: some records failed (``.failures`` says which and why).
         """
         self.observed = True
+        if self._claims and self._sink is not None:
+            claimed = {id(entry) for entry in self._claims}
+            self._sink[:] = [entry for entry in self._sink if id(entry) not in claimed]
+            self._claims.clear()
         if self.pending:
             if self._event is None:
                 self._event = trio.Event()

@@ -245,3 +245,36 @@ async def test_send_batch_sticky_fills_one_partition_then_the_next() -> None:
     assert counts == [50, 100, 100]
     assert delivery.pending == 250
     assert producer.buffered_records == 250
+
+
+async def test_a_delivery_awaited_after_its_failure_takes_it_back_from_flush() -> None:
+    producer, _t = _offline_producer(batch_bytes=10_000, max_message_bytes=10_000)
+    delivery = await producer.send_batch("t", [b"x" * 20_000], partition=0)
+    assert len(producer._unreported) == 1  # nobody has awaited it yet
+    with pytest.raises(errors.DeliveryError):
+        await delivery.wait()
+    assert producer._unreported == []  # the delivery reported it: flush will not again
+    ignored = await producer.send_batch("t", [b"x" * 20_000], partition=0)
+    assert not ignored.observed
+    with pytest.raises(errors.DeliveryError) as info:
+        producer._raise_unreported()
+    assert info.value.records == 1
+
+
+async def test_the_sender_is_woken_when_a_batch_gets_its_first_record() -> None:
+    producer, t = _offline_producer()
+
+    class Sender:
+        wakes = 0
+
+        def wake(self) -> None:
+            self.wakes += 1
+
+    sender = Sender()
+    t.parts[0].broker = sender  # type: ignore[assignment]
+    with pytest.raises(TypeError):
+        producer.send_nowait("t", "not bytes", partition=0)  # type: ignore[arg-type]
+    assert sender.wakes == 0
+    producer.send_nowait("t", b"v", partition=0)
+    producer.send_nowait("t", b"v", partition=0)
+    assert sender.wakes == 1
