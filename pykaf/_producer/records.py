@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
 from pykaf.errors import DeliveryError
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
-    """Where an acknowledged record was written.
+class RecordMetadata(NamedTuple):
+    """Where an acknowledged record was written (a named tuple: cheap to make per record).
 
     Attributes:
         topic, partition: where it went.
