@@ -12,9 +12,9 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -433,3 +433,32 @@ async def open_client(
             with trio.CancelScope(shield=True):
                 await client.aclose()
             nursery.cancel_scope.cancel()
+
+
+C = TypeVar("C", bound=ClientConfig)
+
+
+async def client_for(
+    stack: AsyncExitStack,
+    config_class: type[C],
+    bootstrap_servers_or_client: str | list[str] | Client | None,
+    options: dict[str, Any],
+) -> tuple[Client, C]:
+    """The client and validated config an ``open_producer``/``open_consumer`` runs on.
+
+    Given a :class:`Client`, its options are the defaults and it is shared
+    (left open); otherwise a client is opened on ``stack`` with the client
+    options among ``options``. The config is validated before anything
+    connects.
+    """
+    if isinstance(bootstrap_servers_or_client, Client):
+        base = bootstrap_servers_or_client.config
+        merged = {k: getattr(base, k) for k in base.__dataclass_fields__}
+        merged.update(options)
+        return bootstrap_servers_or_client, config_class.from_kwargs(**merged)
+    if bootstrap_servers_or_client is not None:
+        options = {**options, "bootstrap_servers": bootstrap_servers_or_client}
+    cfg = config_class.from_kwargs(**options)
+    client_options = {k: getattr(cfg, k) for k in ClientConfig.__dataclass_fields__}
+    client = await stack.enter_async_context(open_client(**client_options))
+    return client, cfg

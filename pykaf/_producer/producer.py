@@ -30,7 +30,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf._cluster.client import Client, open_client
+from pykaf._cluster.client import Client, client_for
 from pykaf._columns import BinaryColumn
 from pykaf._producer.batch import ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
@@ -89,13 +89,10 @@ class Producer:
     (``input()``, ``successes()``, ``errors()``) in sarama's style.
     """
 
-    def __init__(
-        self, client: Client, config: ProducerConfig, nursery: trio.Nursery, *, owns_client: bool
-    ) -> None:
+    def __init__(self, client: Client, config: ProducerConfig, nursery: trio.Nursery) -> None:
         self.client = client
         self.config = config
         self._nursery = nursery
-        self._owns_client = owns_client
         self.acks = config.acks_int
         self.idempotent = bool(config.idempotence or config.transactional_id)
         self.transactional_id: str | None = None  # transactions: issue 6
@@ -1279,35 +1276,18 @@ async def open_producer(
         KafkaConnectionError: no broker could be reached.
         DeliveryError: on exit, records failed that nobody was told of.
     """
-    shared = isinstance(bootstrap_servers_or_client, Client)
-    if shared:
-        assert isinstance(bootstrap_servers_or_client, Client)
-        base = bootstrap_servers_or_client.config
-        merged = {k: getattr(base, k) for k in base.__dataclass_fields__}
-        merged.update(config)
-        cfg = ProducerConfig.from_kwargs(**merged)
-    else:
-        if bootstrap_servers_or_client is not None:
-            config["bootstrap_servers"] = bootstrap_servers_or_client
-        cfg = ProducerConfig.from_kwargs(**config)
     async with AsyncExitStack() as stack:
-        if isinstance(bootstrap_servers_or_client, Client):
-            client = bootstrap_servers_or_client
-        else:
-            client_cfg = {k: getattr(cfg, k) for k in _client_fields()}
-            client = await stack.enter_async_context(open_client(**client_cfg))
+        client, cfg = await client_for(stack, ProducerConfig, bootstrap_servers_or_client, config)
         # The producer's tasks get a nursery of their own, inside the client's
         # lifetime: closing the producer cancels them and leaves the client be.
         async with open_service_nursery() as nursery:
-            producer = await _start(client, cfg, nursery, owns=not shared)
+            producer = await _start(client, cfg, nursery)
             async with _run(producer):
                 yield producer
 
 
-async def _start(
-    client: Client, cfg: ProducerConfig, nursery: trio.Nursery, *, owns: bool
-) -> Producer:
-    producer = Producer(client, cfg, nursery, owns_client=owns)
+async def _start(client: Client, cfg: ProducerConfig, nursery: trio.Nursery) -> Producer:
+    producer = Producer(client, cfg, nursery)
     if producer.idempotent:
         await producer.init_producer_id()
     nursery.start_soon(producer._dispatcher, name="pykaf producer dispatcher")
@@ -1322,9 +1302,3 @@ async def _run(producer: Producer) -> AsyncIterator[None]:
         await producer._shutdown(deliver=False)
         raise
     await producer.aclose()
-
-
-def _client_fields() -> list[str]:
-    from pykaf._config import ClientConfig
-
-    return list(ClientConfig.__dataclass_fields__)

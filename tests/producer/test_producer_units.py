@@ -141,7 +141,7 @@ class _NoTasks:
 
 def _offline_producer(**options: object) -> tuple[Producer, TopicState]:
     cfg = ProducerConfig.from_kwargs(**options)
-    producer = Producer(None, cfg, _NoTasks(), owns_client=False)  # type: ignore[arg-type]
+    producer = Producer(None, cfg, _NoTasks())  # type: ignore[arg-type]
     t = TopicState("t")
     t.parts = [PartitionState("t", i) for i in range(4)]
     t.count = 4
