@@ -1,10 +1,13 @@
-"""Shared fixtures: both codec implementations, selected per test."""
+"""Shared fixtures: both codec implementations, and the brokers, selected per test."""
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -40,3 +43,22 @@ def codec(request: pytest.FixtureRequest) -> ModuleType:
 def both_codecs() -> tuple[ModuleType, ModuleType]:
     """(compiled, pure-Python): for tests that compare their outputs."""
     return load_codec("cython"), load_codec("python")
+
+
+@pytest.fixture(params=["tansu", "mock"])
+def broker(request: pytest.FixtureRequest) -> Any:
+    """Tansu (the session's) and a librdkafka mock cluster (3 brokers), in turn."""
+    return _broker_clients().broker_from(request, request.param)
+
+
+@pytest.fixture
+def tansu_broker(request: pytest.FixtureRequest) -> Any:
+    """The session's Tansu as a ``broker_clients.Broker``."""
+    return _broker_clients().broker_from(request, "tansu")
+
+
+def _broker_clients() -> ModuleType:
+    # confluent-kafka helpers live beside the pykaf.testing tests; importing them
+    # skips the test when confluent-kafka is missing.
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "testing"))
+    return importlib.import_module("broker_clients")

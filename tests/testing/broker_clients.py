@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -137,3 +139,32 @@ def wait_for(predicate: Any, timeout: float = 10.0, what: str = "condition") -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
+
+
+@dataclass
+class Broker:
+    """A running broker for a parametrised test: its name, bootstrap and a topic maker."""
+
+    name: str
+    bootstrap: str
+    create: Callable[[str, int], None]
+
+    @property
+    def conf(self) -> dict[str, Any]:
+        """confluent-kafka configuration reaching this broker."""
+        return {"bootstrap.servers": self.bootstrap}
+
+
+def broker_from(request: pytest.FixtureRequest, name: str) -> Broker:
+    """The session's Tansu ("tansu") or a fresh librdkafka mock cluster ("mock")."""
+    if name == "tansu":
+        tansu = request.getfixturevalue("tansu")
+        conf = {"bootstrap.servers": tansu.bootstrap}
+        return Broker("tansu", tansu.bootstrap, lambda t, n: create_topic(conf, t, n))
+    mock = request.getfixturevalue("mock_cluster")
+    return Broker("mock", mock.bootstrap, lambda t, n: mock.create_topic(t, n, 1))
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
