@@ -1,0 +1,87 @@
+"""The consumer's options: defaults, meaning and validation.
+
+Every client option applies too (``ConsumerConfig`` extends ``ClientConfig``).
+Validated once, when the consumer opens; a bad value is a ConfigError naming
+the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pykaf._config import ClientConfig, check, opt, positive
+
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+OFFSET_RESETS = ("earliest", "latest", "none")
+
+
+@dataclass(frozen=True)
+class ConsumerConfig(ClientConfig):
+    """Options of ``pykaf.open_consumer`` (client options apply as well)."""
+
+    isolation_level: str = opt(
+        "read_committed",
+        "read_committed: only committed transactional records, nothing at or above the "
+        "last stable offset; read_uncommitted: everything written.",
+    )
+    fetch_min_bytes: int = opt(1, "Bytes a broker should gather before it answers a Fetch.")
+    fetch_max_wait: float = opt(
+        0.5, "Seconds a broker may wait for fetch_min_bytes before it answers anyway."
+    )
+    fetch_max_bytes: int = opt(
+        52_428_800, "Most bytes one Fetch response may carry, over all its partitions."
+    )
+    max_partition_fetch_bytes: int = opt(
+        1_048_576,
+        "Most bytes fetched per partition per request; grows (doubling) when one batch is "
+        "larger, up to fetch_max_bytes.",
+    )
+    skip_oversized_records: bool = opt(
+        False,
+        "A batch larger than fetch_max_bytes: skip it (True, reported on errors()) or stop "
+        "the partition with RecordTooLargeError (False).",
+    )
+    auto_offset_reset: str = opt(
+        "earliest",
+        "Where to go when the position is out of range: earliest, latest, or none (the "
+        "partition consumer gets OffsetOutOfRangeError).",
+    )
+    check_crcs: bool = opt(True, "Check every fetched batch's CRC-32C.")
+    partition_buffer: int = opt(
+        4, "Fetched record batches a partition consumer holds before its fetching pauses."
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(
+            self.isolation_level in ISOLATION_LEVELS,
+            "isolation_level",
+            self.isolation_level,
+            f"must be one of {', '.join(ISOLATION_LEVELS)}",
+        )
+        check(
+            self.auto_offset_reset in OFFSET_RESETS,
+            "auto_offset_reset",
+            self.auto_offset_reset,
+            f"must be one of {', '.join(OFFSET_RESETS)}",
+        )
+        positive("fetch_max_wait", self.fetch_max_wait, allow_zero=True)
+        for name in ("fetch_max_bytes", "max_partition_fetch_bytes", "partition_buffer"):
+            value = getattr(self, name)
+            check(
+                isinstance(value, int) and not isinstance(value, bool) and value >= 1,
+                name,
+                value,
+                "must be an integer >= 1",
+            )
+        check(
+            isinstance(self.fetch_min_bytes, int) and self.fetch_min_bytes >= 0,
+            "fetch_min_bytes",
+            self.fetch_min_bytes,
+            "must be an integer >= 0",
+        )
+
+    @property
+    def isolation_code(self) -> int:
+        """Kafka's isolation level byte (0 read_uncommitted, 1 read_committed)."""
+        return ISOLATION_LEVELS[self.isolation_level]
