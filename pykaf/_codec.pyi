@@ -56,6 +56,10 @@ class Record:
     key: bytes | None
     value: bytes | None
     attributes: int
+    # Where a decoded record came from (as given to the decoder), not compared by ==.
+    topic: str | None  # None unless given
+    partition: int  # -1 unless given
+    timestamp_type: int  # 0 CreateTime, 1 LogAppendTime, -1 unknown (magic 0)
     def __init__(
         self,
         offset: int,
@@ -64,6 +68,10 @@ class Record:
         value: bytes | None,
         headers: Headers | None = None,
         attributes: int = 0,
+        *,
+        topic: str | None = None,
+        partition: int = -1,
+        timestamp_type: int = -1,
     ) -> None: ...
     @property
     def headers(self) -> list[Header]: ...
@@ -109,8 +117,12 @@ class RecordSet:
     consumed: int  # bytes taken by the complete batches
     partial_size: int  # total size the partial batch declares (0 if none)
 
-def decode_record_set(data: Buffer, *, check_crc: bool = True) -> RecordSet: ...
-def decode_batches(data: Buffer, *, check_crc: bool = True) -> list[RecordBatch]: ...
+def decode_record_set(
+    data: Buffer, *, check_crc: bool = True, topic: str | None = None, partition: int = -1
+) -> RecordSet: ...
+def decode_batches(
+    data: Buffer, *, check_crc: bool = True, topic: str | None = None, partition: int = -1
+) -> list[RecordBatch]: ...
 
 # -- encoding ----------------------------------------------------------------
 def record_size(

@@ -22,6 +22,7 @@ from libc.stdint cimport (
 from libc.string cimport memcpy
 
 import time
+from operator import index as _index
 
 from crc32c import crc32c as _crc32c
 
@@ -244,26 +245,42 @@ cdef object _as_bytes_view(object data):
 cdef class Record:
     """One record: its absolute offset, timestamp (ms), key, value and headers.
 
-    Records hold bytes, None and header lists, which cannot form reference
+    Decoded records also say where they came from: ``topic`` and ``partition``
+    (as given to the decoder; None and -1 otherwise) and ``timestamp_type``
+    (0 CreateTime, 1 LogAppendTime, -1 unknown: a magic 0 message). These
+    three are not compared by ``==``.
+
+    Records hold bytes, str, None and header lists, which cannot form reference
     cycles, so the type stays out of the cyclic GC: decoding a million records
     does not set off a thousand generation-0 collections.
     """
 
+    # Declaration order is the struct layout: partition fills the padding
+    # after attributes, so the three new fields cost 16 bytes, not 24. No
+    # __cinit__ (it would cost every decoded record a call, and disable the
+    # automatic pickling): Record.__new__ alone leaves the fields zeroed, topic
+    # None; __init__ and the decoders set all of them.
     cdef public int64_t offset
     cdef public int64_t timestamp
     cdef public object key
     cdef public object value
     cdef public int attributes
+    cdef public int partition
     cdef object _headers
+    cdef public object topic
+    cdef public int timestamp_type
 
     def __init__(self, int64_t offset, int64_t timestamp, key, value, headers=None,
-                 int attributes=0):
+                 int attributes=0, *, topic=None, int partition=-1, int timestamp_type=-1):
         self.offset = offset
         self.timestamp = timestamp
         self.key = key
         self.value = value
         self._headers = list(headers) if headers else None
         self.attributes = attributes
+        self.topic = topic
+        self.partition = partition
+        self.timestamp_type = timestamp_type
 
     @property
     def headers(self):
@@ -275,14 +292,29 @@ cdef class Record:
             return NotImplemented
         cdef Record o = <Record>other
         return (self.offset == o.offset and self.timestamp == o.timestamp
-                and self.key == o.key and self.value == o.value
+                and _nonnull(<PyObject*>self.key, "key") == _nonnull(<PyObject*>o.key, "key")
+                and _nonnull(<PyObject*>self.value, "value") == _nonnull(<PyObject*>o.value, "value")
                 and self.headers == o.headers and self.attributes == o.attributes)
 
     __hash__ = None
 
     def __repr__(self):
-        return (f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
-                f"value={self.value!r}, headers={self.headers!r})")
+        topic = _nonnull(<PyObject*>self.topic, "topic")
+        where = (f"topic={topic!r}, partition={self.partition}, "
+                 if topic is not None or self.partition != -1 else "")
+        return (f"Record({where}offset={self.offset}, timestamp={self.timestamp}, "
+                f"key={_nonnull(<PyObject*>self.key, 'key')!r}, "
+                f"value={_nonnull(<PyObject*>self.value, 'value')!r}, headers={self.headers!r})")
+
+
+cdef inline object _nonnull(PyObject* v, str name):
+    """An object field read NULL-safely. The member descriptors installed below
+    allow ``del record.key``, which leaves NULL in the field; a plain
+    ``self.key`` would then dereference it. Raises AttributeError as the
+    descriptor (and the pure-Python twin's slot) does."""
+    if v == NULL:
+        raise AttributeError(f"'Record' object has no attribute '{name}'")
+    return <object>v
 
 
 # Cython exposes ``cdef public`` fields through getset descriptors, which
@@ -310,7 +342,8 @@ cdef extern from "Python.h":
     ctypedef struct PyTypeObject:
         PyObject* tp_dict
 
-cdef PyMemberDef _record_members[5]
+DEF N_RECORD_MEMBERS = 8
+cdef PyMemberDef _record_members[N_RECORD_MEMBERS]
 
 
 cdef Py_ssize_t _object_slot(Record probe, object sentinel) except -1:
@@ -328,18 +361,28 @@ cdef void _install_record_members() except *:
     cdef Record probe = Record.__new__(Record)
     cdef char* base = <char*><PyObject*>probe
     cdef dict tp_dict = <dict>(<PyTypeObject*>Record).tp_dict
-    key_mark, value_mark = object(), object()
+    key_mark, value_mark, topic_mark = object(), object(), object()
     probe.key = key_mark
     probe.value = value_mark
+    probe.topic = topic_mark
     spec = (
         (b"offset", T_LONGLONG, <char*>&probe.offset - base, b"The record's absolute offset."),
         (b"timestamp", T_LONGLONG, <char*>&probe.timestamp - base, b"Timestamp in ms."),
         (b"key", T_OBJECT_EX, _object_slot(probe, key_mark), b"The key (bytes or None)."),
         (b"value", T_OBJECT_EX, _object_slot(probe, value_mark), b"The value (bytes or None)."),
         (b"attributes", T_INT, <char*>&probe.attributes - base, b"Record attributes."),
+        # Cython's tp_new sets topic to None, so T_OBJECT_EX only differs from
+        # T_OBJECT after ``del record.topic``: AttributeError then, as for key,
+        # value and the pure-Python twin's slots.
+        (b"topic", T_OBJECT_EX, _object_slot(probe, topic_mark),
+         b"The topic the record was decoded for (str or None)."),
+        (b"partition", T_INT, <char*>&probe.partition - base,
+         b"The partition the record was decoded for (-1 if not given)."),
+        (b"timestamp_type", T_INT, <char*>&probe.timestamp_type - base,
+         b"0 CreateTime, 1 LogAppendTime, -1 unknown (magic 0)."),
     )
     cdef int i
-    for i in range(5):
+    for i in range(N_RECORD_MEMBERS):
         name, kind, off, doc = spec[i]
         _record_members[i].name = <const char*>name
         _record_members[i].type = kind
@@ -461,21 +504,40 @@ cdef class RecordSet:
 
 # -- decoding -------------------------------------------------------------------
 
-def decode_batches(data, *, bint check_crc=True):
+def decode_batches(data, *, bint check_crc=True, topic=None, partition=-1):
     """Decode every complete batch in ``data`` (a trailing partial batch is left out).
 
+    Every record gets ``topic`` and ``partition`` (the same str object in all).
+
     Raises:
         CorruptRecordError: malformed bytes or a CRC mismatch.
+        TypeError, ValueError: topic is not a str or None, partition not an int32.
     """
-    return decode_record_set(data, check_crc=check_crc).batches
+    return decode_record_set(data, check_crc=check_crc, topic=topic, partition=partition).batches
 
 
-def decode_record_set(data, *, bint check_crc=True):
+cdef int _check_partition(object partition) except? -1:
+    """The partition as a C int: an integer in the int32 range, else TypeError/ValueError."""
+    partition = _index(partition)
+    if not -2147483648 <= partition <= 2147483647:
+        raise ValueError(f"partition {partition} is outside the int32 range")
+    return <int>partition
+
+
+def decode_record_set(data, *, bint check_crc=True, topic=None, partition=-1):
     """Decode a fetch response's records field, reporting a trailing partial batch.
 
+    Every record gets ``topic`` and ``partition`` (the same str object in all).
+
     Raises:
         CorruptRecordError: malformed bytes or a CRC mismatch.
+        TypeError, ValueError: topic is not a str or None, partition not an int32.
     """
+    if topic is not None and not isinstance(topic, str):
+        raise TypeError(f"topic must be a str or None, not {type(topic).__name__}")
+    cdef Origin where
+    where.topic = <PyObject*>topic if topic is not None else NULL
+    where.partition = _check_partition(partition)
     cdef object owner = _as_bytes_view(data)
     cdef const uint8_t[::1] buf
     cdef Py_ssize_t n = len(owner)
@@ -498,17 +560,30 @@ def decode_record_set(data, *, bint check_crc=True):
         end = pos + 12 + length
         magic = p[pos + 16]
         if magic == 2:
-            batches.append(_decode_v2(owner, p, pos, end, check_crc))
+            batches.append(_decode_v2(owner, p, pos, end, check_crc, &where))
         elif magic == 0 or magic == 1:
-            _decode_legacy(p, pos, end, check_crc, batches)
+            _decode_legacy(p, pos, end, check_crc, batches, &where)
         else:
             raise CorruptRecordError(f"unknown record batch magic {magic}")
         pos = end
     return RecordSet(batches, False, pos, 0)
 
 
+cdef struct Origin:
+    PyObject* topic  # borrowed (the caller's argument); NULL for None
+    int partition
+
+
+cdef inline void _stamp(Record r, const Origin* where, int timestamp_type) noexcept:
+    """Set a fresh record's origin: one INCREF of the shared topic str, no new object."""
+    if where.topic != NULL:
+        r.topic = <object>where.topic  # replaces the None tp_new put there
+    r.partition = where.partition
+    r.timestamp_type = timestamp_type
+
+
 cdef RecordBatch _decode_v2(object owner, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
-                            bint check_crc):
+                            bint check_crc, const Origin* where):
     if end - pos < HEADER:
         raise CorruptRecordError(f"record batch of {end - pos} bytes is shorter than its header")
     cdef const uint8_t* h = p + pos
@@ -543,12 +618,14 @@ cdef RecordBatch _decode_v2(object owner, const uint8_t* p, Py_ssize_t pos, Py_s
     cdef bytes inflated
     if codec == 0:
         b.records = _decode_records(h + HEADER, end - pos - HEADER, b.record_count,
-                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp)
+                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp,
+                                    where)
     else:
         inflated = _decompress(codec, PyMemoryView_FromMemory(<char*>h + HEADER, end - pos - HEADER, PyBUF_READ))
         b.records = _decode_records(<const uint8_t*>PyBytes_AS_STRING(inflated),
                                     PyBytes_GET_SIZE(inflated), b.record_count,
-                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp)
+                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp,
+                                    where)
     if b.attributes & CONTROL_BIT:
         _read_control(b)
     return b
@@ -568,7 +645,7 @@ cdef inline object _get_varbytes(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t e
 
 
 cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t base_offset,
-                          int64_t base_ts, bint log_append, int64_t log_ts):
+                          int64_t base_ts, bint log_append, int64_t log_ts, const Origin* where):
     # Each record takes at least 7 bytes; a larger count cannot be honest.
     if count > n // 7:
         raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
@@ -585,6 +662,7 @@ cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t
             raise CorruptRecordError(f"record length {length} overruns the batch")
         rec_end = pos + length
         r = Record.__new__(Record)
+        _stamp(r, where, log_append)
         r.attributes = p[pos]
         pos += 1
         ts_delta = get_varlong(p, &pos, rec_end)
@@ -657,7 +735,7 @@ cdef object _get_bytes32(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end):
 
 
 cdef void _decode_legacy(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, bint check_crc,
-                         list out) except *:
+                         list out, const Origin* where) except *:
     # The caller guarantees end - pos >= 26 (12-byte prefix + the 14-byte minimum).
     cdef int64_t offset = rd64(p + pos)
     cdef uint32_t crc = <uint32_t>rd32(p + pos + 12)
@@ -695,6 +773,7 @@ cdef void _decode_legacy(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, bint 
         b.base_offset = offset
         b.record_count = 1
         r = Record.__new__(Record)
+        _stamp(r, where, -1 if magic == 0 else (1 if attributes & TIMESTAMP_TYPE_BIT else 0))
         r.offset = offset
         r.timestamp = timestamp
         r.key = key
@@ -719,7 +798,7 @@ cdef void _decode_legacy(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, bint 
         iend = ipos + 12 + ilen
         if ip[ipos + 16] > 1:
             raise CorruptRecordError("inner message of a compressed wrapper has a bad magic")
-        _decode_legacy(ip, ipos, iend, check_crc, inner)
+        _decode_legacy(ip, ipos, iend, check_crc, inner, where)
         ib = inner[len(inner) - 1]
         if ib.attributes & COMPRESSION_MASK:
             raise CorruptRecordError("nested compressed legacy messages")
@@ -732,11 +811,17 @@ cdef void _decode_legacy(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, bint 
     cdef int64_t shift
     if magic == 1:
         # Inner offsets are relative; the wrapper carries the last one's absolute offset.
+        # The wrapper's timestamp type also rules (Java's LegacyRecord): LogAppendTime
+        # stamps its timestamp on every inner message; under CreateTime the inner
+        # magic 1 messages are CreateTime and magic 0 ones keep -1 (no timestamp).
         shift = offset - (<Record>records[len(records) - 1]).offset
         for r in records:
             r.offset += shift
             if attributes & TIMESTAMP_TYPE_BIT:
                 r.timestamp = timestamp
+                r.timestamp_type = 1
+            elif r.timestamp_type != -1:
+                r.timestamp_type = 0
     b.base_offset = (<Record>records[0]).offset
     b.last_offset_delta = <int32_t>((<Record>records[len(records) - 1]).offset - b.base_offset)
     b.record_count = len(records)

@@ -7,6 +7,7 @@ record batch v2 (magic 2) and the legacy message sets (magic 0 and 1).
 
 from __future__ import annotations
 
+import operator
 import struct
 import time
 import zlib
@@ -216,9 +217,25 @@ def _zz64(v: int) -> int:
 
 
 class Record:
-    """One record: its absolute offset, timestamp (ms), key, value and headers."""
+    """One record: its absolute offset, timestamp (ms), key, value and headers.
 
-    __slots__ = ("_headers", "attributes", "key", "offset", "timestamp", "value")
+    Decoded records also say where they came from: ``topic`` and ``partition``
+    (as given to the decoder; None and -1 otherwise) and ``timestamp_type``
+    (0 CreateTime, 1 LogAppendTime, -1 unknown: a magic 0 message). These
+    three are not compared by ``==``.
+    """
+
+    __slots__ = (
+        "_headers",
+        "attributes",
+        "key",
+        "offset",
+        "partition",
+        "timestamp",
+        "timestamp_type",
+        "topic",
+        "value",
+    )
 
     def __init__(
         self,
@@ -228,6 +245,10 @@ class Record:
         value: bytes | None,
         headers: Headers | None = None,
         attributes: int = 0,
+        *,
+        topic: str | None = None,
+        partition: int = -1,
+        timestamp_type: int = -1,
     ) -> None:
         self.offset = offset
         self.timestamp = timestamp
@@ -235,6 +256,9 @@ class Record:
         self.value = value
         self._headers = list(headers) if headers else None
         self.attributes = attributes
+        self.topic = topic
+        self.partition = partition
+        self.timestamp_type = timestamp_type
 
     @property
     def headers(self) -> list[tuple[str, bytes | None]]:
@@ -256,9 +280,15 @@ class Record:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
+        topic = self.topic
+        where = (
+            f"topic={topic!r}, partition={self.partition}, "
+            if topic is not None or self.partition != -1
+            else ""
+        )
         return (
-            f"Record(offset={self.offset}, timestamp={self.timestamp}, key={self.key!r}, "
-            f"value={self.value!r}, headers={self.headers!r})"
+            f"Record({where}offset={self.offset}, timestamp={self.timestamp}, "
+            f"key={self.key!r}, value={self.value!r}, headers={self.headers!r})"
         )
 
 
@@ -381,21 +411,42 @@ class RecordSet:
 # -- decoding -------------------------------------------------------------------
 
 
-def decode_batches(data: Buffer, *, check_crc: bool = True) -> list[RecordBatch]:
+def decode_batches(
+    data: Buffer, *, check_crc: bool = True, topic: str | None = None, partition: int = -1
+) -> list[RecordBatch]:
     """Decode every complete batch in ``data`` (a trailing partial batch is left out).
 
+    Every record gets ``topic`` and ``partition`` (the same str object in all).
+
     Raises:
         CorruptRecordError: malformed bytes or a CRC mismatch.
+        TypeError, ValueError: topic is not a str or None, partition not an int32.
     """
-    return decode_record_set(data, check_crc=check_crc).batches
+    return decode_record_set(data, check_crc=check_crc, topic=topic, partition=partition).batches
 
 
-def decode_record_set(data: Buffer, *, check_crc: bool = True) -> RecordSet:
+def _check_partition(partition: int) -> int:
+    """The partition as an int in the int32 range, else TypeError/ValueError."""
+    partition = operator.index(partition)
+    if not -(2**31) <= partition <= _INT32_MAX:
+        raise ValueError(f"partition {partition} is outside the int32 range")
+    return partition
+
+
+def decode_record_set(
+    data: Buffer, *, check_crc: bool = True, topic: str | None = None, partition: int = -1
+) -> RecordSet:
     """Decode a fetch response's records field, reporting a trailing partial batch.
 
+    Every record gets ``topic`` and ``partition`` (the same str object in all).
+
     Raises:
         CorruptRecordError: malformed bytes or a CRC mismatch.
+        TypeError, ValueError: topic is not a str or None, partition not an int32.
     """
+    if topic is not None and not isinstance(topic, str):
+        raise TypeError(f"topic must be a str or None, not {type(topic).__name__}")
+    where = (topic, _check_partition(partition))
     view = memoryview(data).cast("B")
     n = len(view)
     pos = 0
@@ -411,16 +462,18 @@ def decode_record_set(data: Buffer, *, check_crc: bool = True) -> RecordSet:
             return RecordSet(batches, True, pos, _LEGACY_HEADER + length)
         magic = view[pos + 16]
         if magic == 2:
-            batches.append(_decode_v2(view, pos, end, check_crc))
+            batches.append(_decode_v2(view, pos, end, check_crc, where))
         elif magic in (0, 1):
-            _decode_legacy(view, pos, end, check_crc, batches)
+            _decode_legacy(view, pos, end, check_crc, batches, where)
         else:
             raise CorruptRecordError(f"unknown record batch magic {magic}")
         pos = end
     return RecordSet(batches, False, pos, 0)
 
 
-def _decode_v2(view: memoryview, pos: int, end: int, check_crc: bool) -> RecordBatch:
+def _decode_v2(
+    view: memoryview, pos: int, end: int, check_crc: bool, where: tuple[str | None, int]
+) -> RecordBatch:
     if end - pos < RECORD_BATCH_OVERHEAD:
         raise CorruptRecordError(f"record batch of {end - pos} bytes is shorter than its header")
     (
@@ -470,7 +523,12 @@ def _decode_v2(view: memoryview, pos: int, end: int, check_crc: bool) -> RecordB
         body = _compression.decompress(codec, body)
     log_append = bool(attributes & _TIMESTAMP_TYPE_BIT)
     b.records = _decode_records(
-        memoryview(body), count, base_offset, base_timestamp, max_timestamp if log_append else None
+        memoryview(body),
+        count,
+        base_offset,
+        base_timestamp,
+        max_timestamp if log_append else None,
+        where,
     )
     if attributes & _CONTROL_BIT:
         _read_control(b)
@@ -478,8 +536,16 @@ def _decode_v2(view: memoryview, pos: int, end: int, check_crc: bool) -> RecordB
 
 
 def _decode_records(
-    body: memoryview, count: int, base_offset: int, base_ts: int, log_append_ts: int | None
+    body: memoryview,
+    count: int,
+    base_offset: int,
+    base_ts: int,
+    log_append_ts: int | None,
+    where: tuple[str | None, int],
 ) -> list[Record]:
+    topic, partition = where
+    ts_type = TIMESTAMP_CREATE_TIME if log_append_ts is None else TIMESTAMP_LOG_APPEND_TIME
+    new_record = Record.__new__
     n = len(body)
     # Each record takes at least 7 bytes; a larger count cannot be honest.
     if count > n // 7:
@@ -517,9 +583,17 @@ def _decode_records(
                 headers.append((name, hval))
         if pos != rec_end:
             raise CorruptRecordError(f"record length {length} disagrees with its fields")
-        ts = log_append_ts if log_append_ts is not None else base_ts + ts_delta
-        r = Record(base_offset + off_delta, ts, key, value, None, attributes)
+        # Every slot set directly: half the cost of a call to Record.__init__.
+        r = new_record(Record)
+        r.offset = base_offset + off_delta
+        r.timestamp = log_append_ts if log_append_ts is not None else base_ts + ts_delta
+        r.key = key
+        r.value = value
         r._headers = headers
+        r.attributes = attributes
+        r.topic = topic
+        r.partition = partition
+        r.timestamp_type = ts_type
         records.append(r)
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
@@ -557,7 +631,12 @@ def _read_control(b: RecordBatch) -> None:
 
 
 def _decode_legacy(
-    view: memoryview, pos: int, end: int, check_crc: bool, out: list[RecordBatch]
+    view: memoryview,
+    pos: int,
+    end: int,
+    check_crc: bool,
+    out: list[RecordBatch],
+    where: tuple[str | None, int],
 ) -> None:
     offset, _size, crc, magic, attributes = _LEGACY_V0.unpack_from(view, pos)
     attributes &= 0xFF
@@ -590,7 +669,18 @@ def _decode_legacy(
     if codec == COMPRESSION_NONE:
         b.base_offset = offset
         b.record_count = 1
-        b.records = [Record(offset, timestamp, key, value)]
+        ts_type = -1 if magic == 0 else int(bool(attributes & _TIMESTAMP_TYPE_BIT))
+        b.records = [
+            Record(
+                offset,
+                timestamp,
+                key,
+                value,
+                topic=where[0],
+                partition=where[1],
+                timestamp_type=ts_type,
+            )
+        ]
         out.append(b)
         return
     if value is None:
@@ -608,7 +698,7 @@ def _decode_legacy(
             raise CorruptRecordError(f"inner legacy message length {ilen} is invalid")
         if inner_view[ipos + 16] not in (0, 1):
             raise CorruptRecordError("inner message of a compressed wrapper has a bad magic")
-        _decode_legacy(inner_view, ipos, iend, check_crc, inner)
+        _decode_legacy(inner_view, ipos, iend, check_crc, inner, where)
         if inner[-1].compression_type != COMPRESSION_NONE:
             raise CorruptRecordError("nested compressed legacy messages")
         ipos = iend
@@ -617,12 +707,20 @@ def _decode_legacy(
     records = [r for ib in inner for r in ib.records]
     if magic == 1:
         # Inner offsets are relative; the wrapper carries the last one's absolute offset.
+        # The wrapper's timestamp type also rules (Java's LegacyRecord): LogAppendTime
+        # stamps its timestamp on every inner message; under CreateTime the inner
+        # magic 1 messages are CreateTime and magic 0 ones keep -1 (no timestamp).
         shift = offset - records[-1].offset
         for r in records:
             r.offset += shift
         if attributes & _TIMESTAMP_TYPE_BIT:
             for r in records:
                 r.timestamp = timestamp
+                r.timestamp_type = TIMESTAMP_LOG_APPEND_TIME
+        else:
+            for r in records:
+                if r.timestamp_type != -1:
+                    r.timestamp_type = TIMESTAMP_CREATE_TIME
     b.base_offset = records[0].offset
     b.last_offset_delta = records[-1].offset - records[0].offset
     b.record_count = len(records)
