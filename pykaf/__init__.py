@@ -13,6 +13,14 @@ from pykaf._cluster.client import (
 )
 from pykaf._cluster.metadata import BrokerInfo, PartitionInfo, TopicInfo
 from pykaf._config import ClientConfig
+from pykaf._consumer.config import ConsumerConfig
+from pykaf._consumer.consumer import (
+    Consumer,
+    ConsumerStatistics,
+    PartitionStatistics,
+    open_consumer,
+)
+from pykaf._consumer.partition import ConsumerError, PartitionConsumer
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.partitioner import Partitioner, PartitionerError
 from pykaf._producer.producer import Producer, open_producer
@@ -35,7 +43,13 @@ __all__ = [
     "Client",
     "ClientConfig",
     "ClientStatistics",
+    "Consumer",
+    "ConsumerConfig",
+    "ConsumerError",
+    "ConsumerStatistics",
+    "PartitionConsumer",
     "PartitionInfo",
+    "PartitionStatistics",
     "Partitioner",
     "PartitionerError",
     "Producer",
@@ -49,5 +63,6 @@ __all__ = [
     "codec",
     "errors",
     "open_client",
+    "open_consumer",
     "open_producer",
 ]

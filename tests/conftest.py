@@ -14,6 +14,10 @@ import pytest
 # Broker fixtures (tansu, mock_cluster, tls_tansu, ...) as users get them.
 pytest_plugins = ["pykaf.testing.fixtures"]
 
+# confluent-kafka helpers (broker_clients) live beside the pykaf.testing tests;
+# test modules import them with pytest.importorskip("broker_clients").
+sys.path.insert(0, str(Path(__file__).resolve().parent / "testing"))
+
 NO_EXTENSIONS = os.environ.get("PYKAF_NO_EXTENSIONS") == "1"
 
 
@@ -58,7 +62,5 @@ def tansu_broker(request: pytest.FixtureRequest) -> Any:
 
 
 def _broker_clients() -> ModuleType:
-    # confluent-kafka helpers live beside the pykaf.testing tests; importing them
-    # skips the test when confluent-kafka is missing.
-    sys.path.insert(0, str(Path(__file__).resolve().parent / "testing"))
+    # Importing them skips the test when confluent-kafka is missing.
     return importlib.import_module("broker_clients")

@@ -12,9 +12,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from pykaf._config import ClientConfig  # noqa: E402
+from pykaf._consumer.config import ConsumerConfig  # noqa: E402
 from pykaf._producer.config import ProducerConfig  # noqa: E402
 
-CONFIGS = [("Client", ClientConfig), ("Producer", ProducerConfig)]
+CONFIGS = [("Client", ClientConfig), ("Producer", ProducerConfig), ("Consumer", ConsumerConfig)]
 
 
 def fmt_default(value: object) -> str:

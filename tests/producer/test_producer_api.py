@@ -7,11 +7,9 @@ log matters.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +20,6 @@ import pykaf
 from pykaf import errors
 from pykaf.codec import murmur2
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testing"))
 bc = pytest.importorskip("broker_clients")  # skips itself without confluent-kafka
 Broker = bc.Broker
 unique = bc.unique

@@ -10,11 +10,9 @@ same keys with the matching partitioner.
 from __future__ import annotations
 
 import random
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +20,6 @@ import trio
 
 import pykaf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "testing"))
 bc = pytest.importorskip("broker_clients")  # skips itself without confluent-kafka
 Broker = bc.Broker
 unique = bc.unique

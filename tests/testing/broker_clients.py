@@ -161,7 +161,11 @@ def broker_from(request: pytest.FixtureRequest, name: str) -> Broker:
         tansu = request.getfixturevalue("tansu")
         conf = {"bootstrap.servers": tansu.bootstrap}
         return Broker("tansu", tansu.bootstrap, lambda t, n: create_topic(conf, t, n))
-    mock = request.getfixturevalue("mock_cluster")
+    return broker_from_mock(request.getfixturevalue("mock_cluster"))
+
+
+def broker_from_mock(mock: Any) -> Broker:
+    """A ``Broker`` for a running librdkafka mock cluster (topics with replication 1)."""
     return Broker("mock", mock.bootstrap, lambda t, n: mock.create_topic(t, n, 1))
 
 

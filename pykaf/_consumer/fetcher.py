@@ -1,0 +1,221 @@
+"""One fetch task per broker: a single Fetch request for all its partitions.
+
+The fetcher asks its broker for every attached partition that has room in its
+buffer, decodes each partition's record set, filters it (read_committed:
+aborted transactions and control records), and hands each partition consumer
+one list of records. Errors that a leader lookup may cure detach the
+partition (its partition task finds the new leader); an offset out of range is
+reset as configured; a batch larger than the fetch size grows the size.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from pykaf import errors
+from pykaf import protocol as P
+from pykaf.codec import decode_record_set
+
+if TYPE_CHECKING:
+    from pykaf._consumer.consumer import Consumer
+    from pykaf._consumer.partition import PartitionConsumer
+
+log = logging.getLogger("pykaf.consumer")
+
+_FETCH = 1
+#: Fetch v13+ names topics by id; pykaf fetches by name.
+MAX_FETCH_VERSION = 12
+_OFFSET_OUT_OF_RANGE = 1
+_LEADER_ERRORS = (
+    errors.NotLeaderOrFollowerError,
+    errors.LeaderNotAvailableError,
+    errors.UnknownTopicOrPartitionError,
+    errors.FencedLeaderEpochError,
+    errors.UnknownLeaderEpochError,
+    errors.ReplicaNotAvailableError,
+    errors.KafkaStorageError,
+)
+# baseOffset int64, batchLength int32, leaderEpoch int32, magic int8, crc uint32,
+# attributes int16, lastOffsetDelta int32: enough of a v2 header to skip a batch.
+_HEADER = struct.Struct(">qiibIhi")
+
+
+class BrokerFetcher:
+    """Fetches the partitions one broker leads."""
+
+    def __init__(self, consumer: Consumer, node_id: int) -> None:
+        self.consumer = consumer
+        self.node_id = node_id
+        self.parts: dict[PartitionConsumer, None] = {}
+        self._wake = trio.Event()
+        self.requests = 0
+        self.bytes = 0
+        self.errors = 0
+        self.aborted_records = 0
+
+    def wake(self) -> None:
+        """Something changed (a partition attached, resumed, or has room again)."""
+        self._wake.set()
+
+    def attach(self, pc: PartitionConsumer) -> None:
+        """Start fetching ``pc``."""
+        pc.fetcher = self
+        self.parts[pc] = None
+        self.wake()
+
+    def detach(self, pc: PartitionConsumer) -> None:
+        """Stop fetching ``pc``; its partition task looks for the leader again."""
+        self.parts.pop(pc, None)
+        if pc.fetcher is self:
+            pc.fetcher = None
+        pc.detached.set()
+
+    async def run(self) -> None:
+        """Fetch while there are partitions to fetch."""
+        while True:
+            self._wake = trio.Event()
+            ready = [pc for pc in self.parts if pc.fetchable()]
+            if not ready:
+                await self._wake.wait()
+                continue
+            await self._fetch(ready)
+
+    async def _fetch(self, parts: list[PartitionConsumer]) -> None:
+        consumer = self.consumer
+        cfg = consumer.config
+        try:
+            conn = await consumer.client.broker_connection(self.node_id)
+            version = min(MAX_FETCH_VERSION, conn.version_for(_FETCH))
+        except errors.PykafError as exc:
+            log.info("broker %d unreachable for fetching: %s", self.node_id, exc)
+            self.errors += 1
+            for pc in parts:
+                consumer._lost_leader(pc, exc)
+            return
+        F = P.FetchRequest
+        topics: dict[str, list[Any]] = {}
+        asked: dict[tuple[str, int], tuple[PartitionConsumer, int, int]] = {}
+        for pc in parts:
+            asked[(pc.topic, pc.partition)] = (pc, pc.generation, pc.fetch_offset)
+            topics.setdefault(pc.topic, []).append(
+                F.FetchPartition(
+                    partition=pc.partition,
+                    fetch_offset=pc.fetch_offset,
+                    partition_max_bytes=pc.max_bytes,
+                )
+            )
+        request = F(
+            replica_id=-1,
+            max_wait_ms=int(cfg.fetch_max_wait * 1000),
+            min_bytes=cfg.fetch_min_bytes,
+            max_bytes=cfg.fetch_max_bytes,
+            isolation_level=cfg.isolation_code,
+            topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+        )
+        timeout = cfg.request_timeout + cfg.fetch_max_wait
+        try:
+            response = await conn.request(request, version, timeout=timeout)
+        except errors.PykafError as exc:
+            self.errors += 1
+            for pc in parts:
+                consumer._lost_leader(pc, exc)
+            return
+        self.requests += 1
+        top = errors.error_for_code(getattr(response, "error_code", 0) or 0)
+        if top is not None:
+            self.errors += 1
+            log.warning("Fetch from broker %d: %s", self.node_id, top.description)
+            await trio.sleep(cfg.retry_backoff)
+            return
+        for rt in response.responses:
+            for rp in rt.partitions:
+                entry = asked.get((rt.topic, rp.partition_index))
+                if entry is None:
+                    continue
+                pc, generation, offset = entry
+                if pc.generation != generation or pc.fetch_offset != offset or pc.stopped:
+                    continue  # a seek or close happened meanwhile: this answer is stale
+                self._partition(pc, rp)
+
+    def _partition(self, pc: PartitionConsumer, rp: Any) -> None:
+        consumer = self.consumer
+        code = rp.error_code
+        if code:
+            err = errors.error_for_code(code)
+            assert err is not None
+            self.errors += 1
+            if code == _OFFSET_OUT_OF_RANGE:
+                consumer._out_of_range(
+                    pc, err(f"{pc.topic}/{pc.partition}: offset {pc.fetch_offset}")
+                )
+            elif issubclass(err, _LEADER_ERRORS) or err.retriable:
+                consumer._lost_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
+            else:
+                pc.report(err(f"{pc.topic}/{pc.partition}: {err.description}"))
+                pc.paused = True  # as sarama does: a partition with a fatal error stops
+            return
+        pc.high_water_mark = rp.high_watermark
+        lso = getattr(rp, "last_stable_offset", -1)
+        pc.last_stable_offset = lso
+        pc.log_start_offset = getattr(rp, "log_start_offset", -1)
+        data = rp.records or b""
+        self.bytes += len(data)
+        if not data:
+            return
+        try:
+            record_set = decode_record_set(
+                data, check_crc=consumer.config.check_crcs, topic=pc.topic, partition=pc.partition
+            )
+        except errors.CorruptRecordError as exc:
+            pc.report(exc)
+            pc.paused = True
+            return
+        if not record_set.batches:
+            if record_set.incomplete:
+                self._oversized(pc, data, record_set.partial_size)
+            return
+        pc.failures = 0
+        aborted = [
+            (a.producer_id, a.first_offset)
+            for a in (getattr(rp, "aborted_transactions", None) or [])
+        ]
+        start = pc.fetch_offset
+        result = pc.filter.filter(record_set.batches, aborted, lso, start)
+        pc.max_bytes = consumer.config.max_partition_fetch_bytes  # back from any growth
+        self.aborted_records += result.skipped_aborted
+        if result.records or result.next_offset > start:
+            pc.deliver(pc.generation, result.records, start, result.next_offset)
+
+    def _oversized(self, pc: PartitionConsumer, data: bytes, size: int) -> None:
+        """One batch is larger than the partition's fetch size: grow it, or skip it."""
+        cfg = self.consumer.config
+        if pc.max_bytes < cfg.fetch_max_bytes:
+            pc.max_bytes = min(cfg.fetch_max_bytes, max(pc.max_bytes * 2, size))
+            return
+        error = errors.RecordTooLargeError(
+            f"{pc.topic}/{pc.partition}: a batch of {size} bytes at offset {pc.fetch_offset} "
+            f"exceeds fetch_max_bytes ({cfg.fetch_max_bytes})"
+        )
+        if cfg.skip_oversized_records and len(data) >= _HEADER.size:
+            base, _, _, _, _, _, last_delta = _HEADER.unpack_from(data)
+            pc.report(error)
+            start = pc.fetch_offset
+            pc.deliver(pc.generation, [], start, max(start, base + last_delta + 1))
+            return
+        pc.report(error)
+        pc.paused = True
+
+    def statistics(self) -> dict[str, int]:
+        """Counters of this broker's fetcher."""
+        return {
+            "node_id": self.node_id,
+            "partitions": len(self.parts),
+            "requests": self.requests,
+            "bytes": self.bytes,
+            "errors": self.errors,
+            "aborted_records": self.aborted_records,
+        }

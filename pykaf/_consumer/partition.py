@@ -1,0 +1,251 @@
+"""A partition consumer: the records of one partition, in order, as you read them.
+
+The broker's fetcher task decodes each Fetch answer and hands this partition
+its records as one list per answer, through a memory channel of
+``partition_buffer`` lists: a whole batch per hop, never one record. While
+the channel is full the fetcher leaves the partition out of its requests, so
+a slow reader holds back only its own partition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import TYPE_CHECKING
+
+import trio
+
+from pykaf import errors
+from pykaf.codec import Record
+
+if TYPE_CHECKING:
+    from pykaf._consumer.consumer import Consumer
+    from pykaf._consumer.fetcher import BrokerFetcher
+    from pykaf._consumer.read_committed import TransactionFilter
+
+
+class ConsumerError(errors.PykafError):
+    """An error of one partition consumer, on its ``errors()`` channel.
+
+    Attributes:
+        topic, partition: the partition.
+        error: what went wrong (a pykaf error).
+    """
+
+    def __init__(self, topic: str, partition: int, error: BaseException) -> None:
+        super().__init__(f"{topic}/{partition}: {error}")
+        self.topic = topic
+        self.partition = partition
+        self.error = error
+
+
+class PartitionConsumer:
+    """Reads one partition; get one from ``Consumer.consume_partition``.
+
+    ``async for record in pc`` yields records one by one; ``await
+    pc.next_batch()`` returns the next list of records as fetched.
+
+    Attributes:
+        topic, partition: what it reads.
+        high_water_mark: the partition's high watermark from the last fetch.
+        last_stable_offset: its last stable offset from the last fetch.
+        log_start_offset: its log start offset from the last fetch.
+    """
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        topic: str,
+        partition: int,
+        start: int,
+        tx_filter: TransactionFilter,
+    ) -> None:
+        self.consumer = consumer
+        self.topic = topic
+        self.partition = partition
+        self.high_water_mark = -1
+        self.last_stable_offset = -1
+        self.log_start_offset = -1
+        # Fetch state (the fetcher's side).
+        self.fetch_offset = -1  # next offset to fetch; -1 until ``start`` is resolved
+        self.start = start  # an offset, OLDEST, NEWEST, or a timestamp to resolve
+        self.start_is_time = False
+        self.max_bytes = consumer.config.max_partition_fetch_bytes
+        self.filter = tx_filter
+        self.fetcher: BrokerFetcher | None = None
+        self.generation = 0  # bumped by seek(): answers to older fetches are dropped
+        self.paused = False
+        self.stopped = False
+        self.needs_metadata = True
+        self.failures = 0
+        self.detached = trio.Event()
+        self.records_fetched = 0
+        # The reader's side.
+        size = consumer.config.partition_buffer
+        # (generation, records, offset to fetch after them): a list per fetch answer;
+        # an empty list moves the position past what was skipped (markers, aborts).
+        self._send, self._receive = trio.open_memory_channel[tuple[int, list[Record], int]](size)
+        self._errors_send, self._errors_receive = trio.open_memory_channel[ConsumerError](math.inf)
+        self._local: list[Record] = []
+        self._local_end = -1  # the offset after ``_local``'s answer
+        self._next = 0
+        self._position = -1  # the offset of the next record to hand out
+
+    # -- reading ----------------------------------------------------------------
+
+    def __aiter__(self) -> PartitionConsumer:
+        return self
+
+    async def __anext__(self) -> Record:
+        if self._next >= len(self._local):
+            try:
+                await self._fill()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                raise StopAsyncIteration from None
+        record = self._local[self._next]
+        self._next += 1
+        self._position = record.offset + 1 if self._next < len(self._local) else self._local_end
+        return record
+
+    async def next_batch(self) -> list[Record]:
+        """The next records, as many as one fetch brought (what is left of them).
+
+        Raises:
+            ClosedError: the partition consumer was closed.
+        """
+        if self._next >= len(self._local):
+            try:
+                await self._fill()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                raise errors.ClosedError(f"{self.topic}/{self.partition} is closed") from None
+        out = self._local[self._next :] if self._next else self._local
+        self._local, self._next = [], 0
+        self._position = self._local_end
+        return out
+
+    async def _fill(self) -> None:
+        while True:
+            was_full = (
+                self._receive.statistics().current_buffer_used
+                >= self.consumer.config.partition_buffer
+            )
+            generation, records, end = await self._receive.receive()
+            if was_full and self.fetcher is not None:
+                self.fetcher.wake()  # room again: fetch this partition again
+            if generation != self.generation:
+                continue  # fetched before a seek
+            if records:
+                self._local, self._next, self._local_end = records, 0, end
+                return
+            self._position = end
+
+    def errors(self) -> trio.MemoryReceiveChannel[ConsumerError]:
+        """Errors of this partition (offset out of range with no reset, oversized batches...)."""
+        return self._errors_receive
+
+    @property
+    def position(self) -> int:
+        """The offset of the next record to be handed out (-1 before the start is known).
+
+        It moves past control records and aborted transactions once the
+        records before them have been read.
+        """
+        return self._position
+
+    @property
+    def lag(self) -> int:
+        """High watermark minus position (0 when unknown)."""
+        if self.high_water_mark < 0 or self.position < 0:
+            return 0
+        return max(0, self.high_water_mark - self.position)
+
+    # -- control ----------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Stop fetching this partition (what is already buffered can still be read)."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """Fetch this partition again."""
+        self.paused = False
+        if self.fetcher is not None:
+            self.fetcher.wake()
+
+    def seek(self, offset: int) -> None:
+        """Continue from ``offset`` (an offset, ``OLDEST`` or ``NEWEST``); drops the buffer."""
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < -2:
+            raise ValueError(f"not an offset: {offset!r}")
+        self.generation += 1
+        self._local, self._next = [], 0
+        while True:
+            try:
+                self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+        if offset >= 0:
+            self.restart_at(offset)
+        else:
+            self._position = -1
+            self.start, self.start_is_time = offset, False
+            self.fetch_offset = -1
+            self.consumer._resolve_later(self)
+        if self.fetcher is not None:
+            self.fetcher.wake()
+
+    async def aclose(self) -> None:
+        """Stop consuming this partition."""
+        self.consumer._forget(self)
+
+    # -- the fetcher's side -----------------------------------------------------
+
+    def fetchable(self) -> bool:
+        """Whether the next request should include this partition."""
+        return (
+            not self.paused
+            and not self.stopped
+            and self.fetch_offset >= 0
+            and self._send.statistics().current_buffer_used < self.consumer.config.partition_buffer
+        )
+
+    def restart_at(self, offset: int) -> None:
+        """Fetch from ``offset`` on, with fresh transaction state; the reader continues there."""
+        self.fetch_offset = offset
+        self._position = offset
+        self.filter.reset()
+
+    def deliver(self, generation: int, records: list[Record], start: int, end: int) -> None:
+        """Hand the records fetched from ``start`` up to ``end`` to the reader.
+
+        Never blocks: the fetcher only asks for partitions with room. If the
+        channel is full anyway, the fetch position goes back to ``start`` and
+        the next fetch brings the records again.
+        """
+        try:
+            self._send.send_nowait((generation, records, end))
+        except trio.WouldBlock:
+            self.fetch_offset = start
+            return
+        except trio.ClosedResourceError:
+            return
+        self.fetch_offset = end
+        self.records_fetched += len(records)
+
+    def report(self, error: BaseException) -> None:
+        """Put an error on this partition's errors() channel."""
+        with contextlib.suppress(trio.ClosedResourceError):
+            self._errors_send.send_nowait(ConsumerError(self.topic, self.partition, error))
+
+    def close_channels(self) -> None:
+        """End the reader's iteration (the consumer is closing)."""
+        self.stopped = True
+        self._send.close()
+        self._errors_send.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<PartitionConsumer {self.topic}/{self.partition} fetch_offset={self.fetch_offset} "
+            f"hwm={self.high_water_mark}>"
+        )
+
+
+__all__ = ["ConsumerError", "PartitionConsumer"]
