@@ -1,0 +1,1 @@
+"""Consumer groups (issue 5): assignors, the group session, offsets."""
