@@ -21,6 +21,22 @@ from pykaf._consumer.consumer import (
     open_consumer,
 )
 from pykaf._consumer.partition import ConsumerError, PartitionConsumer
+from pykaf._group.assignors import (
+    Assignor,
+    CooperativeStickyAssignor,
+    RangeAssignor,
+    RoundRobinAssignor,
+    StickyAssignor,
+)
+from pykaf._group.config import GroupConfig
+from pykaf._group.group import (
+    ConsumerGroup,
+    GroupPartitionStatistics,
+    GroupStatistics,
+    open_consumer_group,
+)
+from pykaf._group.offsets import CommitError
+from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.partitioner import Partitioner, PartitionerError
 from pykaf._producer.producer import Producer, open_producer
@@ -37,16 +53,26 @@ from pykaf._version import __version__
 __all__ = [
     "NEWEST",
     "OLDEST",
+    "Assignor",
     "BatchDelivery",
     "BrokerInfo",
     "BrokerStatistics",
+    "Claim",
     "Client",
     "ClientConfig",
     "ClientStatistics",
+    "CommitError",
     "Consumer",
     "ConsumerConfig",
     "ConsumerError",
+    "ConsumerGroup",
+    "ConsumerGroupHandler",
     "ConsumerStatistics",
+    "CooperativeStickyAssignor",
+    "GroupConfig",
+    "GroupPartitionStatistics",
+    "GroupSession",
+    "GroupStatistics",
     "PartitionConsumer",
     "PartitionInfo",
     "PartitionStatistics",
@@ -57,12 +83,16 @@ __all__ = [
     "ProducerError",
     "ProducerMessage",
     "ProducerStatistics",
+    "RangeAssignor",
     "RecordMetadata",
+    "RoundRobinAssignor",
+    "StickyAssignor",
     "TopicInfo",
     "__version__",
     "codec",
     "errors",
     "open_client",
     "open_consumer",
+    "open_consumer_group",
     "open_producer",
 ]

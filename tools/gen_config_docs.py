@@ -13,9 +13,15 @@ sys.path.insert(0, str(ROOT))
 
 from pykaf._config import ClientConfig  # noqa: E402
 from pykaf._consumer.config import ConsumerConfig  # noqa: E402
+from pykaf._group.config import GroupConfig  # noqa: E402
 from pykaf._producer.config import ProducerConfig  # noqa: E402
 
-CONFIGS = [("Client", ClientConfig), ("Producer", ProducerConfig), ("Consumer", ConsumerConfig)]
+CONFIGS = [
+    ("Client", ClientConfig),
+    ("Producer", ProducerConfig),
+    ("Consumer", ConsumerConfig),
+    ("Consumer group", GroupConfig),
+]
 
 
 def fmt_default(value: object) -> str:
@@ -29,16 +35,18 @@ def render() -> str:
         "# Configuration reference",
         "",
         "Generated from the option definitions by `tools/gen_config_docs.py`; do not edit.",
-        "Options are keyword arguments of `pykaf.open_client()` (and, later, of the",
-        "producer, consumer and admin). Durations are in seconds. An unknown name or a",
-        "bad value raises `pykaf.errors.ConfigError` before anything connects.",
+        "Options are keyword arguments of `pykaf.open_client()`, `pykaf.open_producer()`,",
+        "`pykaf.open_consumer()` and `pykaf.open_consumer_group()`. Durations are in",
+        "seconds. An unknown name or a bad value raises `pykaf.errors.ConfigError` before",
+        "anything connects.",
         "",
     ]
     shown: set[str] = set()
     for title, cls in CONFIGS:
         lines += [f"## {title} options", ""]
-        if shown:
-            lines += ["The client options above apply too.", ""]
+        inherited = [t.lower() for t, c in CONFIGS if c is not cls and issubclass(cls, c)]
+        if inherited:
+            lines += [f"The {' and '.join(inherited)} options above apply too.", ""]
         lines += ["| option | default | meaning |", "|---|---|---|"]
         for name, default, doc in cls.options():
             if name not in shown:

@@ -176,12 +176,7 @@ class PartitionConsumer:
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < -2:
             raise ValueError(f"not an offset: {offset!r}")
         self.generation += 1
-        self._local, self._next = [], 0
-        while True:
-            try:
-                self._receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                break
+        self.discard_buffer()
         if offset >= 0:
             self.restart_at(offset)
         else:
@@ -240,6 +235,15 @@ class PartitionConsumer:
         self.stopped = True
         self._send.close()
         self._errors_send.close()
+
+    def discard_buffer(self) -> None:
+        """Drop what was fetched but not read (a group revoking the partition)."""
+        self._local, self._next = [], 0
+        while True:
+            try:
+                self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return
 
     def __repr__(self) -> str:
         return (

@@ -235,10 +235,13 @@ class Connection:
                     self._break(f"invalid response size {size}")
                 if len(buf) - pos - 4 < size:
                     break
-                frame = memoryview(buf)[pos + 4 : pos + 4 + size]
-                out.append(self._handle_frame(bytes(frame)))
-                frame.release()
+                # Copy the frame out and let go of the view at once: the buffer
+                # cannot be resized while a view of it exists, and the decoder
+                # may raise.
+                with memoryview(buf) as view:
+                    frame = bytes(view[pos + 4 : pos + 4 + size])
                 pos += 4 + size
+                out.append(self._handle_frame(frame))
         finally:
             if pos:
                 del buf[:pos]

@@ -153,6 +153,23 @@ def test_undecodable_body_is_a_protocol_error() -> None:
         conn.receive_data(bad)
 
 
+def test_a_bad_frame_after_a_good_one_in_the_same_read_is_a_protocol_error() -> None:
+    # Once a frame has been consumed from the buffer, a decoding error in the
+    # next one must surface as itself (it once came out as a BufferError from
+    # trimming a buffer that a memoryview still held).
+    conn, broker = Connection(), FakeBroker()
+    handshake(conn, broker, Metadata=(0, 12), ApiVersions=(0, 3))
+    conn.send_request(P.MetadataRequest(topics=None))
+    conn.send_request(P.MetadataRequest(topics=None))
+    [(first, _), (second, _)] = broker.requests(conn.data_to_send())
+    good = broker.answer(first, P.MetadataResponse())
+    frame = broker.answer(second, P.MetadataResponse(cluster_id="x" * 50))
+    cut = frame[:-20]
+    bad = struct.pack(">i", len(cut) - 4) + cut[4:]
+    with pytest.raises(ProtocolError, match="malformed Metadata"):
+        conn.receive_data(good + bad)
+
+
 def test_api_versions_falls_back_when_the_broker_rejects_our_version() -> None:
     conn, broker = Connection(), FakeBroker()
     top = P.ApiVersionsRequest.MAX_VERSION

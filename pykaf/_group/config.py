@@ -1,0 +1,92 @@
+"""A consumer group's options: every consumer option, plus membership and commits.
+
+Validated once, when the group opens; a bad value is a ConfigError naming the
+option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pykaf._config import check, opt, positive
+from pykaf._consumer.config import ConsumerConfig
+from pykaf._group.assignors import Assignor, assignor_for
+
+
+@dataclass(frozen=True)
+class GroupConfig(ConsumerConfig):
+    """Options of ``pykaf.open_consumer_group`` (consumer and client options apply as well).
+
+    Where the group has no committed offset for a partition, consumption
+    starts where ``auto_offset_reset`` says ("earliest" or "latest").
+    """
+
+    group_instance_id: str | None = opt(
+        None,
+        "Static membership (KIP-345): a stable id per instance; a restart within "
+        "session_timeout keeps its partitions without a rebalance.",
+    )
+    assignors: Any = opt(
+        ("range", "cooperative-sticky"),
+        "Assignors offered to the group, preferred first: names (range, roundrobin, sticky, "
+        "cooperative-sticky) or Assignor objects. The group uses one every member offers.",
+    )
+    session_timeout: float = opt(
+        45.0, "Seconds without a heartbeat after which the coordinator drops the member."
+    )
+    heartbeat_interval: float = opt(3.0, "Seconds between heartbeats.")
+    rebalance_timeout: float = opt(
+        300.0,
+        "Seconds members have to rejoin in a rebalance; a handler that keeps a revoked "
+        "partition longer is cancelled (the member has been dropped by then).",
+    )
+    auto_commit: bool = opt(
+        True, "Commit marked offsets every auto_commit_interval and whenever partitions go."
+    )
+    auto_commit_interval: float = opt(5.0, "Seconds between automatic commits.")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        positive("session_timeout", self.session_timeout)
+        positive("heartbeat_interval", self.heartbeat_interval)
+        positive("rebalance_timeout", self.rebalance_timeout)
+        positive("auto_commit_interval", self.auto_commit_interval)
+        check(
+            self.heartbeat_interval < self.session_timeout,
+            "heartbeat_interval",
+            self.heartbeat_interval,
+            "must be below session_timeout",
+        )
+        check(
+            self.group_instance_id is None
+            or (isinstance(self.group_instance_id, str) and self.group_instance_id != ""),
+            "group_instance_id",
+            self.group_instance_id,
+            "must be None or a non-empty string",
+        )
+        names = [self.assignors] if isinstance(self.assignors, (str, Assignor)) else self.assignors
+        check(
+            isinstance(names, (list, tuple)) and len(names) > 0,
+            "assignors",
+            self.assignors,
+            "must be a non-empty list of assignor names or objects",
+        )
+        built = [assignor_for(a) for a in names]
+        check(
+            len({a.name for a in built}) == len(built),
+            "assignors",
+            self.assignors,
+            "names an assignor twice",
+        )
+        check(
+            self.auto_offset_reset != "none",
+            "auto_offset_reset",
+            self.auto_offset_reset,
+            "a group needs earliest or latest for partitions with no committed offset",
+        )
+
+    def build_assignors(self) -> list[Assignor]:
+        """Fresh assignor objects, in preference order."""
+        names = [self.assignors] if isinstance(self.assignors, (str, Assignor)) else self.assignors
+        return [assignor_for(a) for a in names]

@@ -1,0 +1,220 @@
+"""A group's offsets: what was marked, what is committed, OffsetFetch and OffsetCommit.
+
+Marking is cheap and local (a dict entry per partition); a commit sends every
+partition whose mark moved since the last commit, in one OffsetCommit to the
+group coordinator. A mark never moves backwards (a lower offset is ignored),
+so committed offsets only grow; ``reset`` is the one deliberate exception.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import trio
+
+from pykaf import errors
+from pykaf import protocol as P
+
+if TYPE_CHECKING:
+    from pykaf._cluster.client import Client
+    from pykaf._net.connection import BrokerConnection
+
+log = logging.getLogger("pykaf.group")
+
+_OFFSET_COMMIT = 8
+_OFFSET_FETCH = 9
+#: OffsetCommit v9 and OffsetFetch v8+ are shaped for KIP-848 groups; pykaf
+#: speaks the classic protocol.
+MAX_COMMIT_VERSION = 8
+MAX_FETCH_VERSION = 7
+
+TopicPartition = tuple[str, int]
+
+
+class CommitError(errors.PykafError):
+    """An OffsetCommit failed for some partitions.
+
+    Attributes:
+        failures: (topic, partition) -> the broker's error for it.
+    """
+
+    def __init__(self, failures: dict[TopicPartition, errors.KafkaError]) -> None:
+        first = next(iter(failures.values()))
+        super().__init__(f"commit failed for {len(failures)} partition(s), e.g. {first}")
+        self.failures = failures
+
+
+class OffsetManager:
+    """Marked and committed offsets of one group member."""
+
+    def __init__(self, client: Client, group_id: str, group_instance_id: str | None) -> None:
+        self.client = client
+        self.group_id = group_id
+        self.group_instance_id = group_instance_id
+        self._marked: dict[TopicPartition, tuple[int, str | None]] = {}
+        self._committed: dict[TopicPartition, int] = {}
+        self._dirty: set[TopicPartition] = set()
+        self.commits = 0
+        self.commit_errors = 0
+
+    # -- marks --------------------------------------------------------------------
+
+    def mark(self, topic: str, partition: int, offset: int, metadata: str | None = None) -> None:
+        """Mark ``offset`` (the next offset to consume) for commit; lower marks are ignored."""
+        tp = (topic, partition)
+        current = self._marked.get(tp)
+        if current is not None and offset <= current[0]:
+            return
+        self._marked[tp] = (offset, metadata)
+        self._dirty.add(tp)
+
+    def reset(self, topic: str, partition: int, offset: int, metadata: str | None = None) -> None:
+        """Set the mark to ``offset`` even if it is lower (the next commit moves it back)."""
+        tp = (topic, partition)
+        self._marked[tp] = (offset, metadata)
+        self._committed.pop(tp, None)
+        self._dirty.add(tp)
+
+    def marked(self, topic: str, partition: int) -> int:
+        """The marked offset of a partition, -1 if none."""
+        entry = self._marked.get((topic, partition))
+        return -1 if entry is None else entry[0]
+
+    def committed(self, topic: str, partition: int) -> int:
+        """The last offset committed (or fetched as committed) for a partition, -1 if none."""
+        return self._committed.get((topic, partition), -1)
+
+    def forget(self, partitions: list[TopicPartition]) -> None:
+        """Drop what this member knows of partitions it no longer owns."""
+        for tp in partitions:
+            self._marked.pop(tp, None)
+            self._committed.pop(tp, None)
+            self._dirty.discard(tp)
+
+    @property
+    def pending(self) -> int:
+        """Partitions with a mark not yet committed."""
+        return len(self._dirty)
+
+    # -- the coordinator ------------------------------------------------------------
+
+    async def fetch(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group's committed offsets of ``partitions`` (-1 where none is committed).
+
+        Raises:
+            KafkaError: the broker's error (retriable ones are retried a few times).
+        """
+        if not partitions:
+            return {}
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        F = P.OffsetFetchRequest
+        for attempt in range(5):
+            try:
+                conn = await self._coordinator_connection()
+                version = min(MAX_FETCH_VERSION, conn.version_for(_OFFSET_FETCH))
+                request = F(
+                    group_id=self.group_id,
+                    topics=[
+                        F.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                        for t, ps in by_topic.items()
+                    ],
+                )
+                if version >= 7:
+                    # Wait out pending transactional commits (KIP-447).
+                    request.require_stable = True
+                response = await conn.request(request, version)
+            except errors.KafkaConnectionError as exc:
+                if attempt == 4:
+                    raise
+                log.info("OffsetFetch for group %s: %s", self.group_id, exc)
+                await self._after_error(errors.CoordinatorNotAvailableError)
+                continue
+            top = errors.error_for_code(getattr(response, "error_code", 0) or 0)
+            failure: type[errors.KafkaError] | None = top
+            out: dict[TopicPartition, int] = {}
+            for rt in response.topics:
+                for rp in rt.partitions:
+                    err = errors.error_for_code(rp.error_code)
+                    if err is not None:
+                        failure = err
+                    out[(rt.name, rp.partition_index)] = rp.committed_offset
+            if failure is None:
+                for tp, offset in out.items():
+                    if offset >= 0:
+                        self._committed[tp] = offset
+                return {tp: out.get(tp, -1) for tp in partitions}
+            if not failure.retriable or attempt == 4:
+                raise failure(f"OffsetFetch for group {self.group_id!r}: {failure.description}")
+            await self._after_error(failure)
+        raise AssertionError("unreachable")
+
+    async def commit(self, generation: int, member_id: str) -> int:
+        """Commit every mark that moved since the last commit; returns how many partitions.
+
+        Raises:
+            CommitError: the broker refused some partitions (they stay marked).
+            KafkaError: the request as a whole failed.
+        """
+        dirty = [tp for tp in self._dirty if tp in self._marked]
+        if not dirty:
+            return 0
+        entries = {tp: self._marked[tp] for tp in dirty}
+        by_topic: dict[str, list[tuple[int, int, str | None]]] = {}
+        for (topic, partition), (offset, metadata) in entries.items():
+            by_topic.setdefault(topic, []).append((partition, offset, metadata))
+        C = P.OffsetCommitRequest
+        conn = await self._coordinator_connection()
+        version = min(MAX_COMMIT_VERSION, conn.version_for(_OFFSET_COMMIT))
+        request = C(
+            group_id=self.group_id,
+            generation_id_or_member_epoch=generation,
+            member_id=member_id,
+            group_instance_id=self.group_instance_id,
+            topics=[
+                C.OffsetCommitRequestTopic(
+                    name=topic,
+                    partitions=[
+                        C.OffsetCommitRequestPartition(
+                            partition_index=p, committed_offset=o, committed_metadata=m
+                        )
+                        for p, o, m in parts
+                    ],
+                )
+                for topic, parts in by_topic.items()
+            ],
+        )
+        response = await conn.request(request, version)
+        failures: dict[TopicPartition, errors.KafkaError] = {}
+        done = 0
+        for rt in response.topics:
+            for rp in rt.partitions:
+                tp = (rt.name, rp.partition_index)
+                err = errors.error_for_code(rp.error_code)
+                if err is not None:
+                    failures[tp] = err(f"OffsetCommit {tp[0]}/{tp[1]}: {err.description}")
+                    continue
+                if tp in entries and self._marked.get(tp) == entries[tp]:
+                    self._dirty.discard(tp)  # not re-marked while the commit was in flight
+                if tp in entries:
+                    self._committed[tp] = entries[tp][0]
+                done += 1
+        self.commits += 1
+        if failures:
+            self.commit_errors += 1
+            first = next(iter(failures.values()))
+            if isinstance(first, (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)):
+                await self.client.refresh_coordinator(self.group_id)
+            raise CommitError(failures)
+        return done
+
+    async def _coordinator_connection(self) -> BrokerConnection:
+        broker = await self.client.coordinator(self.group_id)
+        return await self.client.connect_to(broker)
+
+    async def _after_error(self, error: type[errors.KafkaError]) -> None:
+        if issubclass(error, (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)):
+            await self.client.refresh_coordinator(self.group_id)
+        await trio.sleep(self.client.config.retry_backoff)

@@ -1,0 +1,168 @@
+"""What a consumer group hands its handler: the session of a generation and its claims.
+
+sarama's contract, on trio: for each generation the group calls
+``handler.setup(session)``, then ``handler.consume_claim(session, claim)`` in a
+task of its own for every partition the member was given, and, once the
+generation ends and those tasks have returned, ``handler.cleanup(session)``.
+A claim's records end (``async for`` stops, ``next_batch`` returns ``[]``)
+when its partition is revoked or the group closes; consume_claim should then
+return promptly: the group waits up to ``rebalance_timeout`` and then cancels
+it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+import trio
+
+from pykaf import errors
+from pykaf.codec import Record
+
+if TYPE_CHECKING:
+    from pykaf._consumer.partition import PartitionConsumer
+    from pykaf._group.group import ConsumerGroup
+
+
+class Claim:
+    """One partition given to this member, from its first offset on.
+
+    ``async for record in claim`` yields its records; ``await
+    claim.next_batch()`` returns them a fetch at a time (``[]`` once the claim
+    has ended).
+
+    Attributes:
+        topic, partition: the partition.
+        initial_offset: where consumption started (committed offset, or the reset).
+    """
+
+    def __init__(self, topic: str, partition: int, initial_offset: int, pc: PartitionConsumer):
+        self.topic = topic
+        self.partition = partition
+        self.initial_offset = initial_offset
+        self._pc = pc
+        self._revoked = False
+        self.done = trio.Event()  # set when consume_claim returned
+        self.cancel_scope = trio.CancelScope()
+        #: Cancel consume_claim as soon as the claim ends instead of waiting for it.
+        self.cancel_on_end = False
+
+    @property
+    def high_water_mark(self) -> int:
+        """The partition's high watermark at the last fetch (-1 before one)."""
+        return self._pc.high_water_mark
+
+    @property
+    def position(self) -> int:
+        """The offset of the next record the claim hands out."""
+        return self._pc.position
+
+    @property
+    def revoked(self) -> bool:
+        """Whether the claim has ended (partition revoked, membership lost, group closing)."""
+        return self._revoked
+
+    def __aiter__(self) -> Claim:
+        return self
+
+    async def __anext__(self) -> Record:
+        if self._revoked:
+            raise StopAsyncIteration
+        try:
+            return await self._pc.__anext__()
+        except errors.ClosedError:
+            raise StopAsyncIteration from None
+
+    async def next_batch(self) -> list[Record]:
+        """The next records as one fetch brought them; ``[]`` when the claim has ended."""
+        if self._revoked:
+            return []
+        try:
+            return await self._pc.next_batch()
+        except errors.ClosedError:
+            return []
+
+    def errors(self) -> trio.MemoryReceiveChannel[Any]:
+        """The partition consumer's errors (``pykaf.ConsumerError``)."""
+        return self._pc.errors()
+
+    async def _end(self) -> None:
+        self._revoked = True
+        self._pc.discard_buffer()
+        await self._pc.aclose()
+        if self.cancel_on_end:
+            self.cancel_scope.cancel()
+
+    def __repr__(self) -> str:
+        return f"<Claim {self.topic}/{self.partition} from {self.initial_offset}>"
+
+
+class GroupSession:
+    """One generation of the group, as this member sees it.
+
+    Attributes:
+        group_id: the group.
+        member_id: this member's id in the generation.
+        generation_id: the generation.
+        claims: topic -> partitions assigned to this member in the generation.
+    """
+
+    def __init__(
+        self,
+        group: ConsumerGroup,
+        generation_id: int,
+        member_id: str,
+        claims: dict[str, list[int]],
+    ) -> None:
+        self._group = group
+        self.group_id = group.group_id
+        self.generation_id = generation_id
+        self.member_id = member_id
+        self.claims = claims
+
+    def mark_message(self, record: Record, metadata: str | None = None) -> None:
+        """Mark ``record`` consumed: the group commits the offset after it.
+
+        Marks only move forward; a mark for a partition this member no longer
+        owns is ignored.
+        """
+        self._group._mark(record.topic, record.partition, record.offset + 1, metadata)
+
+    def mark_offset(
+        self, topic: str, partition: int, offset: int, metadata: str | None = None
+    ) -> None:
+        """Mark ``offset`` as the next offset to consume of a partition (forward only)."""
+        self._group._mark(topic, partition, offset, metadata)
+
+    def reset_offset(
+        self, topic: str, partition: int, offset: int, metadata: str | None = None
+    ) -> None:
+        """Set the offset to commit for a partition even if it is lower than the marked one."""
+        self._group._reset(topic, partition, offset, metadata)
+
+    async def commit(self) -> None:
+        """Commit the marked offsets now (also done on an interval and on every revoke).
+
+        Raises:
+            CommitError: the coordinator refused some partitions.
+        """
+        await self._group.commit()
+
+    def __repr__(self) -> str:
+        return (
+            f"<GroupSession {self.group_id} generation={self.generation_id} "
+            f"member={self.member_id!r} claims={self.claims}>"
+        )
+
+
+class ConsumerGroupHandler(Protocol):
+    """What ``ConsumerGroup.consume`` runs (sarama's ConsumerGroupHandler)."""
+
+    async def setup(self, session: GroupSession) -> None:
+        """A generation starts, before any consume_claim of it."""
+
+    async def consume_claim(self, session: GroupSession, claim: Claim) -> None:
+        """Consume one claim; return once its records end."""
+
+    async def cleanup(self, session: GroupSession) -> None:
+        """A generation ended, after its revoked claims' consume_claim returned."""

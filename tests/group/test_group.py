@@ -1,0 +1,464 @@
+"""Consumer groups against Tansu and the librdkafka mock: members split the
+partitions with no overlap and no gap, alone and mixed with confluent-kafka
+members; commits resume where a member stopped and never move backwards;
+cooperative rebalances keep unmoved partitions running; a stalled handler is
+cancelled; the coordinator moving loses nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+
+import pykaf
+from pykaf import errors
+from pykaf.testing import MockCluster
+
+bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
+unique = bc.unique
+
+pytestmark = pytest.mark.broker
+
+PARTITIONS = 4
+OFFSET_COMMIT, HEARTBEAT = 8, 12
+FAST = {
+    "heartbeat_interval": 0.2,
+    "session_timeout": 6.0,
+    "rebalance_timeout": 4.0,
+    "auto_commit_interval": 0.2,
+    "fetch_max_wait": 0.05,
+    "retry_backoff": 0.05,
+}
+
+
+@pytest.fixture
+def group_broker(request: pytest.FixtureRequest, broker: Any) -> Any:
+    """``broker``, with the mock's initial rebalance delay taken down to 0.2 s."""
+    if broker.name == "mock":
+        request.getfixturevalue("mock_cluster").set_group_initial_rebalance_delay(200)
+    return broker
+
+
+class Recorder:
+    """A handler recording what each claim saw, marking every record."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+        self.setups: list[pykaf.GroupSession] = []
+        self.cleanups: list[int] = []
+        self.claims: dict[int, list[pykaf.Claim]] = defaultdict(list)
+
+    async def setup(self, session: pykaf.GroupSession) -> None:
+        self.setups.append(session)
+
+    async def consume_claim(self, session: pykaf.GroupSession, claim: pykaf.Claim) -> None:
+        self.claims[claim.partition].append(claim)
+        async for record in claim:
+            assert (record.topic, record.partition) == (claim.topic, claim.partition)
+            self.seen.append((record.partition, record.offset))
+            session.mark_message(record)
+
+    async def cleanup(self, session: pykaf.GroupSession) -> None:
+        self.cleanups.append(session.generation_id)
+
+
+async def produce(bootstrap: str, topic: str, per_partition: int, start: int = 0) -> None:
+    async with pykaf.open_producer(bootstrap) as producer:
+        for p in range(PARTITIONS):
+            await producer.send_batch(
+                topic, [b"%d-%d" % (p, start + i) for i in range(per_partition)], partition=p
+            )
+
+
+async def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+    with trio.move_on_after(timeout):
+        while not cond():
+            await trio.sleep(0.02)
+        return
+    raise AssertionError(f"not within {timeout} s: {what or cond}")
+
+
+def all_partitions(*assignments: dict[str, list[int]], topic: str) -> list[int]:
+    return sorted(p for a in assignments for p in a.get(topic, []))
+
+
+class CommitWatch:
+    """Samples members' committed offsets; fails if one ever moves backwards."""
+
+    def __init__(self) -> None:
+        self.last: dict[tuple[str, int], int] = {}
+        self.samples = 0
+
+    def sample(self, *groups: pykaf.ConsumerGroup) -> None:
+        for group in groups:
+            owned = {(t, p) for t, ps in group.assignment().items() for p in ps}
+            for tp, offset in group.offsets._committed.items():
+                if tp not in owned:
+                    continue
+                assert offset >= self.last.get(tp, -1), f"{tp} committed offset went back"
+                self.last[tp] = offset
+        self.samples += 1
+
+
+# ------------------------------------------------------------------ pykaf members
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+async def test_two_members_split_the_partitions_and_consume_everything(
+    group_broker: Any, assignor: str
+) -> None:
+    broker = group_broker
+    topic, group_id = unique("grp"), unique("g")
+    broker.create(topic, PARTITIONS)
+    await produce(broker.bootstrap, topic, 200)
+    cfg = {**FAST, "assignors": [assignor]}
+    one, two = Recorder(), Recorder()
+    watch = CommitWatch()
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **cfg) as g1,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g1.consume, one)
+        await wait_for(lambda: all_partitions(g1.assignment(), topic=topic) == [0, 1, 2, 3])
+        await wait_for(lambda: len(one.seen) == 800)
+        async with pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **cfg) as g2:
+            nursery.start_soon(g2.consume, two)
+
+            def split() -> bool:
+                watch.sample(g1, g2)
+                a, b = g1.assignment().get(topic, []), g2.assignment().get(topic, [])
+                return bool(a) and bool(b) and sorted(a + b) == [0, 1, 2, 3]
+
+            await wait_for(split, what="a split between the two members")
+            kept = set(g1.assignment()[topic])
+            await produce(broker.bootstrap, topic, 100, start=200)
+            await wait_for(lambda: len(set(one.seen) | set(two.seen)) == 1200)
+            watch.sample(g1, g2)
+            # Every record at least once; after the split, each member read
+            # only its own partitions.
+            assert set(one.seen) | set(two.seen) == {
+                (p, o) for p in range(PARTITIONS) for o in range(300)
+            }
+            assert {p for p, o in two.seen} == set(g2.assignment()[topic])
+            await wait_for(
+                lambda: (
+                    (watch.sample(g1, g2), watch.last)[1]
+                    == {(topic, p): 300 for p in range(PARTITIONS)}
+                )
+            )
+            if assignor == "cooperative-sticky":
+                # Partitions that stayed with the first member were never
+                # stopped: one claim each, running through the rebalance.
+                assert all(len(one.claims[p]) == 1 for p in kept)
+                assert all(not one.claims[p][0].revoked for p in kept)
+        # The second member left: the first gets everything back.
+        await wait_for(lambda: all_partitions(g1.assignment(), topic=topic) == [0, 1, 2, 3])
+        stats = g1.statistics()
+        assert stats.rebalances >= 3 and stats.protocol == assignor
+        assert {p.partition for p in stats.partitions} == {0, 1, 2, 3}
+        nursery.cancel_scope.cancel()
+    assert one.setups and one.cleanups and two.cleanups
+    assert watch.samples > 3
+
+
+async def test_a_new_member_resumes_from_the_committed_offsets(group_broker: Any) -> None:
+    broker = group_broker
+    topic, group_id = unique("grp-resume"), unique("g")
+    broker.create(topic, PARTITIONS)
+    await produce(broker.bootstrap, topic, 50)
+    first = Recorder()
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, first)
+        await wait_for(lambda: len(first.seen) == 200)
+        nursery.cancel_scope.cancel()
+    # Leaving committed every mark; the next member starts after them.
+    await produce(broker.bootstrap, topic, 10, start=50)
+    second = Recorder()
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, second)
+        await wait_for(lambda: len(second.seen) == 40)
+        await trio.sleep(0.3)
+        nursery.cancel_scope.cancel()
+    assert sorted(second.seen) == [(p, o) for p in range(PARTITIONS) for o in range(50, 60)]
+    assert {c.initial_offset for cs in second.claims.values() for c in cs} == {50}
+
+
+async def test_async_for_over_the_group(group_broker: Any) -> None:
+    broker = group_broker
+    topic, group_id = unique("grp-iter"), unique("g")
+    broker.create(topic, PARTITIONS)
+    await produce(broker.bootstrap, topic, 25)
+    got = []
+    async with pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as group:
+        with trio.fail_after(30):
+            async for record in group:
+                got.append((record.partition, record.offset, record.value))
+                if len(got) == 100:
+                    break
+        await group.commit()
+        assert {group.offsets.committed(topic, p) for p in range(PARTITIONS)} <= {24, 25}
+    assert sorted(got) == sorted(
+        (p, i, b"%d-%d" % (p, i)) for p in range(PARTITIONS) for i in range(25)
+    )
+
+
+async def test_marks_only_move_forward_and_reset_offset_moves_back(tansu_broker: Any) -> None:
+    topic, group_id = unique("grp-marks"), unique("g")
+    tansu_broker.create(topic, 1)
+    await produce(tansu_broker.bootstrap, topic, 0)
+    done = trio.Event()
+
+    class Marker:
+        async def setup(self, session: pykaf.GroupSession) -> None:
+            session.mark_offset(topic, 0, 10)
+            session.mark_offset(topic, 0, 5)  # ignored: lower
+            await session.commit()
+            assert session._group.offsets.committed(topic, 0) == 10
+            session.reset_offset(topic, 0, 3)
+            await session.commit()
+            done.set()
+
+        async def consume_claim(self, session: pykaf.GroupSession, claim: pykaf.Claim) -> None:
+            await trio.sleep_forever()
+
+        async def cleanup(self, session: pykaf.GroupSession) -> None:
+            pass
+
+    async with (
+        pykaf.open_consumer_group(tansu_broker.bootstrap, group_id, [topic], **FAST) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, Marker())
+        with trio.fail_after(30):
+            await done.wait()
+        fetched = await group.offsets.fetch([(topic, 0)])
+        assert fetched == {(topic, 0): 3}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_stalled_handler_is_cancelled_after_the_rebalance_timeout(
+    mock_cluster: MockCluster,
+) -> None:
+    mock_cluster.set_group_initial_rebalance_delay(200)
+    topic, group_id = unique("grp-stall"), unique("g")
+    mock_cluster.create_topic(topic, PARTITIONS, 1)
+    cancelled: list[int] = []
+
+    class Stubborn:
+        async def setup(self, session: pykaf.GroupSession) -> None:
+            pass
+
+        async def consume_claim(self, session: pykaf.GroupSession, claim: pykaf.Claim) -> None:
+            try:
+                await trio.sleep_forever()  # never looks at the claim ending
+            except trio.Cancelled:
+                cancelled.append(claim.partition)
+                raise
+
+        async def cleanup(self, session: pykaf.GroupSession) -> None:
+            pass
+
+    cfg = {**FAST, "rebalance_timeout": 1.0, "assignors": ["range"]}
+    async with (
+        pykaf.open_consumer_group(mock_cluster.bootstrap, group_id, [topic], **cfg) as g1,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g1.consume, Stubborn())
+        await wait_for(lambda: len(g1.assignment().get(topic, [])) == PARTITIONS)
+        async with pykaf.open_consumer_group(
+            mock_cluster.bootstrap, group_id, [topic], **cfg
+        ) as g2:
+            nursery.start_soon(g2.consume, Recorder())
+            await wait_for(lambda: bool(g2.assignment().get(topic)))
+            assert sorted(cancelled) == [0, 1, 2, 3]  # eager: every claim ended
+            assert sorted(g1.assignment().get(topic, []) + g2.assignment()[topic]) == [
+                0,
+                1,
+                2,
+                3,
+            ]
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_coordinator_moving_loses_nothing(mock_cluster: MockCluster) -> None:
+    mock_cluster.set_group_initial_rebalance_delay(200)
+    topic, group_id = unique("grp-coord"), unique("g")
+    mock_cluster.create_topic(topic, PARTITIONS, 1)
+    await produce(mock_cluster.bootstrap, topic, 100)
+    seen = Recorder()
+    async with (
+        pykaf.open_consumer_group(mock_cluster.bootstrap, group_id, [topic], **FAST) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, seen)
+        await wait_for(lambda: len(seen.seen) == 400)
+        current = (await group.client.coordinator(group_id)).node_id
+        other = next(b for b in mock_cluster.broker_ids if b != current)
+        mock_cluster.set_coordinator("group", group_id, other)
+        # The mock keeps answering at the old coordinator; Kafka would say
+        # NOT_COORDINATOR there, so make it say so.
+        mock_cluster.push_request_errors(HEARTBEAT, *[errors.NotCoordinatorError] * 3)
+        mock_cluster.push_request_errors(OFFSET_COMMIT, errors.NotCoordinatorError)
+        await produce(mock_cluster.bootstrap, topic, 100, start=100)
+        await wait_for(lambda: len(set(seen.seen)) == 800)
+        await wait_for(
+            lambda: all(group.offsets.committed(topic, p) == 200 for p in range(PARTITIONS))
+        )
+        assert (await group.client.coordinator(group_id)).node_id == other
+        nursery.cancel_scope.cancel()
+
+
+# ------------------------------------------------------------------ mixed groups
+
+
+def _confluent_member(
+    conf: dict[str, Any],
+    topic: str,
+    group_id: str,
+    assignor: str,
+    seen: list[tuple[int, int]],
+    assigned: set[int],
+    stop: threading.Event,
+) -> None:
+    consumer = bc.ck.Consumer(
+        {
+            **bc.QUIET,
+            **conf,
+            "group.id": group_id,
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": assignor,
+            "heartbeat.interval.ms": 200,
+            "session.timeout.ms": 6000,
+            "auto.commit.interval.ms": 200,
+        }
+    )
+    cooperative = assignor == "cooperative-sticky"
+
+    def on_assign(c: Any, parts: list[Any]) -> None:
+        assigned.update(p.partition for p in parts)
+        if cooperative:
+            c.incremental_assign(parts)
+
+    def on_revoke(c: Any, parts: list[Any]) -> None:
+        assigned.difference_update(p.partition for p in parts)
+        if cooperative:
+            c.incremental_unassign(parts)
+
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    try:
+        while not stop.is_set():
+            msg = consumer.poll(0.1)
+            if msg is None or msg.error():
+                continue
+            seen.append((msg.partition(), msg.offset()))
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+async def test_a_group_of_pykaf_and_confluent_kafka_members(
+    group_broker: Any, assignor: str
+) -> None:
+    broker = group_broker
+    topic, group_id = unique("grp-mixed"), unique("g")
+    broker.create(topic, PARTITIONS)
+    await produce(broker.bootstrap, topic, 100)
+    ours = Recorder()
+    theirs_seen: list[tuple[int, int]] = []
+    theirs_assigned: set[int] = set()
+    stop = threading.Event()
+    cfg = {**FAST, "assignors": [assignor]}
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **cfg) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, ours)
+        await wait_for(lambda: len(group.assignment().get(topic, [])) == PARTITIONS)
+        nursery.start_soon(
+            trio.to_thread.run_sync,
+            _confluent_member,
+            broker.conf,
+            topic,
+            group_id,
+            assignor,
+            theirs_seen,
+            theirs_assigned,
+            stop,
+        )
+
+        def split() -> bool:
+            mine = set(group.assignment().get(topic, []))
+            return (
+                bool(mine)
+                and bool(theirs_assigned)
+                and (
+                    sorted(mine | theirs_assigned) == list(range(PARTITIONS))
+                    and not mine & theirs_assigned
+                )
+            )
+
+        try:
+            await wait_for(split, timeout=40)
+            await produce(broker.bootstrap, topic, 50, start=100)
+            everything = {(p, o) for p in range(PARTITIONS) for o in range(150)}
+            await wait_for(lambda: set(ours.seen) | set(theirs_seen) == everything)
+            # After the split each side read only the new records of its partitions.
+            mine = set(group.assignment()[topic])
+            late_ours = {p for p, o in ours.seen if o >= 100}
+            late_theirs = {p for p, o in theirs_seen if o >= 100}
+            assert late_ours <= mine and late_theirs <= theirs_assigned
+        finally:
+            stop.set()
+        await wait_for(lambda: sorted(group.assignment().get(topic, [])) == [0, 1, 2, 3])
+        nursery.cancel_scope.cancel()
+
+
+# ------------------------------------------------------------------ configuration
+
+
+@pytest.mark.parametrize(
+    ("group_id", "topics", "options", "match"),
+    [
+        ("", ["t"], {}, "group_id"),
+        ("g", [], {}, "topics"),
+        ("g", "t", {}, "topics"),
+        ("g", ["t"], {"assignors": ["fastest"]}, "assignor"),
+        ("g", ["t"], {"assignors": []}, "assignors"),
+        ("g", ["t"], {"heartbeat_interval": 10, "session_timeout": 5}, "heartbeat_interval"),
+        ("g", ["t"], {"auto_offset_reset": "none"}, "auto_offset_reset"),
+        ("g", ["t"], {"group_instance_id": ""}, "group_instance_id"),
+    ],
+)
+async def test_bad_group_configuration_fails_at_open(
+    group_id: str, topics: Any, options: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(errors.ConfigError, match=match):
+        async with pykaf.open_consumer_group("127.0.0.1:1", group_id, topics, **options):
+            pass
+
+
+async def test_consume_twice_and_after_close(tansu_broker: Any) -> None:
+    topic, group_id = unique("grp-twice"), unique("g")
+    tansu_broker.create(topic, 1)
+    async with (
+        pykaf.open_consumer_group(tansu_broker.bootstrap, group_id, [topic], **FAST) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, Recorder())
+        await trio.sleep(0.1)
+        with pytest.raises(errors.ConfigError, match="already running"):
+            await group.consume(Recorder())
+        nursery.cancel_scope.cancel()
+    with pytest.raises(errors.ClosedError):
+        await group.consume(Recorder())
