@@ -1,0 +1,674 @@
+"""Consumer benchmarks: 1,000,000 records read from a real broker, pykaf against its peers.
+
+Cases (one pytest-benchmark group per broker, every client on the same topic
+in the same run, back to back):
+
+* ``consume-1M-tansu``: a Tansu broker (memory storage, one node); a
+  4-partition topic, 250,000 records in each partition.
+* ``consume-1M-mock``: librdkafka's mock cluster (3 brokers, leaders spread);
+  a **32-partition** topic, 31,250 records in each. The mock keeps at most
+  5 MiB of record batches per partition (``max_size = 5 * 1024 * 1024``, and
+  at most 100,000 batches, in ``rd_kafka_mock_partition_init``): appending a
+  batch drops the oldest whole batches until the partition is back under the
+  limit. 1,000,000 records of 100 bytes (about 110 MB of batches) over 4
+  partitions keeps only the last 47,660 records (20 batches of 2,383) of each,
+  190,640 in all (measured). 31,250 records are 3.4 MB of batches, which it
+  keeps whole; the setup checks that every partition still starts at offset 0.
+  The mock also answers a Fetch with one batch per partition (2,383 records
+  here), so it takes 14 Fetches to read a partition.
+
+Setup, once per broker and module (not timed): pykaf's producer writes
+1,000,000 values of 100 random bytes (no keys, no headers, no compression;
+``send_batch`` on lists of 10,000, the same number into each partition), in
+batches of 256 KiB (2,383 records: the producer's default ``flush_bytes``);
+the setup checks that every partition's high watermark (read from a Fetch:
+Tansu's ListOffsets(latest) is wrong for multi-record batches, see
+``bench/_brokers.py``) is its share and its log start offset 0. The topic is
+read by every round and deleted at the end of the module.
+
+One call (a round) reads all 1,000,000 records from offset 0 and reads every
+value's length (summed); each round then checks the record count and that sum
+(100,000,000 bytes) outside the timing. A client that loses records fails. Not
+timed (pytest-benchmark's ``setup``/``teardown``): creating the consumer and
+fetching the topic's metadata before the round, closing it after. Timed:
+assigning the partitions from the start (ListOffsets where the client resolves
+"oldest"), connecting to their leaders, fetching and decoding everything. The
+asyncio and trio clients keep their event loop running from setup to
+teardown in a thread of their own; the benchmark's thread only waits for it.
+
+Fetch settings, the same for every client where it has the setting (the rest
+at each client's defaults): at most 64 MiB per Fetch response and 8 MiB per
+partition (Kafka's defaults are 50 MiB and 1 MiB: larger partition fetches
+mean fewer round trips where the broker fills them), read_uncommitted (the
+topic has no transactions; pykaf and librdkafka default to read_committed),
+CRC-32C checked by everyone, the broker's wait for data left at 500 ms (no
+round waits for it: every round stops at the high watermarks).
+
+* ``pykaf`` (``pykaf.open_consumer``: ``fetch_max_bytes=64 MiB``,
+  ``max_partition_fetch_bytes=8 MiB``, ``isolation_level="read_uncommitted"``,
+  ``partition_buffer`` 4 and ``check_crcs`` as by default), one task per
+  partition in a trio nursery, each with its own
+  ``consume_partition(topic, p, OLDEST)``, two ways:
+
+  - ``next_batch``: ``await pc.next_batch()`` until the partition's end
+    offset, a loop over each list;
+  - ``iter``: ``async for record in pc`` until the end offset.
+
+* ``confluent-kafka``: ``Consumer`` with ``assign()`` at offset 0 (a group id
+  is required but nothing is committed: ``enable.auto.commit=false``), then
+  ``consume(num_messages=10000, timeout=1.0)`` until every record is in,
+  checking each message's ``error()``. ``fetch.max.bytes=64 MiB``,
+  ``max.partition.fetch.bytes=8 MiB``, ``isolation.level=read_uncommitted``,
+  ``check.crcs=true`` (librdkafka's default is false) and
+  **``fetch.queue.backoff.ms=10``**: with the default (1000 ms) librdkafka
+  stops fetching a partition for a whole second each time its local queue
+  passes ``queued.min.messages`` (100,000), which a few large fetches do at
+  once; that held it at 0.14-0.17M records/s on both brokers here, against
+  0.4-0.7M/s with 10 ms. ``queued.min.messages`` raised to 1,000,000 instead
+  did no better.
+* ``aiokafka``: ``AIOKafkaConsumer`` (no group, no commits;
+  ``fetch_max_bytes`` and ``max_partition_fetch_bytes`` as above,
+  ``check_crcs`` and read_uncommitted by default) with ``assign()`` and
+  ``seek_to_beginning()``, then ``getmany(timeout_ms=1000,
+  max_records=10000)`` until every record is in. It reads the whole 1,000,000
+  too (about 3 s a round: the module takes about a minute).
+
+``pykaf[raw-fetch]`` is informational, the broker's side of the picture: pykaf's
+cluster client sends bare Fetch requests (the same sizes, one in flight per
+broker, the brokers in parallel), walks the batch headers to find the next
+offset and count records, and decodes no record. It is tagged
+``params="decode=none"``, which no peer has, so ``bench/ratios.py`` pairs it
+with nothing; compare its records/s with the others' in the pytest-benchmark
+table or ``extra_info["records_per_s"]`` (and ``mb_per_s``). It is about the
+ceiling of pykaf's consumer, whose fetcher asks the same way, with the broker
+sharing the two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import trio
+
+from bench._support import AIOKAFKA, PYKAF, bulk_values, note_rate, tag
+
+if TYPE_CHECKING:
+    from bench._brokers import BenchBroker
+
+CONFLUENT = "confluent-kafka"
+RECORDS = 1_000_000
+VALUE_SIZE = 100
+PARTITIONS = {"tansu": 4, "mock": 32}  # the mock keeps 5 MiB a partition: see above
+BROKERS = ("tansu", "mock")
+CHUNK = 10_000  # values per send_batch call in the setup
+ROUNDS = 5
+ROUND_TIMEOUT_S = 120.0  # a stuck consumer fails its round instead of hanging the run
+
+FETCH_MAX_BYTES = 64 << 20
+PARTITION_FETCH_BYTES = 8 << 20
+FETCH_MAX_WAIT_S = 0.5  # every client's default
+CONSUME_BATCH = 10_000  # confluent-kafka num_messages, aiokafka max_records
+CONFLUENT_QUEUE_BACKOFF_MS = 10
+
+# (client, variant) in the order each group runs them.
+CLIENTS: list[tuple[str, str | None]] = [
+    (CONFLUENT, None),
+    (AIOKAFKA, None),
+    (PYKAF, "next_batch"),
+    (PYKAF, "iter"),
+    (PYKAF, "raw-fetch"),
+]
+RAW_PARAMS = "decode=none"  # no peer has these params: ratios.py pairs raw-fetch with nothing
+
+_FETCH = 1
+_FETCH_VERSION = 11  # topics by name; both brokers accept it
+# A v2 batch header: baseOffset int64, batchLength int32 ... lastOffsetDelta
+# int32 at byte 23, recordCount int32 at byte 57.
+_BATCH_START = struct.Struct(">qi")
+_INT32 = struct.Struct(">i")
+_BATCH_HEADER_SIZE = 61
+
+_topic_ids = itertools.count()
+
+
+# -- the data set ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Dataset:
+    """A topic holding the records every round reads."""
+
+    broker: BenchBroker
+    topic: str
+    ends: dict[int, int]  # partition -> high watermark; every partition starts at 0
+
+    @property
+    def records(self) -> int:
+        return sum(self.ends.values())
+
+    @property
+    def value_bytes(self) -> int:
+        return self.records * VALUE_SIZE
+
+    @property
+    def partitions(self) -> list[int]:
+        return sorted(self.ends)
+
+
+async def _fill(bootstrap: str, topic: str, partitions: int) -> tuple[int, list[int]]:
+    """Produce the records, an equal share into each partition; return (acknowledged, starts)."""
+    pykaf = importlib.import_module("pykaf")
+    values = bulk_values(RECORDS, VALUE_SIZE).values
+    share = RECORDS // partitions
+    async with pykaf.open_producer(bootstrap) as producer:
+        deliveries = []
+        for p in range(partitions):
+            mine = values[p * share : (p + 1) * share]
+            for i in range(0, share, CHUNK):
+                deliveries.append(
+                    await producer.send_batch(topic, mine[i : i + CHUNK], partition=p)
+                )
+        await producer.flush()
+        delivered = 0
+        for delivery in deliveries:
+            delivered += await delivery.wait()
+    async with pykaf.open_client(bootstrap) as client:
+        await client.refresh_metadata(topic)
+        starts = [await client.get_offset(topic, p, pykaf.OLDEST) for p in range(partitions)]
+    return delivered, starts
+
+
+def _prepare(broker: BenchBroker, name: str) -> Dataset:
+    partitions = PARTITIONS[name]
+    assert RECORDS % partitions == 0
+    topic = f"bench-consume-{name}-{next(_topic_ids)}"
+    broker.create_topic(topic, partitions)
+    delivered, starts = trio.run(_fill, broker.bootstrap, topic, partitions)
+    assert delivered == RECORDS, f"the setup produced {delivered} of {RECORDS} records"
+    marks = broker.high_watermarks(topic)
+    share = RECORDS // partitions
+    assert marks == dict.fromkeys(range(partitions), share), (
+        f"{topic}: high watermarks {marks}, expected {share} in each partition"
+    )
+    assert starts == [0] * partitions, (
+        f"{topic}: log start offsets {starts}: the broker dropped records "
+        "(the mock keeps 5 MiB a partition)"
+    )
+    return Dataset(broker, topic, marks)
+
+
+@pytest.fixture(scope="module")
+def datasets(request: pytest.FixtureRequest) -> Iterator[Callable[[str], Dataset]]:
+    """The topic of each broker, produced on first use and deleted after the module."""
+    made: dict[str, Dataset] = {}
+
+    def get(name: str) -> Dataset:
+        if name not in made:
+            made[name] = _prepare(request.getfixturevalue(f"bench_{name}"), name)
+        return made[name]
+
+    yield get
+    for dataset in made.values():
+        dataset.broker.delete_topic(dataset.topic)
+
+
+# -- the rounds ---------------------------------------------------------------------
+# Each client is a Round: start() opens a consumer and fetches the topic's
+# metadata (outside the timing), run() reads every record from offset 0 (the
+# timed part), stop() closes the consumer and returns (records, value bytes)
+# read (outside the timing again).
+
+
+class Round:
+    """One round of one client: a consumer opened, used once, closed."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.data = dataset
+        self.bootstrap = dataset.broker.bootstrap
+        self.topic = dataset.topic
+        self.notes: dict[str, Any] = {}
+        self.result = (0, 0)
+
+    def start(self) -> None:
+        """Open the consumer; know the topic."""
+        raise NotImplementedError
+
+    def run(self) -> None:
+        """Read every record from offset 0."""
+        raise NotImplementedError
+
+    def stop(self) -> tuple[int, int]:
+        """Close the consumer; return (records, value bytes) read."""
+        raise NotImplementedError
+
+
+class _Gate:
+    """Hands an event loop running in a thread from start() to run() to stop()."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()  # the consumer is open
+        self.go = threading.Event()  # run() was called
+        self.done = threading.Event()  # every record read (or an error)
+        self.error: BaseException | None = None
+
+    def wait(self, event: threading.Event) -> None:
+        if not event.wait(ROUND_TIMEOUT_S):
+            raise TimeoutError(f"the consumer thread did not answer in {ROUND_TIMEOUT_S} s")
+        if self.error is not None:
+            raise self.error
+
+
+class _ThreadedRound(Round):
+    """A round of an async client, whose event loop runs in a thread of its own."""
+
+    def start(self) -> None:
+        self.gate = _Gate()
+        self.thread = threading.Thread(target=self._main, name="consumer bench", daemon=True)
+        self.thread.start()
+        self.gate.wait(self.gate.ready)
+
+    def run(self) -> None:
+        self.gate.go.set()
+        self.gate.wait(self.gate.done)
+
+    def stop(self) -> tuple[int, int]:
+        self.gate.go.set()  # a round set up but never run (an error between) must end too
+        self.thread.join(ROUND_TIMEOUT_S)
+        if self.thread.is_alive():
+            raise TimeoutError(f"the consumer did not close in {ROUND_TIMEOUT_S} s")
+        if self.gate.error is not None:
+            raise self.gate.error
+        return self.result
+
+    def _main(self) -> None:
+        try:
+            self.loop_main()
+        except BaseException as exc:
+            self.gate.error = exc
+        finally:
+            self.gate.ready.set()
+            self.gate.done.set()
+
+    def loop_main(self) -> None:
+        """Run the event loop: open, ready, wait for go, read, done, close."""
+        raise NotImplementedError
+
+
+class ConfluentRound(Round):
+    """confluent-kafka: assign() at offset 0, consume() in batches, every value's len."""
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": "pykaf-bench",  # required; nothing is committed
+            "enable.auto.commit": False,
+            "isolation.level": "read_uncommitted",
+            "check.crcs": True,
+            "fetch.max.bytes": FETCH_MAX_BYTES,
+            "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
+            "fetch.wait.max.ms": int(FETCH_MAX_WAIT_S * 1000),
+            "fetch.queue.backoff.ms": CONFLUENT_QUEUE_BACKOFF_MS,
+        }
+
+    def start(self) -> None:
+        self.ck = importlib.import_module("confluent_kafka")
+        self.consumer = self.ck.Consumer(self.config())
+        metadata = self.consumer.list_topics(self.topic, timeout=30)
+        assert len(metadata.topics[self.topic].partitions) == len(self.data.ends)
+
+    def run(self) -> None:
+        tp = self.ck.TopicPartition
+        consumer = self.consumer
+        consumer.assign([tp(self.topic, p, 0) for p in self.data.partitions])
+        total = self.data.records
+        deadline = time.monotonic() + ROUND_TIMEOUT_S
+        count = size = 0
+        while count < total:
+            messages = consumer.consume(num_messages=CONSUME_BATCH, timeout=1.0)
+            for message in messages:
+                if message.error() is not None:
+                    raise RuntimeError(f"confluent-kafka: {message.error()}")
+                size += len(message.value())
+            count += len(messages)
+            if time.monotonic() > deadline:
+                break
+        self.result = (count, size)
+
+    def stop(self) -> tuple[int, int]:
+        self.consumer.close()
+        return self.result
+
+
+class AiokafkaRound(_ThreadedRound):
+    """aiokafka: assign(), seek_to_beginning(), getmany() in batches, every value's len."""
+
+    def loop_main(self) -> None:
+        asyncio.run(self._main_async())
+
+    async def _main_async(self) -> None:
+        aio = importlib.import_module("aiokafka")
+        consumer = aio.AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_uncommitted",
+            check_crcs=True,
+            fetch_max_bytes=FETCH_MAX_BYTES,
+            max_partition_fetch_bytes=PARTITION_FETCH_BYTES,
+            fetch_max_wait_ms=int(FETCH_MAX_WAIT_S * 1000),
+        )
+        await consumer.start()
+        try:
+            # The metadata it fetches at start() may leave the topic out (it does on
+            # the mock); assign() then asks for it: one round trip within the round.
+            assert self.topic in await consumer.topics()
+            self.gate.ready.set()
+            await asyncio.to_thread(self.gate.go.wait)
+            tps = [aio.TopicPartition(self.topic, p) for p in self.data.partitions]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            self.result = await asyncio.wait_for(self._read(consumer), ROUND_TIMEOUT_S)
+            self.gate.done.set()
+        finally:
+            await consumer.stop()
+
+    async def _read(self, consumer: Any) -> tuple[int, int]:
+        total = self.data.records
+        count = size = 0
+        while count < total:
+            got = await consumer.getmany(timeout_ms=1000, max_records=CONSUME_BATCH)
+            for messages in got.values():
+                for message in messages:
+                    size += len(message.value)
+                count += len(messages)
+        return count, size
+
+
+def pykaf_consumer_options() -> dict[str, Any]:
+    """pykaf's consumer settings in these benchmarks."""
+    return {
+        "fetch_max_bytes": FETCH_MAX_BYTES,
+        "max_partition_fetch_bytes": PARTITION_FETCH_BYTES,
+        "fetch_max_wait": FETCH_MAX_WAIT_S,
+        "isolation_level": "read_uncommitted",
+    }
+
+
+class _PykafRound(_ThreadedRound):
+    """pykaf's consumer on trio: one task per partition, each with its partition consumer."""
+
+    def loop_main(self) -> None:
+        trio.run(self._main_async)
+
+    async def _main_async(self) -> None:
+        pykaf = importlib.import_module("pykaf")
+        async with pykaf.open_consumer(self.bootstrap, **pykaf_consumer_options()) as consumer:
+            partitions = await consumer.partitions(self.topic)
+            assert sorted(partitions) == self.data.partitions, partitions
+            self.gate.ready.set()
+            await trio.to_thread.run_sync(self.gate.go.wait)
+            totals = [0, 0]
+            with trio.fail_after(ROUND_TIMEOUT_S):
+                async with trio.open_nursery() as nursery:
+                    for p in self.data.partitions:
+                        nursery.start_soon(self._partition, consumer, p, totals, pykaf.OLDEST)
+            self.result = (totals[0], totals[1])
+            self.gate.done.set()
+            stats = consumer.statistics()
+            self.notes["fetch_requests"] = sum(b["requests"] for b in stats.brokers.values())
+            self.notes["fetched_mb"] = round(
+                sum(b["bytes"] for b in stats.brokers.values()) / 1e6, 1
+            )
+
+    async def _partition(
+        self, consumer: Any, partition: int, totals: list[int], oldest: int
+    ) -> None:
+        pc = await consumer.consume_partition(self.topic, partition, oldest)
+        count, size = await self.read(pc, self.data.ends[partition])
+        totals[0] += count
+        totals[1] += size
+
+    async def read(self, pc: Any, end: int) -> tuple[int, int]:
+        """Read ``pc`` up to offset ``end``; return (records, value bytes)."""
+        raise NotImplementedError
+
+
+class PykafNextBatchRound(_PykafRound):
+    """``await pc.next_batch()`` until the end offset, a loop over each list."""
+
+    async def read(self, pc: Any, end: int) -> tuple[int, int]:
+        count = size = 0
+        last = end - 1
+        while True:
+            batch = await pc.next_batch()
+            for record in batch:
+                size += len(record.value)
+            count += len(batch)
+            if batch[-1].offset >= last:
+                return count, size
+
+
+class PykafIterRound(_PykafRound):
+    """``async for record in pc`` until the end offset."""
+
+    async def read(self, pc: Any, end: int) -> tuple[int, int]:
+        count = size = 0
+        last = end - 1
+        async for record in pc:
+            size += len(record.value)
+            count += 1
+            if record.offset >= last:
+                break
+        return count, size
+
+
+class RawFetchRound(_ThreadedRound):
+    """Bare Fetch requests through pykaf's client: no record decoded (informational).
+
+    One request in flight per broker, the brokers in parallel, as pykaf's
+    consumer fetches. Each answer's batch headers give the record counts and
+    the next offset; the bytes are those of the record sets received.
+    """
+
+    def loop_main(self) -> None:
+        trio.run(self._main_async)
+
+    async def _main_async(self) -> None:
+        pykaf = importlib.import_module("pykaf")
+        async with pykaf.open_client(self.bootstrap) as client:
+            await client.refresh_metadata(self.topic)
+            by_leader: dict[int, list[int]] = {}
+            for p in self.data.partitions:
+                leader = await client.leader(self.topic, p)
+                by_leader.setdefault(leader.node_id, []).append(p)
+            conns = {node: await client.broker_connection(node) for node in by_leader}
+            self.gate.ready.set()
+            await trio.to_thread.run_sync(self.gate.go.wait)
+            totals = [0, 0, 0]  # records, record-set bytes, requests
+            with trio.fail_after(ROUND_TIMEOUT_S):
+                async with trio.open_nursery() as nursery:
+                    for node, parts in by_leader.items():
+                        nursery.start_soon(self._fetch_all, conns[node], parts, totals)
+            self.result = (totals[0], totals[1])
+            self.gate.done.set()
+            self.notes["fetch_requests"] = totals[2]
+
+    async def _fetch_all(self, conn: Any, partitions: list[int], totals: list[int]) -> None:
+        protocol = importlib.import_module("pykaf.protocol")
+        errors = importlib.import_module("pykaf.errors")
+        version = min(_FETCH_VERSION, conn.version_for(_FETCH))
+        ends = self.data.ends
+        offsets = dict.fromkeys(partitions, 0)
+        while True:
+            wanted = [p for p in partitions if offsets[p] < ends[p]]
+            if not wanted:
+                return
+            request = protocol.FetchRequest(
+                max_wait_ms=int(FETCH_MAX_WAIT_S * 1000),
+                min_bytes=1,
+                max_bytes=FETCH_MAX_BYTES,
+                isolation_level=0,
+                topics=[
+                    protocol.FetchTopic(
+                        topic=self.topic,
+                        partitions=[
+                            protocol.FetchPartition(
+                                partition=p,
+                                fetch_offset=offsets[p],
+                                partition_max_bytes=PARTITION_FETCH_BYTES,
+                            )
+                            for p in wanted
+                        ],
+                    )
+                ],
+            )
+            response = await conn.request(request, version)
+            totals[2] += 1
+            for topic_response in response.responses:
+                for part in topic_response.partitions:
+                    err = errors.error_for_code(part.error_code)
+                    if err is not None:
+                        raise err(f"Fetch {self.topic}/{part.partition_index}: {err.description}")
+                    data = part.records or b""
+                    count, next_offset = _walk_batches(data, offsets[part.partition_index])
+                    totals[0] += count
+                    totals[1] += len(data)
+                    offsets[part.partition_index] = next_offset
+
+
+def _walk_batches(data: bytes | memoryview, offset: int) -> tuple[int, int]:
+    """The records of the complete batches in ``data`` at or after ``offset``, and the next offset.
+
+    Only the headers are read. A batch cut short by the fetch size is left for
+    the next request; so is everything when no batch is complete.
+    """
+    pos = count = 0
+    size = len(data)
+    while pos + _BATCH_HEADER_SIZE <= size:
+        base, length = _BATCH_START.unpack_from(data, pos)
+        end = pos + 12 + length
+        if end > size:
+            break
+        last = base + _INT32.unpack_from(data, pos + 23)[0]
+        if base >= offset:  # whole batches only: every fetch starts at a batch's base
+            count += _INT32.unpack_from(data, pos + 57)[0]
+        offset = max(offset, last + 1)
+        pos = end
+    return count, offset
+
+
+def _round_factory(client: str, variant: str | None) -> Callable[[Dataset], Round]:
+    if client == CONFLUENT:
+        pytest.importorskip("confluent_kafka")
+        return ConfluentRound
+    if client == AIOKAFKA:
+        pytest.importorskip("aiokafka")
+        return AiokafkaRound
+    pykaf = importlib.import_module("pykaf")
+    if not hasattr(pykaf, "open_consumer"):
+        pytest.skip("pykaf.open_consumer does not exist yet")
+    rounds: dict[str | None, Callable[[Dataset], Round]] = {
+        "next_batch": PykafNextBatchRound,
+        "iter": PykafIterRound,
+        "raw-fetch": RawFetchRound,
+    }
+    return rounds[variant]
+
+
+def _settings(client: str) -> dict[str, Any]:
+    """The client's non-default settings, for ``extra_info``."""
+    if client == CONFLUENT:
+        return {
+            "fetch.max.bytes": FETCH_MAX_BYTES,
+            "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
+            "isolation.level": "read_uncommitted",
+            "check.crcs": True,
+            "fetch.queue.backoff.ms": CONFLUENT_QUEUE_BACKOFF_MS,
+            "num_messages": CONSUME_BATCH,
+        }
+    if client == AIOKAFKA:
+        return {
+            "fetch_max_bytes": FETCH_MAX_BYTES,
+            "max_partition_fetch_bytes": PARTITION_FETCH_BYTES,
+            "max_records": CONSUME_BATCH,
+        }
+    return pykaf_consumer_options()
+
+
+# -- the benchmark ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("broker_name", "client", "variant"),
+    [
+        pytest.param(b, c, v, id=f"{b}-{c}-{v}" if v else f"{b}-{c}")
+        for b in BROKERS
+        for c, v in CLIENTS
+    ],
+)
+def test_consume(
+    benchmark: Any,
+    datasets: Callable[[str], Dataset],
+    broker_name: str,
+    client: str,
+    variant: str | None,
+) -> None:
+    make_round = _round_factory(client, variant)
+    data = datasets(broker_name)
+    raw = variant == "raw-fetch"
+    tag(
+        benchmark,
+        group=f"consume-1M-{broker_name}",
+        client=client,
+        records=data.records,
+        variant=variant,
+        params=RAW_PARAMS if raw else "",
+        value_bytes=VALUE_SIZE,
+        partitions=len(data.ends),
+        settings=_settings(client),
+    )
+
+    current: list[Round] = []  # the round set up and not torn down yet
+    results: list[tuple[int, int]] = []
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        one = make_round(data)
+        current.append(one)
+        one.start()
+        return (one,), {}
+
+    def teardown(one: Round) -> None:
+        """Outside the timing: close the consumer, check what it read."""
+        current.remove(one)
+        count, size = one.stop()
+        results.append((count, size))
+        assert count == data.records, (
+            f"{client}: read {count} records of {data.records} from {data.topic}"
+        )
+        if raw:  # record sets: values plus batch and record headers
+            assert size > data.value_bytes, f"raw fetch: {size} bytes for {count} records"
+        else:
+            assert size == data.value_bytes, (
+                f"{client}: the values read add up to {size} bytes, expected {data.value_bytes}"
+            )
+        benchmark.extra_info.update(one.notes)  # the last round's
+
+    def one_round(one: Round) -> None:
+        one.run()
+
+    benchmark.pedantic(one_round, setup=setup, teardown=teardown, rounds=ROUNDS, iterations=1)
+    while current:  # --benchmark-disable runs the target once, without teardown
+        teardown(current[0])
+
+    assert results, f"{client}: no round completed"
+    if raw:
+        benchmark.extra_info["record_set_bytes"] = results[-1][1]
+        stats = getattr(benchmark, "stats", None)
+        if stats is not None and stats.stats.median > 0:
+            benchmark.extra_info["mb_per_s"] = round(results[-1][1] / stats.stats.median / 1e6)
+    note_rate(benchmark, data.records)
