@@ -97,15 +97,18 @@ class PartitionConsumer:
         return self
 
     async def __anext__(self) -> Record:
-        if self._next >= len(self._local):
+        # The per-record path: an index and a list, nothing else (``position``
+        # is worked out from them when asked for).
+        i = self._next
+        local = self._local
+        if i >= len(local):
             try:
                 await self._fill()
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 raise StopAsyncIteration from None
-        record = self._local[self._next]
-        self._next += 1
-        self._position = record.offset + 1 if self._next < len(self._local) else self._local_end
-        return record
+            i, local = 0, self._local
+        self._next = i + 1
+        return local[i]
 
     async def next_batch(self) -> list[Record]:
         """The next records, as many as one fetch brought (what is left of them).
@@ -134,9 +137,12 @@ class PartitionConsumer:
                 self.fetcher.wake()  # room again: fetch this partition again
             if generation != self.generation:
                 continue  # fetched before a seek
+            if self._local:
+                self._position = self._local_end  # the previous list was read out
             if records:
                 self._local, self._next, self._local_end = records, 0, end
                 return
+            self._local, self._next = [], 0
             self._position = end
 
     def errors(self) -> trio.MemoryReceiveChannel[ConsumerError]:
@@ -150,6 +156,9 @@ class PartitionConsumer:
         It moves past control records and aborted transactions once the
         records before them have been read.
         """
+        local, i = self._local, self._next
+        if local and i:
+            return local[i - 1].offset + 1 if i < len(local) else self._local_end
         return self._position
 
     @property
@@ -238,6 +247,7 @@ class PartitionConsumer:
 
     def discard_buffer(self) -> None:
         """Drop what was fetched but not read (a group revoking the partition)."""
+        self._position = self.position
         self._local, self._next = [], 0
         while True:
             try:
