@@ -462,3 +462,107 @@ async def test_consume_twice_and_after_close(tansu_broker: Any) -> None:
         nursery.cancel_scope.cancel()
     with pytest.raises(errors.ClosedError):
         await group.consume(Recorder())
+
+
+async def test_a_static_member_comes_back_to_its_partitions(group_broker: Any) -> None:
+    # KIP-345: a member with a group_instance_id does not leave on close; the
+    # same instance rejoining within session_timeout gets its partitions back.
+    broker = group_broker
+    topic, group_id = unique("grp-static"), unique("g")
+    broker.create(topic, PARTITIONS)
+    await produce(broker.bootstrap, topic, 20)
+    cfg = {**FAST, "group_instance_id": "instance-a"}
+    first = Recorder()
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **cfg) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, first)
+        await wait_for(lambda: len(first.seen) == 80)
+        generation = group.generation_id
+        nursery.cancel_scope.cancel()
+    await produce(broker.bootstrap, topic, 5, start=20)
+    again = Recorder()
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **cfg) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, again)
+        await wait_for(lambda: len(again.seen) == 20)
+        assert sorted(group.assignment()[topic]) == [0, 1, 2, 3]
+        assert group.generation_id >= generation
+        nursery.cancel_scope.cancel()
+    assert sorted(again.seen) == [(p, o) for p in range(PARTITIONS) for o in range(20, 25)]
+
+
+async def test_members_join_and_leave_under_load(mock_cluster: MockCluster) -> None:
+    # Three members come and go while records keep arriving: every record is
+    # consumed at least once and committed offsets only grow.
+    mock_cluster.set_group_initial_rebalance_delay(200)
+    topic, group_id = unique("grp-churn"), unique("g")
+    mock_cluster.create_topic(topic, PARTITIONS, 1)
+    bootstrap = mock_cluster.bootstrap
+    recorders = [Recorder() for _ in range(3)]
+    groups: list[pykaf.ConsumerGroup] = []
+    watch = CommitWatch()
+    stop_producing = trio.Event()
+    total = 0
+
+    async def producing() -> None:
+        nonlocal total
+        while not stop_producing.is_set():
+            await produce(bootstrap, topic, 25, start=total)
+            total += 25
+            await trio.sleep(0.1)
+
+    def seen() -> set[tuple[int, int]]:
+        return set().union(*(set(r.seen) for r in recorders))
+
+    stops = [trio.Event() for _ in recorders]
+
+    async def member(index: int) -> None:
+        async with (
+            pykaf.open_consumer_group(bootstrap, group_id, [topic], **FAST) as group,
+            trio.open_nursery() as inner,
+        ):
+            groups.append(group)
+            inner.start_soon(group.consume, recorders[index])
+            while not stops[index].is_set():
+                watch.sample(*groups)
+                await trio.sleep(0.05)
+            inner.cancel_scope.cancel()
+        groups.remove(group)
+
+    def consuming(index: int) -> Callable[[], bool]:
+        return lambda: len(recorders[index].seen) > 0 and bool(groups[-1].assignment())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(producing)
+        nursery.start_soon(member, 0)  # stays until everything is read
+        await wait_for(consuming(0), what="the first member consuming")
+        nursery.start_soon(member, 1)  # joins, consumes, leaves
+        await wait_for(consuming(1), what="the second member consuming")
+        stops[1].set()
+        nursery.start_soon(member, 2)  # the same again
+        await wait_for(consuming(2), what="the third member consuming")
+        stops[2].set()
+        await trio.sleep(0.5)
+        stop_producing.set()
+        await wait_for(lambda: len(seen()) == PARTITIONS * total, what="every record read")
+        stops[0].set()
+    # A fresh member of the group finds nothing left: every record was committed.
+    missing = {(p, o) for p in range(PARTITIONS) for o in range(total)} - seen()
+    assert not missing, sorted(missing)
+    # Every member was given partitions at some point.
+    assert all(any(s.claims for s in r.setups) for r in recorders)
+    late = Recorder()
+    async with (
+        pykaf.open_consumer_group(bootstrap, group_id, [topic], **FAST) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, late)
+        await wait_for(lambda: len(group.assignment().get(topic, [])) == PARTITIONS)
+        await trio.sleep(0.5)
+        assert late.seen == []
+        assert {group.offsets.committed(topic, p) for p in range(PARTITIONS)} == {total}
+        nursery.cancel_scope.cancel()
