@@ -45,6 +45,11 @@ class GroupConfig(ConsumerConfig):
         True, "Commit marked offsets every auto_commit_interval and whenever partitions go."
     )
     auto_commit_interval: float = opt(5.0, "Seconds between automatic commits.")
+    partition_watch_interval: float = opt(
+        5.0,
+        "Seconds between the group leader's checks of the subscribed topics; a topic "
+        "created or given more partitions starts a rebalance.",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -52,6 +57,7 @@ class GroupConfig(ConsumerConfig):
         positive("heartbeat_interval", self.heartbeat_interval)
         positive("rebalance_timeout", self.rebalance_timeout)
         positive("auto_commit_interval", self.auto_commit_interval)
+        positive("partition_watch_interval", self.partition_watch_interval)
         check(
             self.heartbeat_interval < self.session_timeout,
             "heartbeat_interval",

@@ -137,6 +137,7 @@ class ConsumerGroup:
         self._claims: dict[TopicPartition, Claim] = {}
         self._assignment: dict[str, list[int]] = {}
         self._rejoin = trio.Event()
+        self._assigned_counts: dict[str, int] = {}
         self._closed = False
         self._consuming = False
         self._consume_done = trio.Event()
@@ -394,6 +395,7 @@ class ConsumerGroup:
             except errors.UnknownTopicOrPartitionError:
                 log.info("group %s: topic %s does not exist (yet)", self.group_id, topic)
         result = assignor.assign(subscriptions, counts)
+        self._assigned_counts = {t: counts.get(t, 0) for t in wanted}
         S = P.SyncGroupRequest
         return [
             S.SyncGroupRequestAssignment(member_id=mid, assignment=encode_assignment(parts))
@@ -431,6 +433,8 @@ class ConsumerGroup:
                 self._rejoin.set()
 
             tasks.start_soon(heartbeat)
+            if self.leader:
+                tasks.start_soon(self._watch_partitions)
             if self.config.auto_commit:
                 tasks.start_soon(self._auto_commit_loop)
             await self._rejoin.wait()
@@ -556,6 +560,32 @@ class ConsumerGroup:
                     return True
                 continue
             raise err(f"Heartbeat {self.group_id!r}: {err.description}")
+
+    async def _watch_partitions(self) -> None:
+        """The leader's watch: a subscribed topic created or grown means a new assignment."""
+        topics = sorted(self._assigned_counts)
+        while topics:
+            await trio.sleep(self.config.partition_watch_interval)
+            try:
+                await self.client.refresh_metadata(*topics)
+                counts: dict[str, int] = {}
+                for topic in topics:
+                    try:
+                        counts[topic] = len(await self.client.partitions(topic))
+                    except errors.UnknownTopicOrPartitionError:
+                        counts[topic] = 0
+            except errors.PykafError as exc:
+                log.info("group %s: metadata for the partition watch: %s", self.group_id, exc)
+                continue
+            if counts != self._assigned_counts:
+                log.info(
+                    "group %s: partitions changed (%s, were %s); rebalancing",
+                    self.group_id,
+                    counts,
+                    self._assigned_counts,
+                )
+                self._rejoin.set()
+                return
 
     async def _auto_commit_loop(self) -> None:
         while True:

@@ -75,12 +75,15 @@ async def produce(bootstrap: str, topic: str, per_partition: int, start: int = 0
             )
 
 
-async def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "") -> None:
+async def wait_for(
+    cond: Callable[[], bool], timeout: float = 30.0, what: str | Callable[[], Any] = ""
+) -> None:
+    """Wait until ``cond()``; fail naming ``what`` (or what calling it returns)."""
     with trio.move_on_after(timeout):
         while not cond():
             await trio.sleep(0.02)
         return
-    raise AssertionError(f"not within {timeout} s: {what or cond}")
+    raise AssertionError(f"not within {timeout} s: {what() if callable(what) else what or cond}")
 
 
 def all_partitions(*assignments: dict[str, list[int]], topic: str) -> list[int]:
@@ -565,4 +568,33 @@ async def test_members_join_and_leave_under_load(mock_cluster: MockCluster) -> N
         await trio.sleep(0.5)
         assert late.seen == []
         assert {group.offsets.committed(topic, p) for p in range(PARTITIONS)} == {total}
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_topic_created_later_is_picked_up(mock_cluster: MockCluster) -> None:
+    # The leader watches the subscribed topics: one created after the group
+    # formed starts a rebalance that hands its partitions out. (On Tansu the
+    # rebalance happens, but a lone member's rejoin keeps generation 0 and
+    # SyncGroup hands back the first assignment.)
+    mock_cluster.set_group_initial_rebalance_delay(200)
+    broker = bc.broker_from_mock(mock_cluster)
+    early, late, group_id = unique("grp-early"), unique("grp-late"), unique("g")
+    broker.create(early, 1)
+    seen = Recorder()
+    cfg = {**FAST, "partition_watch_interval": 0.2}
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [early, late], **cfg) as g,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g.consume, seen)
+        await wait_for(lambda: g.assignment() == {early: [0]})
+        generation = g.generation_id
+        broker.create(late, 2)
+        await wait_for(
+            lambda: g.assignment() == {early: [0], late: [0, 1]}, what=lambda: g.assignment()
+        )
+        assert g.generation_id > generation
+        async with pykaf.open_producer(broker.bootstrap) as producer:
+            await producer.send(late, b"x", partition=1)
+        await wait_for(lambda: (1, 0) in seen.seen)
         nursery.cancel_scope.cancel()
