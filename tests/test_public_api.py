@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-PUBLIC_MODULES = ["pykaf", "pykaf.codec", "pykaf.errors", "pykaf.testing"]
+PUBLIC_MODULES = ["pykaf", "pykaf.codec", "pykaf.errors", "pykaf.sync", "pykaf.testing"]
 
 
 @pytest.mark.parametrize("modname", PUBLIC_MODULES)

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 import pykaf
+import pykaf._sync.producer
 import pykaf.sync
 from pykaf import errors
 from pykaf.testing import MockCluster, TansuBroker
@@ -407,7 +408,7 @@ def test_ctrl_c_interrupts_a_blocked_send(mock_cluster: MockCluster, producer_fa
 def test_send_async_blocks_when_too_many_records_wait(
     mock_cluster: MockCluster, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(pykaf.sync, "MAX_PENDING", 3)
+    monkeypatch.setattr(pykaf._sync.producer, "MAX_PENDING", 3)
     mock_cluster.create_topic("full", 1, 1)
     mock_cluster.set_partition_leader("full", 0, 1)
     producer = producer_factory(mock_cluster.bootstrap, buffer_records=2)

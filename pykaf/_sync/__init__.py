@@ -1,0 +1,1 @@
+"""The blocking facades behind ``pykaf.sync``: the producer and the consumers."""
