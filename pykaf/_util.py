@@ -31,3 +31,23 @@ async def open_service_nursery() -> AsyncIterator[trio.Nursery]:
                 exc = exc.exceptions[0]
             raise exc from exc.__cause__
         raise
+
+
+async def _host_nursery(
+    task_status: trio.TaskStatus[trio.Nursery] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        task_status.started(nursery)
+        await trio.sleep_forever()
+
+
+async def start_task_nursery(parent: trio.Nursery) -> trio.Nursery:
+    """A nursery for background tasks, hosted by a task of ``parent``.
+
+    Cancelling it (``nursery.cancel_scope.cancel()``) stops those tasks and
+    nothing else: the code running in ``parent``'s body, typically the user's
+    ``async with`` block, carries on. ``parent`` must still be cancelled (or
+    the hosted nursery's scope) for the parent to finish.
+    """
+    nursery: trio.Nursery = await parent.start(_host_nursery)
+    return nursery

@@ -27,7 +27,7 @@ from pykaf._consumer.config import ConsumerConfig
 from pykaf._consumer.fetcher import BrokerFetcher
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._consumer.read_committed import TransactionFilter
-from pykaf._util import open_service_nursery
+from pykaf._util import open_service_nursery, start_task_nursery
 
 log = logging.getLogger("pykaf.consumer")
 
@@ -264,9 +264,12 @@ async def open_consumer(
     async with AsyncExitStack() as stack:
         client, cfg = await client_for(stack, ConsumerConfig, bootstrap_servers_or_client, config)
         async with open_service_nursery() as nursery:
-            consumer = Consumer(client, cfg, nursery)
+            # The consumer's tasks live in a nursery of their own, so that
+            # aclose() inside the block stops them and not the block.
+            consumer = Consumer(client, cfg, await start_task_nursery(nursery))
             try:
                 yield consumer
             finally:
                 with trio.CancelScope(shield=True):
                     await consumer.aclose()
+                nursery.cancel_scope.cancel()

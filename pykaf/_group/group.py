@@ -48,7 +48,7 @@ from pykaf._group.assignors import (
 from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import CommitError, OffsetManager
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
-from pykaf._util import open_service_nursery
+from pykaf._util import open_service_nursery, start_task_nursery
 from pykaf.codec import Record
 
 log = logging.getLogger("pykaf.group")
@@ -672,12 +672,14 @@ async def open_consumer_group(
     async with AsyncExitStack() as stack:
         client, cfg = await client_for(stack, GroupConfig, bootstrap_servers_or_client, config)
         async with open_service_nursery() as nursery:
-            async with open_service_nursery() as consumer_nursery:
-                consumer = Consumer(client, cfg, consumer_nursery)
-                group = ConsumerGroup(client, cfg, group_id, topics, consumer, nursery)
-                try:
-                    yield group
-                finally:
-                    with trio.CancelScope(shield=True):
-                        await group.aclose()
-            nursery.cancel_scope.cancel()
+            # Tasks live in nurseries of their own, so that aclose() inside the
+            # block stops them and not the block.
+            consumer = Consumer(client, cfg, await start_task_nursery(nursery))
+            tasks = await start_task_nursery(nursery)
+            group = ConsumerGroup(client, cfg, group_id, topics, consumer, tasks)
+            try:
+                yield group
+            finally:
+                with trio.CancelScope(shield=True):
+                    await group.aclose()
+                nursery.cancel_scope.cancel()

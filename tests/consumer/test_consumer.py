@@ -542,3 +542,16 @@ async def test_a_broker_down_then_up_while_consuming(mock_cluster: MockCluster) 
         mock_cluster.broker_up(leader)
 
     await _produce_and_consume_under_faults(mock_cluster, topic, faults, 1500)
+
+
+async def test_aclose_inside_the_block_leaves_the_block_running(tansu_broker: Any) -> None:
+    topic = new_topic(tansu_broker, "cons-aclose", 1)
+    reached = []
+    async with pykaf.open_consumer(tansu_broker.bootstrap) as consumer:
+        pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
+        await consumer.aclose()
+        await trio.sleep(0)  # a checkpoint: the block must not be cancelled
+        reached.append(True)
+        with pytest.raises(errors.ClosedError):
+            await pc.next_batch()
+    assert reached == [True]

@@ -598,3 +598,18 @@ async def test_a_topic_created_later_is_picked_up(mock_cluster: MockCluster) -> 
             await producer.send(late, b"x", partition=1)
         await wait_for(lambda: (1, 0) in seen.seen)
         nursery.cancel_scope.cancel()
+
+
+async def test_aclose_inside_the_block_leaves_the_block_running(tansu_broker: Any) -> None:
+    topic, group_id = unique("grp-aclose"), unique("g")
+    tansu_broker.create(topic, 1)
+    reached = []
+    async with pykaf.open_consumer_group(
+        tansu_broker.bootstrap, group_id, [topic], **FAST
+    ) as group:
+        await group.aclose()
+        await trio.sleep(0)  # a checkpoint: the block must not be cancelled
+        reached.append(True)
+        with pytest.raises(errors.ClosedError):
+            await group.consume(Recorder())
+    assert reached == [True]
