@@ -140,7 +140,11 @@ class Connection:
         self._next_id = 0
         self._pending: deque[Pending] = deque()
         self._out: list[bytes] = []
-        self._in = bytearray()
+        # Bytes received and not yet framed: the chunks as read (or views of
+        # their tails), never copied until a whole frame is there.
+        self._chunks: deque[bytes | memoryview] = deque()
+        self._buffered = 0
+        self._frame_size = -1  # the current frame's size once its prefix is in
         self._closed_reason: str | None = None
 
     # -- sending --------------------------------------------------------------
@@ -224,28 +228,64 @@ class Connection:
         """
         if self._closed_reason is not None:
             raise ProtocolError(f"connection is broken: {self._closed_reason}")
-        self._in += data
+        if data:
+            self._chunks.append(data if isinstance(data, bytes) else bytes(data))
+            self._buffered += len(data)
         out: list[Response] = []
-        buf = self._in
-        pos = 0
-        try:
-            while len(buf) - pos >= 4:
-                (size,) = _SIZE.unpack_from(buf, pos)
+        while True:
+            if self._frame_size < 0:
+                if self._buffered < 4:
+                    break
+                (size,) = _SIZE.unpack(self._peek(4))
                 if size < 4 or size > self.max_response_bytes:
                     self._break(f"invalid response size {size}")
-                if len(buf) - pos - 4 < size:
-                    break
-                # Copy the frame out and let go of the view at once: the buffer
-                # cannot be resized while a view of it exists, and the decoder
-                # may raise.
-                with memoryview(buf) as view:
-                    frame = bytes(view[pos + 4 : pos + 4 + size])
-                pos += 4 + size
-                out.append(self._handle_frame(frame))
-        finally:
-            if pos:
-                del buf[:pos]
+                self._frame_size = size
+            if self._buffered < 4 + self._frame_size:
+                break
+            frame = self._take_frame(self._frame_size)
+            self._frame_size = -1
+            out.append(self._handle_frame(frame))
         return out
+
+    def _peek(self, n: int) -> bytes:
+        """The first ``n`` buffered bytes (``n`` is small: a size prefix)."""
+        first = self._chunks[0]
+        if len(first) >= n:
+            return bytes(first[:n])
+        return b"".join(bytes(c) for c in self._chunks)[:n]
+
+    def _take_frame(self, size: int) -> bytes:
+        """Remove a size prefix and the ``size`` bytes after it; return those bytes.
+
+        Each received byte is copied once: into the frame's own bytes object.
+        """
+        chunks = self._chunks
+        self._buffered -= 4 + size
+        skip, need = 4, size
+        parts: list[bytes | memoryview] = []
+        while skip or need:
+            chunk = chunks[0]
+            length = len(chunk)
+            if skip:
+                if length <= skip:
+                    chunks.popleft()
+                    skip -= length
+                    continue
+                chunk = memoryview(chunk)[skip:]
+                length -= skip
+                skip = 0
+            if length <= need:
+                parts.append(chunk)
+                chunks.popleft()
+                need -= length
+            else:
+                view = memoryview(chunk)
+                parts.append(view[:need])
+                chunks[0] = view[need:]
+                need = 0
+        if len(parts) == 1:
+            return bytes(parts[0])
+        return b"".join(parts)
 
     def _handle_frame(self, frame: bytes) -> Response:
         if not self._pending:

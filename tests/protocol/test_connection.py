@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 from typing import Any
 
@@ -93,6 +94,35 @@ def test_requests_are_framed_and_answered_in_order() -> None:
     assert [r.context for r in got] == [0, 1, 2]
     assert [r.body.cluster_id for r in got] == ["c0", "c1", "c2"]
     assert conn.in_flight == 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_frames_split_anywhere_decode_the_same(seed: int) -> None:
+    # Reads end anywhere: inside a size prefix, inside a body, across several
+    # frames; bytes may come as bytes, bytearray or memoryview.
+    rng = random.Random(seed)
+    conn, broker = Connection(), FakeBroker()
+    handshake(conn, broker, Metadata=(0, 12), ApiVersions=(0, 3))
+    n = rng.randrange(1, 8)
+    for _ in range(n):
+        conn.send_request(P.MetadataRequest(topics=None))
+    reqs = broker.requests(conn.data_to_send())
+    names = ["x" * rng.randrange(0, 3000) for _ in range(n)]
+    wire = b"".join(
+        broker.answer(h, P.MetadataResponse(cluster_id=name))
+        for (h, _), name in zip(reqs, names, strict=True)
+    )
+    got = []
+    pos = 0
+    while pos < len(wire):
+        step = rng.choice([1, 2, 3, 5, rng.randrange(1, 5000)])
+        piece = wire[pos : pos + step]
+        piece = rng.choice([bytes, bytearray, memoryview])(piece)
+        got += conn.receive_data(piece)
+        pos += step
+    assert [r.body.cluster_id for r in got] == names
+    assert conn.in_flight == 0
+    assert conn.receive_data(b"") == []
 
 
 def test_acks_zero_produce_expects_no_response() -> None:
