@@ -243,6 +243,10 @@ class MockBench(BenchBroker):
         """rd_kafka_mock_topic_delete."""
         self._command("delete", topic)
 
+    def set_group_initial_rebalance_delay(self, delay_ms: int) -> None:
+        """The brokers' ``group.initial.rebalance.delay.ms`` (librdkafka's mock: 3000)."""
+        self._command("group-delay", str(delay_ms))
+
     def close(self) -> None:
         """End the child process (closing its stdin makes it destroy the cluster)."""
         proc = self._proc
@@ -268,6 +272,8 @@ def _serve_mock(brokers: int, stdin: IO[str], stdout: IO[str]) -> None:
                     cluster.create_topic(words[1], partitions=int(words[2]))
                 elif words[:1] == ["delete"] and len(words) == 2:
                     cluster.delete_topic(words[1])
+                elif words[:1] == ["group-delay"] and len(words) == 2:
+                    cluster.set_group_initial_rebalance_delay(int(words[1]))
                 else:
                     raise ValueError(f"unknown command {line.strip()!r}")
             except Exception as exc:  # reported to the parent, which raises

@@ -15,7 +15,9 @@ in the same run, back to back):
   190,640 in all (measured). 31,250 records are 3.4 MB of batches, which it
   keeps whole; the setup checks that every partition still starts at offset 0.
   The mock also answers a Fetch with one batch per partition (2,383 records
-  here), so it takes 14 Fetches to read a partition.
+  here), so it takes 14 Fetches to read a partition. This module runs a mock
+  cluster of its own (fixture ``consumer_mock``) with
+  ``group.initial.rebalance.delay.ms`` set to 0 (librdkafka's default is 3 s).
 
 Setup, once per broker and module (not timed): pykaf's producer writes
 1,000,000 values of 100 random bytes (no keys, no headers, no compression;
@@ -35,6 +37,8 @@ assigning the partitions from the start (ListOffsets where the client resolves
 "oldest"), connecting to their leaders, fetching and decoding everything. The
 asyncio and trio clients keep their event loop running from setup to
 teardown in a thread of their own; the benchmark's thread only waits for it.
+The group variants (below) are timed from subscribe / ``consume`` on, so
+their time also holds joining the group (JoinGroup, SyncGroup, OffsetFetch).
 
 Fetch settings, the same for every client where it has the setting (the rest
 at each client's defaults): at most 64 MiB per Fetch response and 8 MiB per
@@ -52,7 +56,11 @@ round waits for it: every round stops at the high watermarks).
 
   - ``next_batch``: ``await pc.next_batch()`` until the partition's end
     offset, a loop over each list;
-  - ``iter``: ``async for record in pc`` until the end offset.
+  - ``iter``: ``async for record in pc`` until the end offset;
+
+  and ``sync``: the blocking ``pykaf.sync.Consumer`` (same settings) from the
+  benchmark's thread, ``assign()`` at OLDEST, then ``consume(10000,
+  timeout=1.0)`` until every record is in, as the confluent-kafka round reads.
 
 * ``confluent-kafka``: ``Consumer`` with ``assign()`` at offset 0 (a group id
   is required but nothing is committed: ``enable.auto.commit=false``), then
@@ -73,6 +81,67 @@ round waits for it: every round stops at the high watermarks).
   max_records=10000)`` until every record is in. It reads the whole 1,000,000
   too (about 3 s a round: the module takes about a minute).
 
+Consumer groups, one member in a fresh group each round (a new group id: no
+committed offsets, so ``auto_offset_reset="earliest"`` starts every partition
+at 0), auto-commit on at each client's default (every 5 s, so in practice the
+final commit at close), range assignment (both clients' first choice):
+
+* ``pykaf[group]``: ``pykaf.open_consumer_group(bootstrap, group_id, [topic],
+  **pykaf options above, auto_offset_reset="earliest")`` and
+  ``group.consume(handler)``, sarama's handler contract: ``consume_claim``
+  loops ``await claim.next_batch()`` up to the partition's end offset,
+  sums the value lengths and calls ``session.mark_message(batch[-1])`` once per
+  batch. Not timed: opening the group (client, metadata of the topic) and
+  looking up and connecting to the coordinator (librdkafka does that as soon as
+  its consumer exists, before subscribe). Once every claim is read the round
+  cancels ``consume``, which commits the marks and leaves the group (not
+  timed). Not ``group.aclose()``: called inside ``async with
+  open_consumer_group(...)`` it cancels the rest of that block too, silently
+  (``Consumer.aclose`` cancels the service nursery the context manager yields
+  inside of; the next checkpoint raises Cancelled and the nursery swallows it).
+* ``confluent-kafka[group]``: the settings above with a fresh ``group.id``,
+  ``auto.offset.reset=earliest`` and ``enable.auto.commit`` at its default;
+  ``subscribe()`` then ``consume()`` as above; ``close()`` outside the timing.
+
+Each group round also checks that the member got one assignment (no
+rebalance) and, after a synchronous commit outside the timing, that the
+group's committed offsets are the partitions' ends. ``extra_info`` holds the
+medians over the rounds of ``join_s`` (subscribe / consume to the
+assignment: pykaf's ``handler.setup``, confluent-kafka's ``on_assign``),
+``read_s`` (assignment to the last record) and
+``records_per_s_after_join``.
+
+**The brokers make a new group's first member wait.** Measured here:
+
+* The librdkafka mock holds the JoinGroup of a group with no members for
+  ``group.initial.rebalance.delay.ms``, 3 s by default, waiting for more
+  members. This module's mock has it at 0 (one member has nobody to wait
+  for), and joining takes 1-5 ms.
+* Tansu 0.6.0 answers JoinGroup with MEMBER_ID_REQUIRED (KIP-394) at once,
+  then holds the JoinGroup that carries the member id for ceil(session
+  timeout / 2) whole seconds, at least 1 s: 23.0 s at the default 45 s
+  session (pykaf's and librdkafka's default), 5.0 s at 10 s, 3.0 s at 6 s,
+  1.0 s at 2, 1 and 0.3 s. It does so for a new group and for an existing
+  group whose members all left (the same group id again: 3.0 s at 6 s), with
+  JoinGroup v3 as with v5, and with static membership (``group_instance_id``)
+  it holds SyncGroup for as long too. It has no setting for it (``tansu
+  broker --help``). librdkafka waits the same (1.0 s at a 2 s session, 3.0 s
+  at 6 s). So on Tansu both group clients run with ``session_timeout`` 2 s
+  and ``heartbeat_interval`` 0.5 s (pykaf; ``session.timeout.ms=2000``,
+  ``heartbeat.interval.ms=500`` for librdkafka), which makes it 1 s, the
+  least Tansu waits, instead of 23 s a round. That second is in both
+  clients' timed rounds (a group user on Tansu pays it) and dilutes the
+  ``consume-1M-tansu | pykaf[group] | confluent-kafka[group]`` ratio towards
+  1; ``join_s`` shows it (about 1.005 s for both) and ``read_s`` /
+  ``records_per_s_after_join`` give the comparison without it. On the mock
+  both clients keep their default session and heartbeat settings.
+
+Pairing (``extra_info["params"]``, which ``bench/ratios.py`` matches):
+``assign`` for the assign variants (pykaf's ``next_batch``, ``iter`` and ``sync``,
+confluent-kafka, aiokafka) and ``group`` for the two group variants, so
+``pykaf[group]`` is compared with ``confluent-kafka[group]`` only and the
+assign variants with each other.
+
 ``pykaf[raw-fetch]`` is informational, the broker's side of the picture: pykaf's
 cluster client sends bare Fetch requests (the same sizes, one in flight per
 broker, the brokers in parallel), walks the batch headers to find the next
@@ -92,6 +161,7 @@ import itertools
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -125,9 +195,26 @@ CLIENTS: list[tuple[str, str | None]] = [
     (AIOKAFKA, None),
     (PYKAF, "next_batch"),
     (PYKAF, "iter"),
+    (PYKAF, "sync"),
     (PYKAF, "raw-fetch"),
+    (CONFLUENT, "group"),
+    (PYKAF, "group"),
 ]
+GROUP = "group"  # the consumer-group variants: subscribe, join, read, commit
+# ratios.py pairs equal params only: assign with assign, group with group.
+ASSIGN_PARAMS = "assign"
+GROUP_PARAMS = "group"
 RAW_PARAMS = "decode=none"  # no peer has these params: ratios.py pairs raw-fetch with nothing
+
+# Group settings. Tansu answers a JoinGroup into an empty group only after
+# ceil(session timeout / 2) whole seconds, at least 1 s (see the docstring): at
+# the default 45 s session that is 23 s a round, so both group clients run
+# with a 2 s session there (1 s, the least Tansu waits) and heartbeat every
+# 0.5 s. On the mock they keep their defaults, and the mock's initial
+# rebalance delay (3 s by default) is 0: one member has nobody to wait for.
+GROUP_SESSION_S = {"tansu": 2.0}
+GROUP_HEARTBEAT_S = 0.5
+MOCK_GROUP_DELAY_MS = 0
 
 _FETCH = 1
 _FETCH_VERSION = 11  # topics by name; both brokers accept it
@@ -204,6 +291,25 @@ def _prepare(broker: BenchBroker, name: str) -> Dataset:
     return Dataset(broker, topic, marks)
 
 
+@pytest.fixture(scope="session")  # outlives ``datasets``, which deletes its topic
+def consumer_mock() -> Iterator[BenchBroker]:
+    """This module's mock cluster: 3 brokers, no initial rebalance delay for groups.
+
+    Its own, not the session's ``bench_mock``: the delay is the cluster's, and
+    the producer benchmarks run with librdkafka's default there.
+    """
+    pytest.importorskip("confluent_kafka", reason="the mock cluster comes with confluent-kafka")
+    broker: BenchBroker = importlib.import_module("bench._brokers").MockBench(3)
+    try:
+        broker.set_group_initial_rebalance_delay(MOCK_GROUP_DELAY_MS)
+        yield broker
+    finally:
+        broker.close()
+
+
+_BROKER_FIXTURES = {"tansu": "bench_tansu", "mock": "consumer_mock"}
+
+
 @pytest.fixture(scope="module")
 def datasets(request: pytest.FixtureRequest) -> Iterator[Callable[[str], Dataset]]:
     """The topic of each broker, produced on first use and deleted after the module."""
@@ -211,7 +317,7 @@ def datasets(request: pytest.FixtureRequest) -> Iterator[Callable[[str], Dataset
 
     def get(name: str) -> Dataset:
         if name not in made:
-            made[name] = _prepare(request.getfixturevalue(f"bench_{name}"), name)
+            made[name] = _prepare(request.getfixturevalue(_BROKER_FIXTURES[name]), name)
         return made[name]
 
     yield get
@@ -325,8 +431,12 @@ class ConfluentRound(Round):
 
     def run(self) -> None:
         tp = self.ck.TopicPartition
+        self.consumer.assign([tp(self.topic, p, 0) for p in self.data.partitions])
+        self.result = self.read()
+
+    def read(self) -> tuple[int, int]:
+        """consume() until every record is in; return (records, value bytes)."""
         consumer = self.consumer
-        consumer.assign([tp(self.topic, p, 0) for p in self.data.partitions])
         total = self.data.records
         deadline = time.monotonic() + ROUND_TIMEOUT_S
         count = size = 0
@@ -339,10 +449,52 @@ class ConfluentRound(Round):
             count += len(messages)
             if time.monotonic() > deadline:
                 break
-        self.result = (count, size)
+        return count, size
 
     def stop(self) -> tuple[int, int]:
         self.consumer.close()
+        return self.result
+
+
+class ConfluentGroupRound(ConfluentRound):
+    """confluent-kafka in a fresh group: subscribe(), consume() in batches, auto-commit on."""
+
+    def config(self) -> dict[str, Any]:
+        config = super().config()
+        del config["enable.auto.commit"]  # the default: on, every 5 s
+        config["group.id"] = f"bench-group-{uuid.uuid4().hex}"  # no committed offsets
+        config["auto.offset.reset"] = "earliest"
+        config.update(confluent_group_options(self.data.broker.name))
+        return config
+
+    def run(self) -> None:
+        started = time.perf_counter()
+        assigned: list[float] = []
+        self.consumer.subscribe(
+            [self.topic], on_assign=lambda consumer, parts: assigned.append(time.perf_counter())
+        )
+        self.result = self.read()
+        done = time.perf_counter()
+        self.notes["generations"] = len(assigned)
+        if assigned:
+            self.notes["join_s"] = assigned[0] - started
+            self.notes["read_s"] = done - assigned[0]
+
+    def stop(self) -> tuple[int, int]:
+        """Commit what was read (outside the timing), check the group's offsets, close."""
+        ck = self.ck
+        consumer = self.consumer
+        try:
+            try:
+                consumer.commit(asynchronous=False)
+            except ck.KafkaException as exc:  # nothing new since the last auto-commit
+                if exc.args[0].code() != ck.KafkaError._NO_OFFSET:
+                    raise
+            parts = [ck.TopicPartition(self.topic, p) for p in self.data.partitions]
+            committed = consumer.committed(parts, timeout=30)
+            self.notes["committed"] = {tp.partition: tp.offset for tp in committed}
+        finally:
+            consumer.close()
         return self.result
 
 
@@ -469,6 +621,140 @@ class PykafIterRound(_PykafRound):
         return count, size
 
 
+class PykafSyncRound(Round):
+    """``pykaf.sync.Consumer``: assign() every partition at OLDEST, consume() in batches.
+
+    The blocking facade from the benchmark's own thread, the way a script
+    reads: ``consume(max_records=CONSUME_BATCH, timeout=1.0)`` until every
+    record is in, as the confluent-kafka round does.
+    """
+
+    def start(self) -> None:
+        self.pykaf = importlib.import_module("pykaf")
+        sync = importlib.import_module("pykaf.sync")
+        self.consumer = sync.Consumer(self.bootstrap, **pykaf_consumer_options())
+
+    def run(self) -> None:
+        oldest = self.pykaf.OLDEST
+        self.consumer.assign([(self.topic, p, oldest) for p in self.data.partitions])
+        total = self.data.records
+        deadline = time.monotonic() + ROUND_TIMEOUT_S
+        count = size = 0
+        while count < total and time.monotonic() < deadline:
+            records = self.consumer.consume(CONSUME_BATCH, timeout=1.0)
+            for record in records:
+                size += len(record.value)
+            count += len(records)
+        self.result = (count, size)
+
+    def stop(self) -> tuple[int, int]:
+        self.consumer.close()
+        return self.result
+
+
+def pykaf_group_options(broker_name: str) -> dict[str, Any]:
+    """pykaf's group settings on ``broker_name``: the consumer's, plus the group's."""
+    options = {**pykaf_consumer_options(), "auto_offset_reset": "earliest"}
+    if broker_name in GROUP_SESSION_S:
+        options["session_timeout"] = GROUP_SESSION_S[broker_name]
+        options["heartbeat_interval"] = GROUP_HEARTBEAT_S
+    return options
+
+
+def confluent_group_options(broker_name: str) -> dict[str, Any]:
+    """confluent-kafka's group settings on ``broker_name`` beyond its fetch settings."""
+    if broker_name not in GROUP_SESSION_S:
+        return {}
+    return {
+        "session.timeout.ms": int(GROUP_SESSION_S[broker_name] * 1000),
+        "heartbeat.interval.ms": int(GROUP_HEARTBEAT_S * 1000),
+    }
+
+
+class _GroupHandler:
+    """A sarama-style handler reading every claim up to its partition's end offset."""
+
+    def __init__(self, ends: dict[int, int]) -> None:
+        self.ends = ends
+        self.count = self.size = 0
+        self.unfinished = set(ends)
+        self.all_read = trio.Event()
+        self.generations = 0
+        self.joined: float | None = None  # perf_counter() at the first setup()
+
+    async def setup(self, session: Any) -> None:
+        self.generations += 1
+        if self.joined is None:
+            self.joined = time.perf_counter()
+
+    async def consume_claim(self, session: Any, claim: Any) -> None:
+        last = self.ends[claim.partition] - 1
+        count = size = 0
+        while True:
+            batch = await claim.next_batch()
+            if not batch:  # revoked before its end: the round's counts come out short
+                return
+            for record in batch:
+                size += len(record.value)
+            count += len(batch)
+            session.mark_message(batch[-1])
+            if batch[-1].offset >= last:
+                break
+        self.count += count
+        self.size += size
+        self.unfinished.discard(claim.partition)
+        if not self.unfinished:
+            self.all_read.set()
+
+    async def cleanup(self, session: Any) -> None:
+        return None
+
+
+class PykafGroupRound(_ThreadedRound):
+    """``pykaf.open_consumer_group`` in a fresh group, a handler per claim, auto-commit on."""
+
+    def loop_main(self) -> None:
+        trio.run(self._main_async)
+
+    async def _main_async(self) -> None:
+        pykaf = importlib.import_module("pykaf")
+        group_id = f"bench-group-{uuid.uuid4().hex}"  # no committed offsets: from 0
+        options = pykaf_group_options(self.data.broker.name)
+        async with pykaf.open_consumer_group(
+            self.bootstrap, group_id, [self.topic], **options
+        ) as group:
+            # Outside the timing, as the other clients' open: the topic's metadata
+            # and the coordinator's connection (librdkafka looks the coordinator
+            # up as soon as its consumer is created).
+            client = group.client
+            await client.refresh_metadata(self.topic)
+            assert sorted(await client.partitions(self.topic)) == self.data.partitions
+            await client.connect_to(await client.coordinator(group_id))
+            handler = _GroupHandler(self.data.ends)
+            self.gate.ready.set()
+            await trio.to_thread.run_sync(self.gate.go.wait)
+            async with trio.open_nursery() as nursery:
+                started = time.perf_counter()
+                nursery.start_soon(group.consume, handler)
+                with trio.fail_after(ROUND_TIMEOUT_S):
+                    await handler.all_read.wait()
+                done = time.perf_counter()
+                self.result = (handler.count, handler.size)
+                self.gate.done.set()
+                # Outside the timing: consume's cancellation commits the marks and
+                # leaves the group. (Not group.aclose(): inside this block it
+                # cancels the rest of the block too; see the docstring.)
+                nursery.cancel_scope.cancel()
+            committed = await group.offsets.fetch([(self.topic, p) for p in self.data.partitions])
+            self.notes["committed"] = {
+                p: committed.get((self.topic, p), -1) for p in self.data.ends
+            }
+            self.notes["generations"] = handler.generations
+            if handler.joined is not None:
+                self.notes["join_s"] = handler.joined - started
+                self.notes["read_s"] = done - handler.joined
+
+
 class RawFetchRound(_ThreadedRound):
     """Bare Fetch requests through pykaf's client: no record decoded (informational).
 
@@ -567,25 +853,36 @@ def _walk_batches(data: bytes | memoryview, offset: int) -> tuple[int, int]:
 def _round_factory(client: str, variant: str | None) -> Callable[[Dataset], Round]:
     if client == CONFLUENT:
         pytest.importorskip("confluent_kafka")
-        return ConfluentRound
+        return ConfluentGroupRound if variant == GROUP else ConfluentRound
     if client == AIOKAFKA:
         pytest.importorskip("aiokafka")
         return AiokafkaRound
     pykaf = importlib.import_module("pykaf")
     if not hasattr(pykaf, "open_consumer"):
         pytest.skip("pykaf.open_consumer does not exist yet")
+    if variant == GROUP and not hasattr(pykaf, "open_consumer_group"):
+        pytest.skip("pykaf.open_consumer_group does not exist yet")
     rounds: dict[str | None, Callable[[Dataset], Round]] = {
         "next_batch": PykafNextBatchRound,
         "iter": PykafIterRound,
+        "sync": PykafSyncRound,
         "raw-fetch": RawFetchRound,
+        GROUP: PykafGroupRound,
     }
     return rounds[variant]
 
 
-def _settings(client: str) -> dict[str, Any]:
+def _params(variant: str | None) -> str:
+    """What ratios.py pairs on: assign with assign, group with group, raw-fetch with nothing."""
+    if variant == "raw-fetch":
+        return RAW_PARAMS
+    return GROUP_PARAMS if variant == GROUP else ASSIGN_PARAMS
+
+
+def _settings(client: str, variant: str | None, broker_name: str) -> dict[str, Any]:
     """The client's non-default settings, for ``extra_info``."""
     if client == CONFLUENT:
-        return {
+        settings = {
             "fetch.max.bytes": FETCH_MAX_BYTES,
             "max.partition.fetch.bytes": PARTITION_FETCH_BYTES,
             "isolation.level": "read_uncommitted",
@@ -593,13 +890,25 @@ def _settings(client: str) -> dict[str, Any]:
             "fetch.queue.backoff.ms": CONFLUENT_QUEUE_BACKOFF_MS,
             "num_messages": CONSUME_BATCH,
         }
+        if variant == GROUP:
+            settings["auto.offset.reset"] = "earliest"
+            settings.update(confluent_group_options(broker_name))
+        return settings
     if client == AIOKAFKA:
         return {
             "fetch_max_bytes": FETCH_MAX_BYTES,
             "max_partition_fetch_bytes": PARTITION_FETCH_BYTES,
             "max_records": CONSUME_BATCH,
         }
+    if variant == GROUP:
+        return pykaf_group_options(broker_name)
     return pykaf_consumer_options()
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 # -- the benchmark ------------------------------------------------------------------------
@@ -621,20 +930,23 @@ def test_consume(
     make_round = _round_factory(client, variant)
     data = datasets(broker_name)
     raw = variant == "raw-fetch"
+    group = variant == GROUP
     tag(
         benchmark,
         group=f"consume-1M-{broker_name}",
         client=client,
         records=data.records,
         variant=variant,
-        params=RAW_PARAMS if raw else "",
+        params=_params(variant),
         value_bytes=VALUE_SIZE,
         partitions=len(data.ends),
-        settings=_settings(client),
+        settings=_settings(client, variant, broker_name),
     )
 
     current: list[Round] = []  # the round set up and not torn down yet
     results: list[tuple[int, int]] = []
+    joins: list[float] = []  # group rounds: seconds from subscribe/consume to the assignment
+    reads: list[float] = []  # and from the assignment to the last record
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         one = make_round(data)
@@ -656,6 +968,17 @@ def test_consume(
             assert size == data.value_bytes, (
                 f"{client}: the values read add up to {size} bytes, expected {data.value_bytes}"
             )
+        if group:
+            notes = one.notes
+            assert notes.get("generations") == 1, (
+                f"{client}: {notes.get('generations')} assignments in one round (a rebalance?)"
+            )
+            assert notes.get("committed") == data.ends, (
+                f"{client}: the group committed {notes.get('committed')}, expected {data.ends}"
+            )
+            joins.append(notes.pop("join_s"))
+            reads.append(notes.pop("read_s"))
+            del notes["committed"]
         benchmark.extra_info.update(one.notes)  # the last round's
 
     def one_round(one: Round) -> None:
@@ -671,4 +994,8 @@ def test_consume(
         stats = getattr(benchmark, "stats", None)
         if stats is not None and stats.stats.median > 0:
             benchmark.extra_info["mb_per_s"] = round(results[-1][1] / stats.stats.median / 1e6)
+    if group:  # the join, broker's wait included, and the reading after it (medians)
+        benchmark.extra_info["join_s"] = round(_median(joins), 4)
+        benchmark.extra_info["read_s"] = round(_median(reads), 4)
+        benchmark.extra_info["records_per_s_after_join"] = round(data.records / _median(reads))
     note_rate(benchmark, data.records)
