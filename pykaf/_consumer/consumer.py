@@ -168,9 +168,9 @@ class Consumer:
                     node = await self._leader(pc)
                 except errors.PykafError as exc:
                     pc.failures += 1
-                    if not exc.__class__.__dict__.get("retriable", False) and not isinstance(
-                        exc, errors.RetriableError
-                    ):
+                    if pc.failures == 1 and not getattr(exc, "retriable", False):
+                        # Reported once per run of failures; the task keeps trying
+                        # with backoff (an ACL or a topic may yet appear).
                         pc.report(exc)
                     log.info("%s/%d: %s", pc.topic, pc.partition, exc)
                     continue

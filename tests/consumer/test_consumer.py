@@ -555,3 +555,25 @@ async def test_aclose_inside_the_block_leaves_the_block_running(tansu_broker: An
         with pytest.raises(errors.ClosedError):
             await pc.next_batch()
     assert reached == [True]
+
+
+async def test_a_refused_start_is_reported_once_and_retried(mock_cluster: MockCluster) -> None:
+    # ListOffsets refused (an ACL missing, say): the partition reports it on
+    # errors() once and keeps trying; when the broker relents, it reads.
+    broker = bc.broker_from_mock(mock_cluster)
+    topic = new_topic(broker, "cons-refused", 1)
+    async with pykaf.open_producer(broker.bootstrap) as producer:
+        await producer.send(topic, b"v", partition=0)
+    list_offsets = 2
+    mock_cluster.push_request_errors(list_offsets, *[errors.TopicAuthorizationError] * 3)
+    async with pykaf.open_consumer(broker.bootstrap, retry_backoff=0.02) as consumer:
+        pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
+        assert [r.value for r in await read_n(pc, 1)] == [b"v"]
+        reported = []
+        while True:
+            try:
+                reported.append(pc.errors().receive_nowait())
+            except trio.WouldBlock:
+                break
+        assert len(reported) == 1
+        assert isinstance(reported[0].error, errors.TopicAuthorizationError)
