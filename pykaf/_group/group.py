@@ -251,8 +251,10 @@ class ConsumerGroup:
     # -- marks ----------------------------------------------------------------------
 
     def _mark(self, topic: str | None, partition: int, offset: int, metadata: str | None) -> None:
-        claim = self._claims.get((topic, partition)) if topic is not None else None
-        if claim is None or claim.revoked or topic is None:
+        # Marks count until the claim is dropped, after its consume_claim has
+        # returned and the group has committed: a handler finishing its last
+        # record after the claim ended still gets that record committed.
+        if topic is None or (topic, partition) not in self._claims:
             return
         self.offsets.mark(topic, partition, offset, metadata)
 

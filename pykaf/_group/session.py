@@ -123,8 +123,9 @@ class GroupSession:
     def mark_message(self, record: Record, metadata: str | None = None) -> None:
         """Mark ``record`` consumed: the group commits the offset after it.
 
-        Marks only move forward; a mark for a partition this member no longer
-        owns is ignored.
+        Marks only move forward. They count until the claim is dropped (after
+        its consume_claim returned and the group committed); a mark for a
+        partition this member no longer owns is ignored.
         """
         self._group._mark(record.topic, record.partition, record.offset + 1, metadata)
 

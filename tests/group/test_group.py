@@ -17,6 +17,7 @@ import trio
 
 import pykaf
 from pykaf import errors
+from pykaf._group.offsets import OffsetManager
 from pykaf.testing import MockCluster
 
 bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
@@ -613,3 +614,44 @@ async def test_aclose_inside_the_block_leaves_the_block_running(tansu_broker: An
         with pytest.raises(errors.ClosedError):
             await group.consume(Recorder())
     assert reached == [True]
+
+
+async def test_a_mark_made_after_the_claim_ended_is_still_committed(tansu_broker: Any) -> None:
+    # The handler finishes its last record after the claim's records ended
+    # (the group is closing): that mark still goes into the closing commit.
+    topic, group_id = unique("grp-late-mark"), unique("g")
+    tansu_broker.create(topic, 1)
+    await produce_one(tansu_broker.bootstrap, topic, 3)
+
+    class SlowFinisher:
+        async def setup(self, session: pykaf.GroupSession) -> None:
+            pass
+
+        async def consume_claim(self, session: pykaf.GroupSession, claim: pykaf.Claim) -> None:
+            last = None
+            async for record in claim:
+                last = record
+            assert claim.revoked
+            await trio.sleep(0.05)  # still working on the last record
+            assert last is not None
+            session.mark_message(last)
+
+        async def cleanup(self, session: pykaf.GroupSession) -> None:
+            pass
+
+    async with (
+        pykaf.open_consumer_group(tansu_broker.bootstrap, group_id, [topic], **FAST) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, SlowFinisher())
+        await wait_for(
+            lambda: bool(group._claims) and group.statistics().partitions[0].position == 3
+        )
+        await group.aclose()
+    async with pykaf.open_client(tansu_broker.bootstrap) as client:
+        assert await OffsetManager(client, group_id, None).fetch([(topic, 0)]) == {(topic, 0): 3}
+
+
+async def produce_one(bootstrap: str, topic: str, n: int) -> None:
+    async with pykaf.open_producer(bootstrap) as producer:
+        await producer.send_batch(topic, [b"%d" % i for i in range(n)], partition=0)
