@@ -1,0 +1,11 @@
+"""Every API the fake cluster answers, gathered from the handler modules."""
+
+from __future__ import annotations
+
+from pykaf.testing._fake import meta
+from pykaf.testing._fake.api import Api
+
+
+def all_apis() -> list[Api]:
+    """The APIs of every handler module (a later module's entry wins for one key)."""
+    return [*meta.APIS]
