@@ -23,6 +23,7 @@ import trio
 from pykaf import errors
 from pykaf.protocol import ApiVersion, ApiVersionsResponse
 from pykaf.testing._fake.api import Api
+from pykaf.testing._fake.groups import GroupCoordinator
 from pykaf.testing._fake.model import BrokerNode, InjectedError, Partition, RequestRecord, Topic
 from pykaf.testing._fake.sasl import SaslServer
 from pykaf.testing._fake.server import BrokerServer
@@ -126,6 +127,7 @@ class FakeCluster:
         self._coordinators: dict[tuple[int, str], int] = {}
         self._servers: dict[int, BrokerServer] = {}
         self._next_leader = 0
+        self.groups = GroupCoordinator(self)
         self.apis: dict[int, Api] = {}
         from pykaf.testing._fake.handlers import all_apis
 
