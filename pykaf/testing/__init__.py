@@ -9,11 +9,23 @@ several brokers, leader moves, brokers going down, injected errors.
 fixtures for all of them are in :mod:`pykaf.testing.fixtures`
 (``pytest_plugins = ["pykaf.testing.fixtures"]``).
 
+:func:`open_fake_cluster` runs pykaf's own in-memory fake cluster (real TCP,
+Kafka's semantics, transactions with aborted-transaction lists, SASL, TLS,
+fault controls) in a trio nursery; :class:`FakeClusterThread` runs it in a
+thread for synchronous code and other clients; ``python -m pykaf.testing``
+serves one for other programs.
+
 Importing this package is cheap: no broker, client library or binary is
 touched until a broker is started.
 """
 
 from pykaf.testing._certs import TLSCertificates
+from pykaf.testing._fake import (
+    FakeCluster,
+    FakeClusterError,
+    FakeClusterThread,
+    open_fake_cluster,
+)
 from pykaf.testing._mock import (
     ALL_BROKERS,
     MockCluster,
@@ -26,6 +38,9 @@ from pykaf.testing._tlsproxy import TLSMockCluster, TLSProxy, TLSProxyError, TLS
 
 __all__ = [
     "ALL_BROKERS",
+    "FakeCluster",
+    "FakeClusterError",
+    "FakeClusterThread",
     "MockCluster",
     "MockClusterError",
     "MockRequest",
@@ -38,4 +53,5 @@ __all__ = [
     "TansuError",
     "find_librdkafka",
     "find_tansu_binary",
+    "open_fake_cluster",
 ]

@@ -14,6 +14,9 @@ Fixtures:
         ``.bootstrap``, ``.ca_file``, ``.ssl_context()``, ``.confluent_config()``.
     tls_mock_cluster: a 3-broker mock cluster, each broker behind a TLS proxy
         (:class:`TLSMockCluster`).
+    fake_cluster: pykaf's own in-memory 3-broker cluster, served from a thread
+        (:class:`FakeClusterThread`), for this test only; the test fails if a
+        request handler of the fake cluster raised.
 
 Every broker listens on 127.0.0.1 with ports picked by the OS and is stopped
 after its scope. A fixture skips its test when what it needs is not installed:
@@ -29,11 +32,13 @@ from collections.abc import Iterator
 import pytest
 
 from pykaf.testing._certs import TLSCertificates
+from pykaf.testing._fake import FakeClusterThread
 from pykaf.testing._mock import MockCluster
 from pykaf.testing._tansu import TansuBroker
 from pykaf.testing._tlsproxy import TLSMockCluster, TLSTansu
 
 __all__ = [
+    "fake_cluster",
     "mock_cluster",
     "tansu",
     "tansu_fresh",
@@ -113,3 +118,18 @@ def tls_mock_cluster(tls_certs: TLSCertificates) -> Iterator[TLSMockCluster]:
     _require("confluent_kafka")
     with TLSMockCluster(3, certificates=tls_certs) as cluster:
         yield cluster
+
+
+@pytest.fixture
+def fake_cluster() -> Iterator[FakeClusterThread]:
+    """A fake cluster (pykaf's own) with 3 brokers (ids 1, 2, 3), for this test only.
+
+    ``fake_cluster.bootstrap`` reaches it; its controls (``broker_down``,
+    ``push_request_errors``, ``create_topic``, ...) work from the test's
+    thread; ``fake_cluster.cluster`` is the :class:`FakeCluster` itself.
+    """
+    with FakeClusterThread(3) as cluster:
+        yield cluster
+        errors = list(cluster.cluster.handler_errors)
+    if errors:
+        pytest.fail(f"the fake cluster's request handlers raised: {errors!r}")

@@ -156,7 +156,10 @@ class Broker:
 
 
 def broker_from(request: pytest.FixtureRequest, name: str) -> Broker:
-    """The session's Tansu ("tansu") or a fresh librdkafka mock cluster ("mock")."""
+    """The session's Tansu ("tansu"), a fresh mock cluster ("mock") or fake cluster ("fake")."""
+    if name == "fake":
+        fake = request.getfixturevalue("fake_cluster")
+        return Broker("fake", fake.bootstrap, lambda t, n: fake.create_topic(t, n))
     if name == "tansu":
         tansu = request.getfixturevalue("tansu")
         conf = {"bootstrap.servers": tansu.bootstrap}

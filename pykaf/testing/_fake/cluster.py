@@ -14,7 +14,7 @@ import ssl
 import threading
 import zlib
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +65,7 @@ class FakeCluster:
     Args:
         brokers: how many brokers (ids 1..N); partition leaders are spread over them.
         host: the address every broker listens on and advertises.
+        ports: each broker's port, in id order (default: ports the OS picks).
         default_partitions: partitions of an auto-created topic (and of
             CreateTopics asking for -1).
         auto_create_topics: create a topic on first Metadata or Produce naming it.
@@ -91,6 +92,7 @@ class FakeCluster:
         brokers: int = 3,
         *,
         host: str = "127.0.0.1",
+        ports: Sequence[int] | None = None,
         default_partitions: int = 3,
         auto_create_topics: bool = True,
         users: Mapping[str, str] | None = None,
@@ -109,7 +111,12 @@ class FakeCluster:
             if ssl_context is not None:
                 raise ValueError("give ssl_context or certificates, not both")
             ssl_context = certificates.server_context()
-        self.nodes: dict[int, BrokerNode] = {i: BrokerNode(i, host) for i in range(1, brokers + 1)}
+        if ports is not None and len(ports) != brokers:
+            raise ValueError(f"{len(ports)} ports for {brokers} brokers")
+        self.nodes: dict[int, BrokerNode] = {
+            i: BrokerNode(i, host, ports[i - 1] if ports is not None else 0)
+            for i in range(1, brokers + 1)
+        }
         self.host = host
         self.topics: dict[str, Topic] = {}
         self.default_partitions = default_partitions
