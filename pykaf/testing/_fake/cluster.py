@@ -27,6 +27,7 @@ from pykaf.testing._fake.groups import GroupCoordinator
 from pykaf.testing._fake.model import BrokerNode, InjectedError, Partition, RequestRecord, Topic
 from pykaf.testing._fake.sasl import SaslServer
 from pykaf.testing._fake.server import BrokerServer
+from pykaf.testing._fake.txn import TransactionCoordinator
 
 if TYPE_CHECKING:
     from pykaf.testing._certs import TLSCertificates
@@ -135,6 +136,7 @@ class FakeCluster:
         self._servers: dict[int, BrokerServer] = {}
         self._next_leader = 0
         self.groups = GroupCoordinator(self)
+        self.transactions = TransactionCoordinator(self)
         self.apis: dict[int, Api] = {}
         from pykaf.testing._fake.handlers import all_apis
 
@@ -166,6 +168,7 @@ class FakeCluster:
                 server = BrokerServer(self, node)
                 self._servers[node.node_id] = server
                 await nursery.start(server.serve)
+            nursery.start_soon(self.transactions.run)
             log.info("fake cluster of %d brokers at %s", len(self.nodes), self.bootstrap)
             task_status.started()
 

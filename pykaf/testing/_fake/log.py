@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import bisect
 import struct
-from dataclasses import dataclass
+import time
+from collections import deque
+from dataclasses import dataclass, field
 
+import crc32c
+import trio
+
+from pykaf import errors
+from pykaf.codec import CONTROL_ABORT, CONTROL_COMMIT, encode_control_batch
 from pykaf.errors import CorruptRecordError
 
 # baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8,
@@ -25,6 +32,15 @@ _BASE_OFFSET = struct.Struct(">q")
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
 ATTR_LOG_APPEND_TIME = 0x08
+_CRC_FROM = 21  # the CRC covers the batch from its attributes on
+_CRC_AT = 17
+_ATTRS_AND_DELTA = struct.Struct(">hi")
+_MAX_TIMESTAMP_AT = 35
+_I64 = struct.Struct(">q")
+_U32 = struct.Struct(">I")
+#: batches per producer a partition remembers to answer retried duplicates (Kafka: 5)
+PRODUCER_BATCHES = 5
+_INT32_MAX = 2**31 - 1
 
 
 @dataclass(slots=True)
@@ -54,7 +70,7 @@ class BatchHeader:
         return bool(self.attributes & ATTR_CONTROL)
 
 
-def split_batches(data: bytes | memoryview) -> list[tuple[BatchHeader, bytes]]:
+def split_batches(data: bytes | bytearray | memoryview) -> list[tuple[BatchHeader, bytes]]:
     """Cut a produce request's record set into batches, reading each header.
 
     Raises:
@@ -76,6 +92,8 @@ def split_batches(data: bytes | memoryview) -> list[tuple[BatchHeader, bytes]]:
         header = BatchHeader(length, *fields[3:])
         if header.record_count < 0 or header.last_offset_delta < 0:
             raise CorruptRecordError(f"batch at byte {pos} has a negative record count")
+        if crc32c.crc32c(view[pos + _CRC_FROM : pos + length]) != header.crc:
+            raise CorruptRecordError(f"batch at byte {pos} fails its CRC-32C check")
         out.append((header, bytes(view[pos : pos + length])))
         pos += length
     return out
@@ -91,6 +109,47 @@ class StoredBatch:
     data: bytes
 
 
+def stamp_log_append_time(header: BatchHeader, data: bytes, now_ms: int) -> bytes:
+    """The batch with LogAppendTime set: timestamp type bit, max timestamp, CRC redone."""
+    buf = bytearray(data)
+    header.attributes |= ATTR_LOG_APPEND_TIME
+    header.max_timestamp = now_ms
+    _ATTRS_AND_DELTA.pack_into(buf, _CRC_FROM, header.attributes, header.last_offset_delta)
+    _I64.pack_into(buf, _MAX_TIMESTAMP_AT, now_ms)
+    header.crc = crc32c.crc32c(memoryview(buf)[_CRC_FROM:])
+    _U32.pack_into(buf, _CRC_AT, header.crc)
+    return bytes(buf)
+
+
+def _next_seq(seq: int) -> int:
+    return 0 if seq == _INT32_MAX else seq + 1
+
+
+@dataclass(slots=True)
+class ProducerState:
+    """What a partition remembers of one producer id: its epoch and last batches."""
+
+    epoch: int
+    #: (first sequence, last sequence, base offset) of the last batches, oldest first
+    batches: deque[tuple[int, int, int]] = field(
+        default_factory=lambda: deque(maxlen=PRODUCER_BATCHES)
+    )
+
+    @property
+    def last_seq(self) -> int:
+        """The last sequence written at this epoch, or -1."""
+        return self.batches[-1][1] if self.batches else -1
+
+
+@dataclass(slots=True, frozen=True)
+class AbortedTxn:
+    """An aborted transaction on one partition: its first offset and its ABORT marker's."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
 class PartitionLog:
     """The batches of one partition, in offset order, with its watermarks.
 
@@ -99,6 +158,9 @@ class PartitionLog:
         log_start_offset: the first offset still readable.
         high_watermark: the next offset to be written (every replica is in
             sync: a write is committed when it is appended).
+        producers: sequence state by producer id (idempotence).
+        open_txns: the first offset of each producer's open transaction here.
+        aborted: the aborted transactions, in marker order.
     """
 
     def __init__(self) -> None:
@@ -107,11 +169,78 @@ class PartitionLog:
         self.log_start_offset = 0
         self.high_watermark = 0
         self.size_bytes = 0
+        self.producers: dict[int, ProducerState] = {}
+        self.open_txns: dict[int, int] = {}
+        self.aborted: list[AbortedTxn] = []
+        self._aborted_ends: list[int] = []  # last offsets of ``aborted``, for bisect
+        self._waiters: set[trio.Event] = set()
 
     @property
     def last_stable_offset(self) -> int:
         """The first offset of the oldest open transaction, or the high watermark."""
+        if self.open_txns:
+            return min(self.open_txns.values())
         return self.high_watermark
+
+    # -- wakeups -----------------------------------------------------------------
+
+    def add_waiter(self, event: trio.Event) -> None:
+        """Set ``event`` at the next append (a fetch waiting for min_bytes)."""
+        self._waiters.add(event)
+
+    def remove_waiter(self, event: trio.Event) -> None:
+        """Stop waking ``event``."""
+        self._waiters.discard(event)
+
+    def _wake(self) -> None:
+        for event in self._waiters:
+            event.set()
+        self._waiters.clear()
+
+    # -- idempotence ---------------------------------------------------------------
+
+    def check_producer(self, header: BatchHeader) -> tuple[int, int | None]:
+        """Check an idempotent batch's epoch and sequence against the producer's state.
+
+        Returns:
+            (error code, None) when it must be refused; (0, base offset) when
+            it is a retry of one of the producer's last batches (answer that
+            offset, write nothing); (0, None) when it is to be appended.
+        """
+        pid = header.producer_id
+        if pid < 0:
+            return 0, None
+        first = header.base_sequence
+        last = (first + header.last_offset_delta) % (_INT32_MAX + 1)
+        state = self.producers.get(pid)
+        if state is None:
+            if first != 0:
+                return errors.UnknownProducerIdError.code, None
+            return 0, None
+        if header.producer_epoch < state.epoch:
+            return errors.InvalidProducerEpochError.code, None
+        if header.producer_epoch > state.epoch:
+            return (0, None) if first == 0 else (errors.OutOfOrderSequenceError.code, None)
+        for b_first, b_last, b_base in state.batches:
+            if b_first == first and b_last == last:
+                return 0, b_base
+        if state.batches and first != _next_seq(state.last_seq):
+            return errors.OutOfOrderSequenceError.code, None
+        if not state.batches and first != 0:
+            return errors.OutOfOrderSequenceError.code, None
+        return 0, None
+
+    def _track_producer(self, header: BatchHeader, base: int) -> None:
+        pid = header.producer_id
+        state = self.producers.get(pid)
+        if state is None or header.producer_epoch != state.epoch:
+            state = self.producers[pid] = ProducerState(header.producer_epoch)
+        if header.control:
+            return
+        last = (header.base_sequence + header.last_offset_delta) % (_INT32_MAX + 1)
+        state.batches.append((header.base_sequence, last, base))
+
+    # -- writing -------------------------------------------------------------------
 
     def append(self, header: BatchHeader, data: bytes) -> int:
         """Store one batch at the end of the log; return its base offset."""
@@ -122,15 +251,46 @@ class PartitionLog:
         self._bases.append(base)
         self.high_watermark = last + 1
         self.size_bytes += len(raw)
+        if header.producer_id >= 0:
+            self._track_producer(header, base)
+            if header.transactional and not header.control:
+                self.open_txns.setdefault(header.producer_id, base)
+        self._wake()
         return base
 
-    def read(self, offset: int, max_bytes: int, *, upto: int | None = None) -> bytes:
+    def append_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int, *, commit: bool
+    ) -> int:
+        """Write a COMMIT or ABORT marker ending the producer's transaction here."""
+        data = encode_control_batch(
+            CONTROL_COMMIT if commit else CONTROL_ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            timestamp=int(time.time() * 1000),
+            coordinator_epoch=coordinator_epoch,
+        )
+        ((header, raw),) = split_batches(data)
+        offset = self.append(header, raw)
+        first = self.open_txns.pop(producer_id, None)
+        if first is not None and not commit:
+            self.aborted.append(AbortedTxn(producer_id, first, offset))
+            self._aborted_ends.append(offset)
+        return offset
+
+    # -- reading -------------------------------------------------------------------
+
+    def read(
+        self, offset: int, max_bytes: int, *, upto: int | None = None, min_one: bool = True
+    ) -> tuple[bytes, int]:
         """The batches from the one holding ``offset``, up to ``max_bytes``.
 
         The first batch is returned whole even when it is larger than
-        ``max_bytes`` (as Kafka does, so a consumer can always progress).
-        Batches starting at or after ``upto`` (the last stable offset for a
-        read_committed fetch) are left out.
+        ``max_bytes`` (as Kafka does, so a consumer can always progress)
+        unless ``min_one`` is False. Batches starting at or after ``upto``
+        (the last stable offset for a read_committed fetch) are left out.
+
+        Returns:
+            the bytes and the last offset they hold (``offset - 1`` when empty).
         """
         i = bisect.bisect_right(self._bases, offset) - 1
         if i < 0:
@@ -138,20 +298,28 @@ class PartitionLog:
         limit = self.high_watermark if upto is None else upto
         out: list[bytes] = []
         size = 0
-        n = len(self.batches)
+        last = offset - 1
+        batches = self.batches
+        n = len(batches)
         while i < n:
-            b = self.batches[i]
+            b = batches[i]
             if b.base_offset >= limit:
                 break
             if b.last_offset < offset:
                 i += 1
                 continue
-            if out and size + len(b.data) > max_bytes:
+            if (out or not min_one) and size + len(b.data) > max_bytes:
                 break
             out.append(b.data)
             size += len(b.data)
+            last = b.last_offset
             i += 1
-        return b"".join(out)
+        return b"".join(out), last
+
+    def aborted_between(self, first: int, last: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping offsets ``first``..``last``."""
+        i = bisect.bisect_left(self._aborted_ends, first)
+        return [a for a in self.aborted[i:] if a.first_offset <= last]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first batch whose max timestamp is at least ``timestamp``."""
@@ -160,6 +328,18 @@ class PartitionLog:
                 return max(b.base_offset, self.log_start_offset), b.header.max_timestamp
         return None
 
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the batch with the largest timestamp (ListOffsets -3)."""
+        best: StoredBatch | None = None
+        for b in self.batches:
+            if not b.header.control and (
+                best is None or b.header.max_timestamp > best.header.max_timestamp
+            ):
+                best = b
+        if best is None:
+            return None
+        return best.last_offset, best.header.max_timestamp
+
     def delete_before(self, offset: int) -> None:
         """Move the log start to ``offset``, dropping the batches wholly below it."""
         self.log_start_offset = max(self.log_start_offset, min(offset, self.high_watermark))
@@ -167,3 +347,5 @@ class PartitionLog:
         self.size_bytes = sum(len(b.data) for b in keep)
         self.batches = keep
         self._bases = [b.base_offset for b in keep]
+        self.aborted = [a for a in self.aborted if a.last_offset >= self.log_start_offset]
+        self._aborted_ends = [a.last_offset for a in self.aborted]

@@ -1,0 +1,589 @@
+"""The data plane of the fake cluster: Produce, Fetch, ListOffsets, and the topic admin APIs.
+
+Produce checks what a Kafka leader checks before appending (leadership, the
+batch's framing and CRC-32C, the idempotent producer's epoch and sequence,
+KIP-890's "is this partition in the producer's transaction"), then appends the
+client's bytes. Fetch hands stored batch bytes back, holding read_committed
+fetches below the last stable offset and listing the aborted transactions of
+the range returned; it waits for ``min_bytes`` on a wakeup set by appends.
+CreateTopics, DeleteTopics and CreatePartitions are the controller's;
+DeleteRecords is the partition leader's.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from pykaf import errors
+from pykaf import protocol as P
+from pykaf.errors import CorruptRecordError
+from pykaf.testing._fake.api import Api, RequestContext
+from pykaf.testing._fake.log import PartitionLog, split_batches, stamp_log_append_time
+from pykaf.testing._fake.model import Partition
+
+_UNKNOWN = errors.UnknownTopicOrPartitionError.code
+_NOT_LEADER = errors.NotLeaderOrFollowerError.code
+_NOT_CONTROLLER = errors.NotControllerError.code
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+READ_COMMITTED = 1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _lookup(
+    ctx: RequestContext, topic: str, index: int, leader_epoch: int = -1
+) -> tuple[int, Partition | None]:
+    """The partition this broker leads, or the error code a leader would answer."""
+    p = ctx.cluster.partition(topic, index)
+    if p is None:
+        return _UNKNOWN, None
+    if p.leader != ctx.broker.node_id:
+        return _NOT_LEADER, p
+    if leader_epoch >= 0 and leader_epoch != p.leader_epoch:
+        if leader_epoch > p.leader_epoch:
+            return errors.UnknownLeaderEpochError.code, p
+        return errors.FencedLeaderEpochError.code, p
+    return 0, p
+
+
+# -- Produce ------------------------------------------------------------------
+
+
+def _produce_partition(
+    ctx: RequestContext, topic: str, data: P.ProduceRequest.PartitionProduceData
+) -> P.ProduceResponse.PartitionProduceResponse:
+    out = P.ProduceResponse.PartitionProduceResponse(
+        index=data.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
+    )
+    code, p = _lookup(ctx, topic, data.index)
+    if code:
+        out.error_code = code
+        if p is not None:
+            out.current_leader = P.ProduceResponse.LeaderIdAndEpoch(
+                leader_id=p.leader, leader_epoch=p.leader_epoch
+            )
+        return out
+    assert p is not None
+    log = p.log
+    out.log_start_offset = log.log_start_offset
+    try:
+        batches = split_batches(data.records or b"")
+    except CorruptRecordError as exc:
+        out.error_code = errors.CorruptRecordError.code
+        out.error_message = str(exc)
+        return out
+    if len(batches) != 1 or batches[0][0].control:
+        # Kafka: v3+ carries exactly one batch per partition, and never a control batch
+        out.error_code = errors.InvalidRecordError.code
+        return out
+    header, raw = batches[0]
+    if header.transactional:
+        code = ctx.cluster.transactions.verify_produce(
+            header.producer_id, header.producer_epoch, topic, data.index
+        )
+        if code:
+            out.error_code = code
+            return out
+    code, duplicate = log.check_producer(header)
+    if code:
+        out.error_code = code
+        return out
+    if duplicate is not None:
+        out.base_offset = duplicate
+        return out
+    topic_obj = ctx.cluster.topics[topic]
+    if topic_obj.log_append_time:
+        now = _now_ms()
+        raw = stamp_log_append_time(header, raw, now)
+        out.log_append_time_ms = now
+    out.base_offset = log.append(header, raw)
+    return out
+
+
+async def produce(ctx: RequestContext, req: P.ProduceRequest, version: int) -> Any:
+    """Append each partition's batch; acks=0 gets no response."""
+    cluster = ctx.cluster
+    topics = []
+    for td in req.topic_data:
+        if td.name not in cluster.topics and cluster.auto_create_topics and _valid_name(td.name):
+            cluster.create_topic(td.name)
+        parts = [_produce_partition(ctx, td.name, pd) for pd in td.partition_data]
+        topics.append(
+            P.ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts)
+        )
+    if req.acks == 0:
+        return None
+    return P.ProduceResponse(responses=topics, throttle_time_ms=0)
+
+
+def _produce_error(req: P.ProduceRequest, version: int, code: int) -> P.ProduceResponse:
+    return P.ProduceResponse(
+        responses=[
+            P.ProduceResponse.TopicProduceResponse(
+                name=td.name,
+                partition_responses=[
+                    P.ProduceResponse.PartitionProduceResponse(
+                        index=pd.index, error_code=code, base_offset=-1
+                    )
+                    for pd in td.partition_data
+                ],
+            )
+            for td in req.topic_data
+        ],
+        throttle_time_ms=0,
+    )
+
+
+# -- Fetch --------------------------------------------------------------------
+
+_FetchPart = P.FetchResponse.PartitionData
+
+
+def _fetch_partition(
+    ctx: RequestContext,
+    topic: str,
+    fp: P.FetchRequest.FetchPartition,
+    isolation: int,
+    max_bytes: int,
+    min_one: bool,
+) -> tuple[_FetchPart, PartitionLog | None]:
+    out = _FetchPart(
+        partition_index=fp.partition,
+        error_code=0,
+        high_watermark=-1,
+        last_stable_offset=-1,
+        log_start_offset=-1,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"",
+    )
+    code, p = _lookup(ctx, topic, fp.partition, fp.current_leader_epoch)
+    if code:
+        out.error_code = code
+        if p is not None:
+            out.current_leader = P.FetchResponse.LeaderIdAndEpoch(
+                leader_id=p.leader, leader_epoch=p.leader_epoch
+            )
+        return out, None
+    assert p is not None
+    log = p.log
+    lso = log.last_stable_offset
+    out.high_watermark = log.high_watermark
+    out.last_stable_offset = lso
+    out.log_start_offset = log.log_start_offset
+    offset = fp.fetch_offset
+    if offset < log.log_start_offset or offset > log.high_watermark:
+        out.error_code = errors.OffsetOutOfRangeError.code
+        return out, None
+    committed = isolation == READ_COMMITTED
+    records, last = log.read(offset, max_bytes, upto=lso if committed else None, min_one=min_one)
+    out.records = records
+    if committed:
+        out.aborted_transactions = [
+            P.FetchResponse.AbortedTransaction(
+                producer_id=a.producer_id, first_offset=a.first_offset
+            )
+            for a in (log.aborted_between(offset, last) if records else ())
+        ]
+    return out, log
+
+
+def _fetch_once(
+    ctx: RequestContext, req: P.FetchRequest
+) -> tuple[P.FetchResponse, int, bool, list[PartitionLog]]:
+    """One pass over the requested partitions: response, bytes, any error, logs read."""
+    remaining = req.max_bytes
+    size = 0
+    failed = False
+    logs: list[PartitionLog] = []
+    topics = []
+    for ft in req.topics:
+        parts = []
+        for fp in ft.partitions:
+            if remaining <= 0 and size:
+                limit, min_one = 0, False
+            else:
+                limit, min_one = min(fp.partition_max_bytes, remaining), size == 0
+            part, log = _fetch_partition(ctx, ft.topic, fp, req.isolation_level, limit, min_one)
+            n = len(part.records or b"")
+            size += n
+            remaining -= n
+            failed = failed or part.error_code != 0
+            if log is not None:
+                logs.append(log)
+            parts.append(part)
+        topics.append(P.FetchResponse.FetchableTopicResponse(topic=ft.topic, partitions=parts))
+    resp = P.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+    return resp, size, failed, logs
+
+
+async def fetch(ctx: RequestContext, req: P.FetchRequest, version: int) -> Any:
+    """Read each partition; wait up to max_wait_ms for min_bytes (woken by appends)."""
+    deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000
+    while True:
+        resp, size, failed, logs = _fetch_once(ctx, req)
+        if size >= req.min_bytes or failed or not logs or trio.current_time() >= deadline:
+            return resp
+        event = trio.Event()
+        for log in logs:
+            log.add_waiter(event)
+        try:
+            with trio.move_on_at(deadline):
+                await event.wait()
+        finally:
+            for log in logs:
+                log.remove_waiter(event)
+
+
+def _fetch_error(req: P.FetchRequest, version: int, code: int) -> P.FetchResponse:
+    return P.FetchResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[
+            P.FetchResponse.FetchableTopicResponse(
+                topic=ft.topic,
+                partitions=[
+                    _FetchPart(
+                        partition_index=fp.partition,
+                        error_code=code,
+                        high_watermark=-1,
+                        records=b"",
+                    )
+                    for fp in ft.partitions
+                ],
+            )
+            for ft in req.topics
+        ],
+    )
+
+
+# -- ListOffsets ----------------------------------------------------------------
+
+_ListPart = P.ListOffsetsResponse.ListOffsetsPartitionResponse
+
+
+def _list_partition(
+    ctx: RequestContext, topic: str, lp: P.ListOffsetsRequest.ListOffsetsPartition, isolation: int
+) -> _ListPart:
+    out = _ListPart(
+        partition_index=lp.partition_index, error_code=0, timestamp=-1, offset=-1, leader_epoch=-1
+    )
+    code, p = _lookup(ctx, topic, lp.partition_index, lp.current_leader_epoch)
+    if code:
+        out.error_code = code
+        return out
+    assert p is not None
+    log = p.log
+    out.leader_epoch = p.leader_epoch
+    end = log.last_stable_offset if isolation == READ_COMMITTED else log.high_watermark
+    ts = lp.timestamp
+    found: tuple[int, int] | None
+    if ts == LATEST:
+        found = (end, -1)
+    elif ts == EARLIEST:
+        found = (log.log_start_offset, -1)
+    elif ts == MAX_TIMESTAMP:
+        found = log.max_timestamp()
+    elif ts < 0:
+        out.error_code = errors.InvalidRequestError.code
+        return out
+    else:
+        found = log.offset_for_timestamp(ts)
+    if found is not None and (found[0] < end or ts in (LATEST, EARLIEST)):
+        out.offset, out.timestamp = found
+    return out
+
+
+async def list_offsets(ctx: RequestContext, req: P.ListOffsetsRequest, version: int) -> Any:
+    """Latest (the LSO for read_committed), earliest, max timestamp, or by timestamp."""
+    topics = [
+        P.ListOffsetsResponse.ListOffsetsTopicResponse(
+            name=t.name,
+            partitions=[
+                _list_partition(ctx, t.name, lp, req.isolation_level) for lp in t.partitions
+            ],
+        )
+        for t in req.topics
+    ]
+    return P.ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+def _partition_errors(
+    response: type[Any], topic: type[Any], part: type[Any], topics: list[Any], code: int
+) -> Any:
+    """A ListOffsets or DeleteRecords response with every partition failing with ``code``."""
+    return response(
+        throttle_time_ms=0,
+        topics=[
+            topic(
+                name=t.name,
+                partitions=[
+                    part(partition_index=p.partition_index, error_code=code) for p in t.partitions
+                ],
+            )
+            for t in topics
+        ],
+    )
+
+
+def _list_offsets_error(req: P.ListOffsetsRequest, version: int, code: int) -> Any:
+    cls = P.ListOffsetsResponse
+    return _partition_errors(cls, cls.ListOffsetsTopicResponse, _ListPart, req.topics, code)
+
+
+# -- topic admin ----------------------------------------------------------------
+
+
+def _topic_errors(
+    response: type[Any], field: str, result: type[Any], names: list[str], code: int
+) -> Any:
+    """A topic admin response with every named topic failing with ``code``."""
+    return response(throttle_time_ms=0, **{field: [result(name=n, error_code=code) for n in names]})
+
+
+def _create_topics_error(req: P.CreateTopicsRequest, version: int, code: int) -> Any:
+    names = [t.name for t in req.topics]
+    cls = P.CreateTopicsResponse
+    return _topic_errors(cls, "topics", cls.CreatableTopicResult, names, code)
+
+
+def _delete_topics_error(req: P.DeleteTopicsRequest, version: int, code: int) -> Any:
+    cls = P.DeleteTopicsResponse
+    return _topic_errors(cls, "responses", cls.DeletableTopicResult, _delete_names(req), code)
+
+
+def _create_partitions_error(req: P.CreatePartitionsRequest, version: int, code: int) -> Any:
+    names = [t.name for t in req.topics]
+    cls = P.CreatePartitionsResponse
+    return _topic_errors(cls, "results", cls.CreatePartitionsTopicResult, names, code)
+
+
+def _valid_name(name: str) -> bool:
+    return name not in (".", "..") and _TOPIC_NAME.fullmatch(name) is not None
+
+
+def _create_check(ctx: RequestContext, t: P.CreateTopicsRequest.CreatableTopic) -> tuple[int, str]:
+    cluster = ctx.cluster
+    brokers = len(cluster.nodes)
+    if not _valid_name(t.name):
+        return errors.InvalidTopicError.code, f"invalid topic name {t.name!r}"
+    if t.name in cluster.topics:
+        return errors.TopicExistsError.code, f"topic {t.name!r} already exists"
+    if t.assignments:
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            return errors.InvalidRequestError.code, "assignments with a partition count"
+        for a in t.assignments:
+            if not a.broker_ids or any(b not in cluster.nodes for b in a.broker_ids):
+                return errors.InvalidReplicaAssignmentError.code, f"bad assignment {a.broker_ids}"
+    else:
+        if t.num_partitions == 0 or t.num_partitions < -1:
+            return errors.InvalidPartitionsError.code, "partitions must be positive"
+        if t.replication_factor == 0 or t.replication_factor < -1:
+            return errors.InvalidReplicationFactorError.code, "replication must be positive"
+        if t.replication_factor > brokers:
+            return (
+                errors.InvalidReplicationFactorError.code,
+                f"replication factor {t.replication_factor} larger than {brokers} brokers",
+            )
+    for c in t.configs:
+        if c.name == "message.timestamp.type" and c.value not in _TIMESTAMP_TYPES:
+            return errors.InvalidConfigurationError.code, f"bad {c.name} {c.value!r}"
+    return 0, ""
+
+
+def _create_topic(
+    ctx: RequestContext, t: P.CreateTopicsRequest.CreatableTopic, validate_only: bool
+) -> P.CreateTopicsResponse.CreatableTopicResult:
+    out = P.CreateTopicsResponse.CreatableTopicResult(
+        name=t.name, error_code=0, error_message=None, num_partitions=-1, replication_factor=-1
+    )
+    if ctx.broker.node_id != ctx.cluster.controller_id:
+        out.error_code = _NOT_CONTROLLER
+        return out
+    out.error_code, message = _create_check(ctx, t)
+    if out.error_code:
+        out.error_message = message
+        return out
+    configs = {c.name: c.value for c in t.configs if c.value is not None}
+    if t.assignments:
+        count, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+    else:
+        count = ctx.cluster.default_partitions if t.num_partitions == -1 else t.num_partitions
+        rf = 1 if t.replication_factor == -1 else t.replication_factor
+    out.num_partitions, out.replication_factor = count, rf
+    out.configs = [
+        P.CreateTopicsResponse.CreatableTopicConfigs(
+            name=k, value=v, read_only=False, config_source=1, is_sensitive=False
+        )
+        for k, v in sorted(configs.items())
+    ]
+    if validate_only:
+        return out
+    topic = ctx.cluster.create_topic(t.name, count, rf, configs)
+    for a in t.assignments:
+        if 0 <= a.partition_index < count:
+            part = topic.partitions[a.partition_index]
+            part.leader, part.replicas = a.broker_ids[0], list(a.broker_ids)
+    out.topic_id = topic.topic_id
+    return out
+
+
+async def create_topics(ctx: RequestContext, req: P.CreateTopicsRequest, version: int) -> Any:
+    """Create topics on the controller (a name given twice is INVALID_REQUEST)."""
+    names = [t.name for t in req.topics]
+    results = []
+    for t in req.topics:
+        if names.count(t.name) > 1:
+            results.append(
+                P.CreateTopicsResponse.CreatableTopicResult(
+                    name=t.name,
+                    error_code=errors.InvalidRequestError.code,
+                    error_message="duplicate",
+                )
+            )
+        else:
+            results.append(_create_topic(ctx, t, req.validate_only))
+    return P.CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _delete_names(req: P.DeleteTopicsRequest) -> list[str]:
+    return [t.name or "" for t in req.topics] if req.topics else list(req.topic_names)
+
+
+async def delete_topics(ctx: RequestContext, req: P.DeleteTopicsRequest, version: int) -> Any:
+    """Delete topics by name on the controller."""
+    cluster = ctx.cluster
+    results = []
+    for name in _delete_names(req):
+        res = P.DeleteTopicsResponse.DeletableTopicResult(name=name, error_code=0)
+        if ctx.broker.node_id != cluster.controller_id:
+            res.error_code = _NOT_CONTROLLER
+        elif name not in cluster.topics:
+            res.error_code = _UNKNOWN
+        else:
+            res.topic_id = cluster.topics[name].topic_id
+            cluster.delete_topic(name)
+        results.append(res)
+    return P.DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+def _create_partitions_one(
+    ctx: RequestContext, t: P.CreatePartitionsRequest.CreatePartitionsTopic, validate_only: bool
+) -> tuple[int, str | None]:
+    cluster = ctx.cluster
+    if ctx.broker.node_id != cluster.controller_id:
+        return _NOT_CONTROLLER, None
+    topic = cluster.topics.get(t.name)
+    if topic is None:
+        return _UNKNOWN, None
+    have = len(topic.partitions)
+    if t.count <= have:
+        return errors.InvalidPartitionsError.code, f"topic has {have} partitions already"
+    bad = t.assignments is not None and (
+        len(t.assignments) != t.count - have
+        or any(
+            not a.broker_ids or any(b not in cluster.nodes for b in a.broker_ids)
+            for a in t.assignments
+        )
+    )
+    if bad:
+        return errors.InvalidReplicaAssignmentError.code, "bad assignments"
+    if validate_only:
+        return 0, None
+    cluster.add_partitions(t.name, t.count)
+    for i, a in enumerate(t.assignments or ()):
+        part = topic.partitions[have + i]
+        part.leader, part.replicas = a.broker_ids[0], list(a.broker_ids)
+    return 0, None
+
+
+async def create_partitions(
+    ctx: RequestContext, req: P.CreatePartitionsRequest, version: int
+) -> Any:
+    """Grow topics to the asked count on the controller."""
+    results = []
+    for t in req.topics:
+        code, message = _create_partitions_one(ctx, t, req.validate_only)
+        results.append(
+            P.CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=t.name, error_code=code, error_message=message
+            )
+        )
+    return P.CreatePartitionsResponse(throttle_time_ms=0, results=results)
+
+
+def _delete_records_one(
+    ctx: RequestContext, topic: str, dp: P.DeleteRecordsRequest.DeleteRecordsPartition
+) -> P.DeleteRecordsResponse.DeleteRecordsPartitionResult:
+    out = P.DeleteRecordsResponse.DeleteRecordsPartitionResult(
+        partition_index=dp.partition_index, low_watermark=-1, error_code=0
+    )
+    code, p = _lookup(ctx, topic, dp.partition_index)
+    if code:
+        out.error_code = code
+        return out
+    assert p is not None
+    offset = p.log.high_watermark if dp.offset == -1 else dp.offset
+    if offset < 0 or offset > p.log.high_watermark:
+        out.error_code = errors.OffsetOutOfRangeError.code
+        return out
+    p.log.delete_before(offset)
+    out.low_watermark = p.log.log_start_offset
+    return out
+
+
+async def delete_records(ctx: RequestContext, req: P.DeleteRecordsRequest, version: int) -> Any:
+    """Move each partition's log start up (on its leader); -1 means the high watermark."""
+    return P.DeleteRecordsResponse(
+        throttle_time_ms=0,
+        topics=[
+            P.DeleteRecordsResponse.DeleteRecordsTopicResult(
+                name=t.name,
+                partitions=[_delete_records_one(ctx, t.name, dp) for dp in t.partitions],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+def _delete_records_error(req: P.DeleteRecordsRequest, version: int, code: int) -> Any:
+    cls = P.DeleteRecordsResponse
+    return _partition_errors(
+        cls, cls.DeleteRecordsTopicResult, cls.DeleteRecordsPartitionResult, req.topics, code
+    )
+
+
+def _api(
+    req: type[Any], resp: type[Any], handler: Any, lo: int, hi: int, error: Callable[..., Any]
+) -> Api:
+    return Api(req, resp, handler, lo, hi, error=error)
+
+
+APIS = [
+    _api(P.ProduceRequest, P.ProduceResponse, produce, 3, 11, _produce_error),
+    _api(P.FetchRequest, P.FetchResponse, fetch, 4, 12, _fetch_error),
+    _api(P.ListOffsetsRequest, P.ListOffsetsResponse, list_offsets, 1, 7, _list_offsets_error),
+    _api(P.CreateTopicsRequest, P.CreateTopicsResponse, create_topics, 0, 7, _create_topics_error),
+    _api(P.DeleteTopicsRequest, P.DeleteTopicsResponse, delete_topics, 0, 6, _delete_topics_error),
+    _api(
+        P.CreatePartitionsRequest,
+        P.CreatePartitionsResponse,
+        create_partitions,
+        0,
+        3,
+        _create_partitions_error,
+    ),
+    _api(
+        P.DeleteRecordsRequest, P.DeleteRecordsResponse, delete_records, 0, 2, _delete_records_error
+    ),
+]

@@ -1,0 +1,320 @@
+"""The fake cluster's transaction coordinator: producer ids, transactions, markers, timeouts.
+
+InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn, answered as
+Kafka's coordinator does, except that a commit or abort completes at once
+(the markers are written before EndTxn answers, so CONCURRENT_TRANSACTIONS is
+never needed). A transaction open longer than its timeout is aborted by the
+coordinator with a bumped epoch (KIP-360), which fences the old producer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from pykaf import errors
+from pykaf import protocol as P
+from pykaf.testing._fake.api import Api, RequestContext
+
+if TYPE_CHECKING:
+    from pykaf.testing._fake.cluster import FakeCluster
+
+TRANSACTION = 1  # FindCoordinator key type
+_MAX_EPOCH = 32767 - 1  # Kafka gives a new producer id before the epoch reaches Short.MAX
+_FENCED = errors.ProducerFencedError.code
+_NOT_COORDINATOR = errors.NotCoordinatorError.code
+_BAD_MAPPING = errors.InvalidPidMappingError.code
+_BAD_STATE = errors.InvalidTxnStateError.code
+
+
+class TxnStatus(Enum):
+    """Where a transactional id's transaction is (Kafka's TransactionState, minus Prepare*)."""
+
+    EMPTY = "Empty"
+    ONGOING = "Ongoing"
+    COMPLETE_COMMIT = "CompleteCommit"
+    COMPLETE_ABORT = "CompleteAbort"
+
+
+@dataclass
+class TxnMetadata:
+    """One transactional id's producer and its current transaction."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    last_epoch: int = -1  # the epoch before a coordinator fence (KIP-360 recovery)
+    status: TxnStatus = TxnStatus.EMPTY
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    started: float = 0.0  # trio clock when it became ongoing
+
+
+class TransactionCoordinator:
+    """Every transactional id's state (one coordinator state shared by all brokers)."""
+
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+        self.transactions: dict[str, TxnMetadata] = {}
+        self.by_producer: dict[int, TxnMetadata] = {}
+        self.coordinator_epoch = 0
+        self._next_producer_id = 1000
+        self._changed: trio.Event | None = None
+
+    def new_producer_id(self) -> int:
+        """A producer id never given before."""
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        return pid
+
+    # -- transactions ------------------------------------------------------------
+
+    def _begin(self, txn: TxnMetadata) -> None:
+        if txn.status is not TxnStatus.ONGOING:
+            txn.status = TxnStatus.ONGOING
+            txn.partitions.clear()
+            txn.groups.clear()
+            txn.started = trio.current_time()
+            if self._changed is not None:
+                self._changed.set()
+
+    def complete(self, txn: TxnMetadata, commit: bool) -> None:
+        """Write the markers to every partition of the transaction and end it."""
+        for topic, index in sorted(txn.partitions):
+            p = self.cluster.partition(topic, index)
+            if p is not None:
+                p.log.append_marker(
+                    txn.producer_id, txn.epoch, self.coordinator_epoch, commit=commit
+                )
+        self.cluster.groups.complete_transaction(txn.producer_id, commit)
+        txn.status = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
+        txn.partitions.clear()
+        txn.groups.clear()
+
+    def _fence_and_abort(self, txn: TxnMetadata) -> None:
+        """Bump the epoch and abort the open transaction with it (the old producer is fenced)."""
+        txn.last_epoch = txn.epoch
+        txn.epoch += 1
+        self.complete(txn, commit=False)
+
+    def expire(self) -> float:
+        """Abort the transactions open past their timeout; return the next deadline."""
+        now = trio.current_time()
+        nearest = math.inf
+        for txn in self.transactions.values():
+            if txn.status is not TxnStatus.ONGOING:
+                continue
+            deadline = txn.started + txn.timeout_ms / 1000
+            if deadline <= now:
+                self._fence_and_abort(txn)
+            else:
+                nearest = min(nearest, deadline)
+        return nearest
+
+    async def run(self) -> None:
+        """Abort timed-out transactions at their deadlines (runs in the cluster's nursery)."""
+        while True:
+            self._changed = trio.Event()
+            with trio.move_on_at(self.expire()):
+                await self._changed.wait()
+
+    def verify_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
+        """KIP-890 check of a transactional batch: its partition is in the open transaction."""
+        txn = self.by_producer.get(producer_id)
+        if txn is None:
+            return _BAD_MAPPING
+        if epoch < txn.epoch:
+            return errors.InvalidProducerEpochError.code
+        if txn.status is not TxnStatus.ONGOING or (topic, partition) not in txn.partitions:
+            return _BAD_STATE
+        return 0
+
+    def check(
+        self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int
+    ) -> tuple[int, TxnMetadata | None]:
+        """The checks AddPartitionsToTxn, AddOffsetsToTxn and EndTxn share."""
+        if ctx.cluster.coordinator_for(TRANSACTION, transactional_id) != ctx.broker.node_id:
+            return _NOT_COORDINATOR, None
+        self.expire()
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return _BAD_MAPPING, None
+        if epoch != txn.epoch:
+            return _FENCED, None
+        return 0, txn
+
+    def _register(self, txn: TxnMetadata) -> None:
+        self.transactions[txn.transactional_id] = txn
+        self.by_producer[txn.producer_id] = txn
+
+
+def _fenced_code(code: int, version: int, since: int) -> int:
+    """PRODUCER_FENCED (KIP-588) for clients at ``since``+, INVALID_PRODUCER_EPOCH before."""
+    if code == _FENCED and version < since:
+        return errors.InvalidProducerEpochError.code
+    return code
+
+
+def _init_transactional(ctx: RequestContext, req: P.InitProducerIdRequest) -> tuple[int, int, int]:
+    coord: TransactionCoordinator = ctx.cluster.transactions
+    tid = req.transactional_id
+    assert tid is not None
+    timeout = req.transaction_timeout_ms
+    if timeout <= 0 or timeout > ctx.cluster.max_transaction_timeout_ms:
+        return errors.InvalidTxnTimeoutError.code, -1, -1
+    if ctx.cluster.coordinator_for(TRANSACTION, tid) != ctx.broker.node_id:
+        return _NOT_COORDINATOR, -1, -1
+    coord.expire()
+    txn = coord.transactions.get(tid)
+    if txn is None:
+        txn = TxnMetadata(tid, coord.new_producer_id(), 0, timeout)
+        coord._register(txn)
+        return 0, txn.producer_id, txn.epoch
+    if req.producer_id >= 0:
+        # KIP-360: a producer asking to bump its own epoch
+        if req.producer_id != txn.producer_id:
+            return _BAD_MAPPING, -1, -1
+        if req.producer_epoch not in (txn.epoch, txn.last_epoch):
+            return _FENCED, -1, -1
+    if txn.status is TxnStatus.ONGOING:
+        coord._fence_and_abort(txn)
+    txn.timeout_ms = timeout
+    txn.status = TxnStatus.EMPTY
+    if txn.epoch >= _MAX_EPOCH:
+        del coord.by_producer[txn.producer_id]
+        txn.producer_id, txn.epoch, txn.last_epoch = coord.new_producer_id(), 0, -1
+        coord.by_producer[txn.producer_id] = txn
+    else:
+        txn.last_epoch = txn.epoch
+        txn.epoch += 1
+    return 0, txn.producer_id, txn.epoch
+
+
+async def init_producer_id(ctx: RequestContext, req: P.InitProducerIdRequest, version: int) -> Any:
+    """A new producer id (idempotent), or the transactional id's with its epoch bumped."""
+    if req.transactional_id is None:
+        code, pid, epoch = 0, ctx.cluster.transactions.new_producer_id(), 0
+    else:
+        code, pid, epoch = _init_transactional(ctx, req)
+    return P.InitProducerIdResponse(
+        throttle_time_ms=0,
+        error_code=_fenced_code(code, version, 4),
+        producer_id=pid,
+        producer_epoch=epoch,
+    )
+
+
+_TopicResult = P.AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+_PartResult = P.AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
+
+
+def _partition_results(
+    topics: list[P.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic],
+    code_of: Any,
+) -> list[_TopicResult]:
+    return [
+        _TopicResult(
+            name=t.name,
+            results_by_partition=[
+                _PartResult(partition_index=i, partition_error_code=code_of(t.name, i))
+                for i in t.partitions
+            ],
+        )
+        for t in topics
+    ]
+
+
+async def add_partitions_to_txn(
+    ctx: RequestContext, req: P.AddPartitionsToTxnRequest, version: int
+) -> Any:
+    """Add partitions to the open transaction (starting it); all or none are added."""
+    coord: TransactionCoordinator = ctx.cluster.transactions
+    topics = req.v3_and_below_topics
+    code, txn = coord.check(
+        ctx,
+        req.v3_and_below_transactional_id,
+        req.v3_and_below_producer_id,
+        req.v3_and_below_producer_epoch,
+    )
+    if code == 0:
+        unknown = {
+            (t.name, i)
+            for t in topics
+            for i in t.partitions
+            if ctx.cluster.partition(t.name, i) is None
+        }
+        if unknown:
+            results = _partition_results(
+                topics,
+                lambda n, i: (
+                    errors.UnknownTopicOrPartitionError.code
+                    if (n, i) in unknown
+                    else errors.OperationNotAttemptedError.code
+                ),
+            )
+            return P.AddPartitionsToTxnResponse(
+                throttle_time_ms=0, results_by_topic_v3_and_below=results
+            )
+        assert txn is not None
+        coord._begin(txn)
+        txn.partitions.update((t.name, i) for t in topics for i in t.partitions)
+    code = _fenced_code(code, version, 2)
+    results = _partition_results(topics, lambda n, i: code)
+    return P.AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+
+
+def _add_partitions_error(req: P.AddPartitionsToTxnRequest, version: int, code: int) -> Any:
+    results = _partition_results(req.v3_and_below_topics, lambda n, i: code)
+    return P.AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+
+
+async def add_offsets_to_txn(
+    ctx: RequestContext, req: P.AddOffsetsToTxnRequest, version: int
+) -> Any:
+    """Record the group whose offsets the transaction will commit."""
+    coord: TransactionCoordinator = ctx.cluster.transactions
+    code, txn = coord.check(ctx, req.transactional_id, req.producer_id, req.producer_epoch)
+    if txn is not None:
+        coord._begin(txn)
+        txn.groups.add(req.group_id)
+    return P.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced_code(code, version, 2))
+
+
+async def end_txn(ctx: RequestContext, req: P.EndTxnRequest, version: int) -> Any:
+    """Commit or abort: markers on every partition of the transaction, then the offsets."""
+    coord: TransactionCoordinator = ctx.cluster.transactions
+    code, txn = coord.check(ctx, req.transactional_id, req.producer_id, req.producer_epoch)
+    if txn is not None:
+        if txn.status is TxnStatus.ONGOING:
+            coord.complete(txn, req.committed)
+        elif txn.status is not (
+            TxnStatus.COMPLETE_COMMIT if req.committed else TxnStatus.COMPLETE_ABORT
+        ):
+            # nothing open, or it ended the other way (aborted by the coordinator)
+            code = _BAD_STATE
+    return P.EndTxnResponse(
+        throttle_time_ms=0,
+        error_code=_fenced_code(code, version, 2),
+        producer_id=txn.producer_id if txn is not None else -1,
+        producer_epoch=txn.epoch if txn is not None else -1,
+    )
+
+
+APIS = [
+    Api(P.InitProducerIdRequest, P.InitProducerIdResponse, init_producer_id, 0, 4),
+    Api(
+        P.AddPartitionsToTxnRequest,
+        P.AddPartitionsToTxnResponse,
+        add_partitions_to_txn,
+        0,
+        3,
+        error=_add_partitions_error,
+    ),
+    Api(P.AddOffsetsToTxnRequest, P.AddOffsetsToTxnResponse, add_offsets_to_txn, 0, 3),
+    Api(P.EndTxnRequest, P.EndTxnResponse, end_txn, 0, 4),
+]
