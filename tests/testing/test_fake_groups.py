@@ -289,14 +289,7 @@ async def _raw_member(
     client: pykaf.Client, node: int, group_id: str, topic: str, session_ms: int
 ) -> tuple[str, int, dict[str, list[int]]]:
     """Join and sync with raw requests; return (member id, generation, assignment)."""
-    join = P.JoinGroupRequest(
-        group_id=group_id,
-        session_timeout_ms=session_ms,
-        rebalance_timeout_ms=10_000,
-        member_id="",
-        protocol_type="consumer",
-        protocols=[P.JoinGroupRequestProtocol(name="range", metadata=encode_subscription([topic]))],
-    )
+    join = join_request(group_id, topic, session_ms=session_ms)
     resp = await client.request(node, join, 5)
     assert resp.error_code == errors.MemberIdRequiredError.code and resp.member_id
     join.member_id = resp.member_id
@@ -371,6 +364,99 @@ async def test_the_coordinator_moving_is_followed(fake: FakeCluster) -> None:
 # ------------------------------------------------------------------ raw requests
 
 
+def commit_request(
+    group_id: str,
+    topic: str,
+    partitions: list[int],
+    offset: int,
+    generation: int = -1,
+    member_id: str = "",
+) -> P.OffsetCommitRequest:
+    """An OffsetCommit of ``offset`` for these partitions (a simple commit by default)."""
+    return P.OffsetCommitRequest(
+        group_id=group_id,
+        generation_id_or_member_epoch=generation,
+        member_id=member_id,
+        topics=[
+            P.OffsetCommitRequest.OffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    P.OffsetCommitRequest.OffsetCommitRequestPartition(
+                        partition_index=p, committed_offset=offset, committed_metadata=""
+                    )
+                    for p in partitions
+                ],
+            )
+        ],
+    )
+
+
+def join_request(
+    group_id: str, topic: str, *, session_ms: int = 30_000, rebalance_ms: int = 10_000
+) -> P.JoinGroupRequest:
+    """A consumer's JoinGroup (range assignor) with no member id yet."""
+    return P.JoinGroupRequest(
+        group_id=group_id,
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        member_id="",
+        protocol_type="consumer",
+        protocols=[P.JoinGroupRequestProtocol(name="range", metadata=encode_subscription([topic]))],
+    )
+
+
+async def test_a_member_that_does_not_rejoin_is_removed_after_the_rebalance_timeout(
+    fake: FakeCluster,
+) -> None:
+    topic, group_id = unique("t"), unique("g")
+    fake.create_topic(topic, 2)
+    node = coordinator(fake, group_id)
+    joined: list[Any] = []
+    async with (
+        pykaf.open_client(fake.bootstrap) as client,
+        pykaf.open_client(fake.bootstrap) as newcomer,
+    ):
+        first, generation, _ = await _first_member(client, node, group_id, topic, rebalance_ms=500)
+
+        async def second() -> None:
+            join = join_request(group_id, topic, rebalance_ms=500)
+            joined.append(await newcomer.request(node, join, 3))  # v3: no MEMBER_ID_REQUIRED
+
+        hb = P.HeartbeatRequest(group_id=group_id, generation_id=generation, member_id=first)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(second)
+            await wait_for(lambda: describe(fake, group_id)[0] == "PreparingRebalance")
+            # The first member heartbeats but does not rejoin: told to, then dropped.
+            assert (await client.request(node, hb, 4)).error_code == (
+                errors.RebalanceInProgressError.code
+            )
+        [resp] = joined
+        assert resp.error_code == 0 and resp.generation_id == generation + 1
+        assert [m.member_id for m in resp.members] == [resp.member_id] != [first]
+        assert (await client.request(node, hb, 4)).error_code == errors.UnknownMemberIdError.code
+
+
+async def test_the_initial_delay_gathers_the_first_members_into_one_generation() -> None:
+    async with open_fake_cluster(1, group_initial_rebalance_delay_ms=300) as fake:
+        topic, group_id = unique("t"), unique("g")
+        fake.create_topic(topic, 2)
+        answers: list[Any] = []
+
+        async def join() -> None:
+            async with pykaf.open_client(fake.bootstrap) as client:
+                answers.append(await client.request(1, join_request(group_id, topic), 3))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(join)
+            await wait_for(lambda: describe(fake, group_id)[0] == "PreparingRebalance")
+            nursery.start_soon(join)
+        assert [a.error_code for a in answers] == [0, 0]
+        assert {a.generation_id for a in answers} == {1}
+        [leader] = [a for a in answers if a.leader == a.member_id]
+        assert len(leader.members) == 2
+        assert not fake.handler_errors
+
+
 async def test_stale_generation_and_unknown_member_on_commit_and_heartbeat(
     fake: FakeCluster,
 ) -> None:
@@ -379,21 +465,7 @@ async def test_stale_generation_and_unknown_member_on_commit_and_heartbeat(
     node = coordinator(fake, group_id)
 
     def commit(generation: int, member_id: str, offset: int = 5) -> P.OffsetCommitRequest:
-        return P.OffsetCommitRequest(
-            group_id=group_id,
-            generation_id_or_member_epoch=generation,
-            member_id=member_id,
-            topics=[
-                P.OffsetCommitRequest.OffsetCommitRequestTopic(
-                    name=topic,
-                    partitions=[
-                        P.OffsetCommitRequest.OffsetCommitRequestPartition(
-                            partition_index=0, committed_offset=offset, committed_metadata=""
-                        )
-                    ],
-                )
-            ],
-        )
+        return commit_request(group_id, topic, [0], offset, generation, member_id)
 
     def code_of(resp: Any) -> int:
         return int(resp.topics[0].partitions[0].error_code)
@@ -448,18 +520,16 @@ async def test_stale_generation_and_unknown_member_on_commit_and_heartbeat(
 
 
 async def _first_member(
-    client: pykaf.Client, node: int, group_id: str, topic: str, instance: str | None = None
+    client: pykaf.Client,
+    node: int,
+    group_id: str,
+    topic: str,
+    instance: str | None = None,
+    rebalance_ms: int = 10_000,
 ) -> tuple[str, int, bytes]:
     """Become a group's only member and leader: (member id, generation, assignment)."""
-    join = P.JoinGroupRequest(
-        group_id=group_id,
-        session_timeout_ms=30_000,
-        rebalance_timeout_ms=10_000,
-        member_id="",
-        group_instance_id=instance,
-        protocol_type="consumer",
-        protocols=[P.JoinGroupRequestProtocol(name="range", metadata=encode_subscription([topic]))],
-    )
+    join = join_request(group_id, topic, rebalance_ms=rebalance_ms)
+    join.group_instance_id = instance
     resp = await client.request(node, join, 7)
     if resp.error_code == errors.MemberIdRequiredError.code:
         join.member_id = resp.member_id
@@ -564,22 +634,7 @@ async def test_describe_list_delete_and_offset_delete(fake: FakeCluster) -> None
         assert other.error_code == errors.NotCoordinatorError.code
         # A group with only committed offsets (a simple commit) on the same broker.
         idle_node = coordinator(fake, idle)
-        commit = P.OffsetCommitRequest(
-            group_id=idle,
-            generation_id_or_member_epoch=-1,
-            member_id="",
-            topics=[
-                P.OffsetCommitRequest.OffsetCommitRequestTopic(
-                    name=topic,
-                    partitions=[
-                        P.OffsetCommitRequest.OffsetCommitRequestPartition(
-                            partition_index=p, committed_offset=3, committed_metadata=None
-                        )
-                        for p in (0, 1)
-                    ],
-                )
-            ],
-        )
+        commit = commit_request(idle, topic, [0, 1], 3)
         assert (await client.request(idle_node, commit, 8)).topics[0].partitions[0].error_code == 0
         listed = {}
         for broker in (1, 2, 3):
