@@ -131,21 +131,23 @@ def describe(fake: FakeCluster, group_id: str) -> Any:
 # ------------------------------------------------------------------ pykaf members
 
 
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
 async def test_two_then_three_members_split_and_a_leaver_rebalances(
-    fake: FakeCluster,
+    fake: FakeCluster, assignor: str
 ) -> None:
     topic, group_id = unique("t"), unique("g")
     fake.create_topic(topic, 6)
     boot = fake.bootstrap
+    cfg = {**FAST, "assignors": [assignor]}
     async with (
-        pykaf.open_consumer_group(boot, group_id, [topic], **FAST) as g1,
-        pykaf.open_consumer_group(boot, group_id, [topic], **FAST) as g2,
+        pykaf.open_consumer_group(boot, group_id, [topic], **cfg) as g1,
+        pykaf.open_consumer_group(boot, group_id, [topic], **cfg) as g2,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(g1.consume, Idle())
         nursery.start_soon(g2.consume, Idle())
         await wait_for(split(topic, 6, g1, g2), what=lambda: (parts(g1, topic), parts(g2, topic)))
-        async with pykaf.open_consumer_group(boot, group_id, [topic], **FAST) as g3:
+        async with pykaf.open_consumer_group(boot, group_id, [topic], **cfg) as g3:
             nursery.start_soon(g3.consume, Idle())
             await wait_for(
                 split(topic, 6, g1, g2, g3),
@@ -839,3 +841,117 @@ async def test_confluent_kafka_and_pykaf_members_share_a_group(
         # confluent-kafka left: pykaf gets everything back.
         await wait_for(lambda: parts(g1, topic) == [0, 1, 2, 3])
         nursery.cancel_scope.cancel()
+
+
+async def test_every_version_is_answered(fake: FakeCluster) -> None:
+    # Each group API at each advertised version, on the group's coordinator,
+    # for a group nobody joined: the answer decodes and carries Kafka's code.
+    topic = unique("t")
+    fake.create_topic(topic, 1)
+    group_id = unique("g")
+    node = coordinator(fake, group_id)
+    some = [P.OffsetFetchRequest.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]
+    cases: list[tuple[Any, range, Callable[[Any], Any], Any]] = [
+        (
+            lambda v: (
+                P.FindCoordinatorRequest(coordinator_keys=[group_id])
+                if v >= 4
+                else P.FindCoordinatorRequest(key=group_id)
+            ),
+            range(5),
+            lambda r: r.node_id if r.coordinators == [] else r.coordinators[0].node_id,
+            node,
+        ),
+        (
+            P.HeartbeatRequest(group_id=group_id, generation_id=1, member_id="m"),
+            range(5),
+            lambda r: r.error_code,
+            errors.UnknownMemberIdError.code,
+        ),
+        (
+            P.SyncGroupRequest(group_id=group_id, generation_id=1, member_id="m", assignments=[]),
+            range(6),
+            lambda r: r.error_code,
+            errors.UnknownMemberIdError.code,
+        ),
+        (
+            lambda v: (
+                P.LeaveGroupRequest(
+                    group_id=group_id, members=[P.LeaveGroupRequest.MemberIdentity(member_id="m")]
+                )
+                if v >= 3
+                else P.LeaveGroupRequest(group_id=group_id, member_id="m")
+            ),
+            range(6),
+            lambda r: r.error_code or r.members[0].error_code,
+            errors.UnknownMemberIdError.code,
+        ),
+        (
+            commit_request(group_id, topic, [0], 1, generation=3, member_id="m"),
+            range(1, 9),  # v0 has no generation: a simple commit
+            lambda r: r.topics[0].partitions[0].error_code,
+            errors.UnknownMemberIdError.code,
+        ),
+        (
+            lambda v: (
+                P.OffsetFetchRequest(
+                    groups=[
+                        P.OffsetFetchRequest.OffsetFetchRequestGroup(
+                            group_id=group_id,
+                            topics=[
+                                P.OffsetFetchRequest.OffsetFetchRequestTopics(
+                                    name=topic, partition_indexes=[0]
+                                )
+                            ],
+                        )
+                    ],
+                )
+                if v >= 8
+                else P.OffsetFetchRequest(group_id=group_id, topics=some)
+            ),
+            range(9),
+            lambda r: (
+                (r.groups[0].topics if r.groups else r.topics)[0].partitions[0].committed_offset
+            ),
+            -1,
+        ),
+        (
+            P.DescribeGroupsRequest(groups=[group_id]),
+            range(6),
+            lambda r: r.groups[0].group_state,
+            "Dead",
+        ),
+        (P.ListGroupsRequest(), range(6), lambda r: r.error_code, 0),
+        (
+            P.DeleteGroupsRequest(groups_names=[group_id]),
+            range(3),
+            lambda r: r.results[0].error_code,
+            errors.GroupIdNotFoundError.code,
+        ),
+        (
+            P.OffsetDeleteRequest(group_id=group_id, topics=[]),
+            range(1),
+            lambda r: r.error_code,
+            errors.GroupIdNotFoundError.code,
+        ),
+    ]
+    async with pykaf.open_client(fake.bootstrap) as client:
+        for request, versions, pick, expected in cases:
+            for version in versions:
+                made = request(version) if callable(request) else request
+                resp = await client.request(node, made, version)
+                assert pick(resp) == expected, (type(request).__name__, version)
+        for version in range(10):
+            join = join_request(group_id, topic, rebalance_ms=-1 if version == 0 else 10_000)
+            join.protocol_type = ""
+            resp = await client.request(node, join, version)
+            assert resp.error_code == errors.InconsistentGroupProtocolError.code, version
+        # Injected errors keep the response's shape.
+        fake.push_request_errors(OFFSET_COMMIT, errors.NotCoordinatorError.code)
+        resp = await client.request(node, commit_request(group_id, topic, [0], 1), 8)
+        assert resp.topics[0].partitions[0].error_code == errors.NotCoordinatorError.code
+        fake.push_request_errors(10, errors.CoordinatorNotAvailableError.code)
+        resp = await client.request(
+            node, P.FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]), 4
+        )
+        assert resp.coordinators[0].error_code == errors.CoordinatorNotAvailableError.code
