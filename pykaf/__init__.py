@@ -48,6 +48,12 @@ from pykaf._producer.records import (
     ProducerStatistics,
     RecordMetadata,
 )
+from pykaf._txn.manager import (
+    GroupMetadata,
+    TransactionAbortedError,
+    TransactionStateError,
+    TxnStatus,
+)
 from pykaf._version import __version__
 
 __all__ = [
@@ -70,6 +76,7 @@ __all__ = [
     "ConsumerStatistics",
     "CooperativeStickyAssignor",
     "GroupConfig",
+    "GroupMetadata",
     "GroupPartitionStatistics",
     "GroupSession",
     "GroupStatistics",
@@ -88,6 +95,9 @@ __all__ = [
     "RoundRobinAssignor",
     "StickyAssignor",
     "TopicInfo",
+    "TransactionAbortedError",
+    "TransactionStateError",
+    "TxnStatus",
     "__version__",
     "codec",
     "errors",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from pykaf import errors
+from pykaf._txn.manager import GroupMetadata
 from pykaf.codec import Record
 
 if TYPE_CHECKING:
@@ -140,6 +141,15 @@ class GroupSession:
     ) -> None:
         """Set the offset to commit for a partition even if it is lower than the marked one."""
         self._group._reset(topic, partition, offset, metadata)
+
+    def group_metadata(self) -> GroupMetadata:
+        """The member and generation, for ``producer.send_offsets_to_transaction``."""
+        return GroupMetadata(
+            self.group_id,
+            self.generation_id,
+            self.member_id,
+            self._group.config.group_instance_id,
+        )
 
     async def commit(self) -> None:
         """Commit the marked offsets now (also done on an interval and on every revoke).

@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
@@ -49,6 +49,7 @@ from pykaf._producer.records import (
 )
 from pykaf._producer.sender import BrokerSender
 from pykaf._producer.state import PartitionState, TopicState
+from pykaf._txn.manager import Offsets, TransactionManager, TxnStatus
 from pykaf._util import open_service_nursery
 from pykaf.codec import BatchBuilder, record_size
 
@@ -59,6 +60,7 @@ _INIT_PRODUCER_ID = 22
 RECORD_OVERHEAD = 24
 _DUPLICATE_SEQUENCE = 46
 _SEQUENCE_ERRORS = (45, 59)  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID
+_STALE_COORDINATOR = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
 _LEADER_ERRORS = (
     errors.NotLeaderOrFollowerError,
     errors.LeaderNotAvailableError,
@@ -95,7 +97,13 @@ class Producer:
         self._nursery = nursery
         self.acks = config.acks_int
         self.idempotent = bool(config.idempotence or config.transactional_id)
-        self.transactional_id: str | None = None  # transactions: issue 6
+        self.transactional_id: str | None = config.transactional_id
+        self.txn: TransactionManager | None = None
+        if config.transactional_id is not None:
+            self.txn = TransactionManager(self, config.transactional_id)
+        # True while records may not be sent: a transactional producer outside
+        # an open transaction (one check on the hot path, with ``closing``).
+        self._txn_gate = self.txn is not None
         self.producer_id = -1
         self.producer_epoch = -1
         self.closing = False
@@ -171,12 +179,15 @@ class Producer:
         Raises:
             BufferFullError: the buffer holds ``buffer_bytes`` or ``buffer_records``.
             ClosedError: the producer is closing.
+            TransactionStateError: a transactional producer has no open transaction
+                (``TransactionAbortableError`` after a failure in it,
+                ``ProducerFencedError`` once fenced).
             RecordTooLargeError: the record exceeds ``max_message_bytes``.
             UnknownTopicOrPartitionError: ``partition`` is out of range.
             TypeError: key, value or a header is not bytes.
         """
-        if self.closing:
-            raise errors.ClosedError("the producer is closed")
+        if self.closing or self._txn_gate:
+            self._refuse()
         if (
             self.buffered_records >= self._buffer_records_limit
             or self.buffered_bytes >= self._buffer_bytes_limit
@@ -270,6 +281,8 @@ class Producer:
         for name, col in (("keys", keys), ("headers", headers), ("timestamps", timestamps)):
             if col is not None and len(col) != n:
                 raise ValueError(f"{name} has {len(col)} entries for {n} values")
+        if self.closing or self._txn_gate:
+            self._refuse()
         delivery = BatchDelivery(n)
         if n == 0:
             return delivery
@@ -352,6 +365,7 @@ class Producer:
                 self.buffered_records >= self._buffer_records_limit
                 or self.buffered_bytes >= self._buffer_bytes_limit
                 or self.closing
+                or self._txn_gate
             ):
                 await self._wait_for_space()  # exact limits; raises ClosedError
             key = keys[i]
@@ -427,12 +441,158 @@ class Producer:
         """Deliver everything buffered (up to ``delivery_timeout``), then close.
 
         Records still unsettled after that fail with ``ClosedError``. Raises
-        ``DeliveryError`` for failures nobody was told of.
+        ``DeliveryError`` for failures nobody was told of. A transaction still
+        open is aborted first (as Kafka's producer does: closing never commits).
         """
         if self.closed:
             return
         await self._shutdown(deliver=True)
         self._raise_unreported()
+
+    # ------------------------------------------------------------------ transactions
+
+    @property
+    def txn_status(self) -> TxnStatus | None:
+        """The transaction status (sarama's TxnStatus); None without ``transactional_id``."""
+        return None if self.txn is None else self.txn.status
+
+    def _transactions(self) -> TransactionManager:
+        if self.txn is None:
+            raise errors.ConfigError("transactions need the transactional_id option")
+        return self.txn
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent from now on belong to it.
+
+        Partitions join the transaction (AddPartitionsToTxn) as their first
+        batch is about to be sent, many in one request.
+
+        Raises:
+            ConfigError: the producer has no ``transactional_id``.
+            TransactionStateError: a transaction is already open, or the last
+                one is still committing or aborting.
+            TransactionAbortableError: the previous transaction failed and
+                must be aborted first.
+            ProducerFencedError: the producer was fenced (also any fatal error).
+        """
+        self._transactions().begin()
+
+    async def commit_transaction(self) -> None:
+        """Send everything buffered, wait until all of it is acknowledged, then commit.
+
+        Calling it again after a ``KafkaTimeoutError`` retries the commit.
+
+        Raises:
+            TransactionStateError: no transaction is open.
+            TransactionAbortableError: a record or an offset of the transaction
+                failed (its cause is the error): call :meth:`abort_transaction`.
+            ProducerFencedError: another producer with the same
+                ``transactional_id`` took over (fatal: only close remains);
+                ``InvalidTxnStateError`` and ``TransactionalIdAuthorizationError``
+                are fatal too.
+            KafkaTimeoutError: the coordinator kept answering with retriable
+                errors for ``request_timeout``.
+        """
+        await self._transactions().commit()
+
+    async def abort_transaction(self) -> None:
+        """Abort the open transaction; then a new one may begin.
+
+        Records not sent yet fail with ``TransactionAbortedError``; the
+        producer waits for requests in flight, then ends the transaction
+        (EndTxn, abort). Failures of the aborted records are not raised again
+        by ``flush()`` or ``aclose()``.
+
+        Raises:
+            TransactionStateError: no transaction is open.
+            ProducerFencedError: fenced (or any other fatal error).
+            KafkaTimeoutError: as for :meth:`commit_transaction` (call again).
+        """
+        await self._transactions().abort()
+
+    async def send_offsets_to_transaction(self, offsets: Offsets, group_metadata: Any) -> None:
+        """Commit a consumer group's offsets with the open transaction (KIP-447).
+
+        Args:
+            offsets: the next offset to consume per partition:
+                ``{(topic, partition): offset}`` (values may be
+                ``(offset, metadata)`` pairs), or objects with ``topic``,
+                ``partition``, ``offset`` (and optionally ``metadata``).
+            group_metadata: a :class:`GroupMetadata` (``session.group_metadata()``
+                of a consumer group session), a session itself, or a group id.
+
+        The offsets become visible to the group when the transaction commits
+        and are dropped when it aborts.
+
+        Raises:
+            TransactionStateError: no transaction is open.
+            TransactionAbortableError: the transaction already failed.
+            the coordinator's error (then the transaction must abort), e.g.
+            ``IllegalGenerationError``, ``UnknownMemberIdError``,
+            ``FencedInstanceIdError`` when the member was fenced from the group.
+        """
+        await self._transactions().send_offsets(offsets, group_metadata)
+
+    async def _drain_input(self) -> None:
+        """Dispatch the messages already on ``input()``."""
+        while True:
+            try:
+                msg = self._input_receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                return
+            await self._wait_for_space_lenient()
+            self._dispatch(msg)
+
+    async def _flush_transaction(self) -> None:
+        """Commit's flush: what was sent in the transaction, acknowledged or failed."""
+        await self._settle_all()
+
+    def _drop_unsent(self, p: PartitionState, error: BaseException) -> bool:
+        """Fail ``p``'s batches not sent yet; whether one of them held sequence numbers."""
+        lost = False
+        batches = list(p.queue)
+        if p.open is not None and p.open.count:
+            batches.append(p.open)
+        for batch in batches:
+            lost = lost or batch.raw is not None
+            self._fail_anywhere(p, batch, error)
+        return lost
+
+    async def _drop_transaction(self, error: BaseException) -> bool:
+        """Abort's part: fail what is unsent, wait out what is in flight.
+
+        Returns whether a dropped batch held sequence numbers (the epoch must
+        then be bumped before the next transaction).
+        """
+        lost = False
+        self.paused = True  # nothing new is written from here on
+        try:
+            while True:
+                for t in list(self._topics.values()):
+                    self._fail_parked(t, error)
+                    for p in t.parts:
+                        if p.retrying and not p.inflight:
+                            self._finish_retry(p)
+                        lost = self._drop_unsent(p, error) or lost
+                if not any(s.in_flight for s in self._brokers.values()):
+                    break
+                await self._in_flight_lot.park()
+        finally:
+            self.paused = False
+            for s in self._brokers.values():
+                s.wake()
+        # The transaction's failures are settled by the abort: flush() and
+        # aclose() do not raise them again.
+        self._unreported.clear()
+        return lost
+
+    async def _new_epoch(self) -> None:
+        """A new epoch from the coordinator; every partition's sequence starts again at 0."""
+        await self.init_producer_id(bump=True)
+        self.epoch_bumps += 1
+        for t in self._topics.values():
+            for p in t.parts:
+                p.next_sequence = 0
 
     # ------------------------------------------------------------------ the hot path
 
@@ -611,11 +771,17 @@ class Producer:
             self.buffered_records >= self._buffer_records_limit
             or self.buffered_bytes >= self._buffer_bytes_limit
         ):
-            if self.closing:
-                raise errors.ClosedError("the producer is closed")
+            if self.closing or self._txn_gate:
+                self._refuse()
             await self._space.park()
-        if self.closing:
+        if self.closing or self._txn_gate:
+            self._refuse()
+
+    def _refuse(self) -> NoReturn:
+        """Raise why no record may be sent now (closed, or no open transaction)."""
+        if self.closing or self.txn is None:
             raise errors.ClosedError("the producer is closed")
+        self.txn.refuse_send()
 
     async def _ready_topic(self, topic: str) -> TopicState:
         t = self._topics.get(topic)
@@ -646,10 +812,7 @@ class Producer:
             t.error = exc
             if self._topics.get(t.name) is t:
                 del self._topics[t.name]  # a later send asks again
-            pending, t.pending = t.pending, []
-            for record in pending:
-                self._release(1, record[-1])
-                self._report_one(t.name, record, exc)
+            self._fail_parked(t, exc)
             t.ready.set()
             return
         t.parts = [PartitionState(t.name, i) for i in range(len(partitions))]
@@ -875,7 +1038,7 @@ class Producer:
             exc = exc_type(f"{batch.topic}/{batch.partition}: {detail}")
             self.error_count += 1
             sender.errors += 1
-            if self.idempotent and code in _SEQUENCE_ERRORS:
+            if self.idempotent and code in _SEQUENCE_ERRORS and self.txn is None:
                 if p is not None and not p.retrying:
                     self._request_bump(exc)
                 self._retry_or_fail(p, batch, exc, count_attempt=False)
@@ -928,6 +1091,8 @@ class Producer:
 
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         log.warning("%r failed: %s", batch, error)
+        if self.txn is not None:
+            self.txn.record_failed(error)
         self.records_failed += batch.count
         batch.error = error
         unobserved = batch.count - batch.observed
@@ -1013,6 +1178,8 @@ class Producer:
         """A parked record failed before it reached a batch."""
         target = record[5]
         timestamp = record[4]
+        if self.txn is not None:
+            self.txn.record_failed(error)
         self.records_failed += 1
         md = RecordMetadata(topic, -1 if record[2] is None else record[2], -1, timestamp)
         if isinstance(target, ProducerMessage):
@@ -1026,6 +1193,13 @@ class Producer:
                 log.exception("on_delivery callback failed")
             return
         self._unreported.append((topic, md.partition, 1, error))
+
+    def _fail_parked(self, t: TopicState, error: BaseException) -> None:
+        """Fail the records waiting for ``t``'s partitions to be known."""
+        pending, t.pending = t.pending, []
+        for record in pending:
+            self._release(1, record[-1])
+            self._report_one(t.name, record, error)
 
     def _release(self, records: int, nbytes: int) -> None:
         self.buffered_records -= records
@@ -1054,9 +1228,13 @@ class Producer:
             the broker's error when it is not retriable.
         """
         deadline = trio.current_time() + self.config.request_timeout
+        stale = False  # the transaction coordinator must be looked up again
         while True:
             try:
-                conn = await self.client.any_connection()
+                if self.txn is not None:
+                    conn = await self.txn._connection(None, stale)
+                else:
+                    conn = await self.client.any_connection()
                 version = conn.version_for(_INIT_PRODUCER_ID)
                 kw: dict[str, Any] = {
                     "transactional_id": self.transactional_id,
@@ -1072,6 +1250,8 @@ class Producer:
                     self.producer_id = resp.producer_id
                     self.producer_epoch = resp.producer_epoch
                     log.info("producer id %d epoch %d", self.producer_id, self.producer_epoch)
+                    if self.txn is not None:
+                        self.txn.initialized()
                     return
                 if not err.retriable:
                     if keep and self.transactional_id is None:
@@ -1081,15 +1261,24 @@ class Producer:
                         log.info("InitProducerId refused the epoch bump (%s): new id", err.__name__)
                         bump = False
                         continue
-                    raise err(f"InitProducerId: {err.description}")
+                    exc = err(f"InitProducerId: {err.description}")
+                    if self.txn is not None:
+                        self.txn.abortable(exc)  # fatal errors make the producer fatal
+                    raise exc
+                stale = issubclass(err, _STALE_COORDINATOR)
                 last: BaseException = err(err.description)
             except (errors.KafkaConnectionError, errors.RetriableError) as exc:
+                stale = True
                 last = exc
             if trio.current_time() >= deadline:
                 raise errors.KafkaTimeoutError(f"InitProducerId did not succeed: {last}")
             await trio.sleep(self.config.retry_backoff)
 
     def _request_bump(self, reason: BaseException) -> None:
+        if self.txn is not None:
+            # Never inside a transaction: it must abort; the abort bumps the epoch.
+            self.txn.sequence_gap(reason)
+            return
         if self._bump_requested:
             return
         log.warning("resetting the idempotent producer's epoch after: %s", reason)
@@ -1188,13 +1377,7 @@ class Producer:
 
     async def _deliver_all(self) -> None:
         """Everything accepted so far, input() included, acknowledged or failed."""
-        while True:  # messages already on input() must be delivered too
-            try:
-                msg = self._input_receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                break
-            await self._wait_for_space_lenient()
-            self._dispatch(msg)
+        await self._drain_input()  # messages already on input() must be delivered too
         self.closing = True
         self._space.unpark_all()
         await self._settle_all()
@@ -1224,6 +1407,8 @@ class Producer:
     async def _shutdown(self, *, deliver: bool) -> None:
         with trio.CancelScope(shield=True):
             self._input_send.close()
+            if self.txn is not None:
+                await self.txn.abort_on_close()  # closing never commits
             if deliver:
                 with trio.move_on_after(self.config.delivery_timeout):
                     await self._deliver_all()
@@ -1231,10 +1416,7 @@ class Producer:
             self._space.unpark_all()
             closed = errors.ClosedError("the producer closed before the record was delivered")
             for t in list(self._topics.values()):
-                pending, t.pending = t.pending, []
-                for record in pending:
-                    self._release(1, record[-1])
-                    self._report_one(t.name, record, closed)
+                self._fail_parked(t, closed)
                 for p in t.parts:
                     for batch in p.batches():
                         self._fail_anywhere(p, batch, closed)
@@ -1290,6 +1472,8 @@ async def _start(client: Client, cfg: ProducerConfig, nursery: trio.Nursery) -> 
     producer = Producer(client, cfg, nursery)
     if producer.idempotent:
         await producer.init_producer_id()
+    if producer.txn is not None:
+        nursery.start_soon(producer.txn.run_adder, name="pykaf producer transaction partitions")
     nursery.start_soon(producer._dispatcher, name="pykaf producer dispatcher")
     return producer
 

@@ -88,6 +88,7 @@ class BrokerSender:
         linger = cfg.linger
         limit = cfg.max_request_bytes
         per_partition = 5 if pr.idempotent else cfg.max_in_flight
+        txn = pr.txn
         ready: list[PartitionState] = []
         size = 0
         deadline = math.inf
@@ -105,6 +106,9 @@ class BrokerSender:
                     deadline = min(deadline, due)
                     continue
             if not pr.expire_queued(part, now):
+                continue
+            if txn is not None and part.txn_added != txn.serial:
+                txn.need(part)  # held until AddPartitionsToTxn added it
                 continue
             est = part.queue[0].size()
             if ready and size + est > limit:
@@ -140,6 +144,12 @@ class BrokerSender:
             for part in ready:
                 pr.partition_unreachable(part, exc)
             return
+        if pr.paused or pr.txn is not None:
+            # While the connection was awaited, an abort may have dropped batches
+            # (or an epoch bump begun).
+            ready = [part for part in ready if part.queue] if not pr.paused else []
+            if not ready:
+                return
         batches: list[ProducerBatch] = []
         topics: dict[str, list[Any]] = {}
         partition_data = P.ProduceRequest.PartitionProduceData

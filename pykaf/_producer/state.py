@@ -39,6 +39,7 @@ class PartitionState:
         "retry",
         "retrying",
         "topic",
+        "txn_added",
     )
 
     def __init__(self, topic: str, partition: int) -> None:
@@ -55,6 +56,8 @@ class PartitionState:
         self.next_ordinal = 0
         self.next_sequence = 0
         self.detached = trio.Event()
+        #: The serial of the transaction the partition was last added to (0: none).
+        self.txn_added = 0
 
     def batches(self) -> list[ProducerBatch]:
         """Every unsettled batch of the partition, oldest first."""

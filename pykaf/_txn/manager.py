@@ -1,0 +1,616 @@
+"""The transactional producer's state machine and its calls to the coordinators.
+
+One :class:`TransactionManager` per producer with a ``transactional_id``. It
+owns the transaction's status (:class:`TxnStatus`, sarama's TxnStatus), talks
+to the transaction coordinator (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn)
+and to the group coordinator (TxnOffsetCommit), and tells the producer when
+records may be sent: only while a transaction is open.
+
+Partitions join a transaction lazily. A broker's sender skips a partition
+whose ``txn_added`` is not the current transaction's serial and asks the
+manager to add it; one task (:meth:`TransactionManager.run_adder`) sends the
+partitions asked for meanwhile in one AddPartitionsToTxn, then marks them
+added and wakes their senders. Nothing of this runs per record.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import trio
+
+from pykaf import errors
+from pykaf import protocol as P
+
+if TYPE_CHECKING:
+    from pykaf._net.connection import BrokerConnection
+    from pykaf._producer.producer import Producer
+    from pykaf._producer.state import PartitionState
+
+log = logging.getLogger("pykaf.producer")
+
+_ADD_PARTITIONS_TO_TXN = 24
+_ADD_OFFSETS_TO_TXN = 25
+_END_TXN = 26
+_TXN_OFFSET_COMMIT = 28
+#: AddPartitionsToTxn v4+ is for brokers only (KIP-890): clients speak v3 at most.
+_MAX_ADD_PARTITIONS_VERSION = 3
+#: EndTxn v5 bumps the epoch at every transaction's end (KIP-890 part 2): not used.
+_MAX_END_TXN_VERSION = 4
+
+#: Errors after which the producer can only be closed.
+_FATAL: tuple[type[errors.KafkaError], ...] = (
+    errors.ProducerFencedError,
+    errors.InvalidProducerEpochError,
+    errors.TransactionalIdAuthorizationError,
+    errors.TransactionCoordinatorFencedError,
+    errors.InvalidTxnStateError,
+    errors.UnsupportedVersionError,
+)
+#: Errors meaning "another producer took over the transactional id".
+_FENCED: tuple[type[errors.KafkaError], ...] = (
+    errors.ProducerFencedError,
+    errors.InvalidProducerEpochError,
+    errors.TransactionCoordinatorFencedError,
+)
+_STALE_COORDINATOR = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
+
+TopicPartition = tuple[str, int]
+
+
+class TxnStatus(enum.Enum):
+    """Where a transactional producer is (``producer.txn_status``)."""
+
+    #: No producer id yet (before InitProducerId).
+    UNINITIALIZED = "uninitialized"
+    #: No transaction open; ``begin_transaction()`` may be called.
+    READY = "ready"
+    #: A transaction is open: records may be sent, offsets added.
+    IN_TRANSACTION = "in_transaction"
+    #: ``commit_transaction()`` is flushing and ending the transaction.
+    COMMITTING = "committing"
+    #: ``abort_transaction()`` is dropping records and ending the transaction.
+    ABORTING = "aborting"
+    #: Something in the transaction failed: it can only be aborted.
+    ABORTABLE_ERROR = "abortable_error"
+    #: Fenced or refused for good: the producer can only be closed.
+    FATAL_ERROR = "fatal_error"
+
+
+class TransactionStateError(errors.InvalidTxnStateError):
+    """A transactional call made in a state that does not allow it (raised by pykaf itself).
+
+    For instance ``commit_transaction()`` without ``begin_transaction()``, a
+    second ``begin_transaction()``, or a record sent outside a transaction.
+    A subclass of Kafka's :class:`~pykaf.errors.InvalidTxnStateError`.
+    """
+
+
+class TransactionAbortedError(errors.PykafError):
+    """The record's transaction was aborted before the record was sent."""
+
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    """The consumer group member whose offsets a transaction commits (KIP-447).
+
+    Get it from a group session with ``session.group_metadata()``; the
+    coordinator rejects the offsets if this member was fenced meanwhile.
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
+#: ``send_offsets_to_transaction``'s offsets: ``{(topic, partition): offset}``
+#: (or ``offset, metadata`` pairs as values), or objects with ``topic``,
+#: ``partition`` and ``offset`` (and optionally ``metadata``) attributes.
+#: Each offset is the next one to consume, as in any commit.
+Offsets = Mapping[TopicPartition, "int | tuple[int, str | None]"] | Iterable[Any]
+
+
+def offsets_by_topic(offsets: Offsets) -> dict[str, dict[int, tuple[int, str | None]]]:
+    """Normalise ``send_offsets_to_transaction``'s offsets: topic -> partition -> (offset, meta)."""
+    out: dict[str, dict[int, tuple[int, str | None]]] = {}
+    items: Iterable[tuple[Any, Any]]
+    if isinstance(offsets, Mapping):
+        items = offsets.items()
+    else:
+        entries: Iterable[Any] = offsets
+        items = (
+            ((o.topic, o.partition), (o.offset, getattr(o, "metadata", None))) for o in entries
+        )
+    for (topic, partition), value in items:
+        offset, metadata = value if isinstance(value, tuple) else (value, None)
+        if not isinstance(topic, str) or type(partition) is not int or type(offset) is not int:
+            raise TypeError(f"bad offset entry ({topic!r}, {partition!r}) -> {value!r}")
+        if offset < 0:
+            raise ValueError(f"offset {offset} for {topic}/{partition} is negative")
+        out.setdefault(topic, {})[partition] = (offset, metadata)
+    return out
+
+
+def group_metadata_of(group: Any) -> GroupMetadata:
+    """A GroupMetadata from itself, a group session (``group_metadata()``) or a group id."""
+    if isinstance(group, GroupMetadata):
+        return group
+    if isinstance(group, str):
+        return GroupMetadata(group)
+    getter = getattr(group, "group_metadata", None)
+    if callable(getter):
+        gm = getter()
+        if isinstance(gm, GroupMetadata):
+            return gm
+    raise TypeError(f"expected GroupMetadata, a group session or a group id, not {group!r}")
+
+
+def _first_error(codes: Iterable[int]) -> type[errors.KafkaError] | None:
+    """The error to act on among per-partition codes: a final one before a retriable one."""
+    found: type[errors.KafkaError] | None = None
+    for code in codes:
+        err = errors.error_for_code(code)
+        if err is None or err is errors.OperationNotAttemptedError:
+            continue
+        if not err.retriable:
+            return err
+        found = found or err
+    if found is None and any(code for code in codes):
+        return errors.OperationNotAttemptedError
+    return found
+
+
+class TransactionManager:
+    """The transaction state of one producer and its requests to the coordinators."""
+
+    def __init__(self, producer: Producer, transactional_id: str) -> None:
+        self.producer = producer
+        self.transactional_id = transactional_id
+        self.status = TxnStatus.UNINITIALIZED
+        #: Number of the current (or next) transaction; a partition is in the
+        #: transaction when its ``txn_added`` equals it.
+        self.serial = 1
+        self.error: BaseException | None = None  # why abortable, or the fatal error
+        #: A sequence number was spent on a record that will never be written:
+        #: the epoch must be bumped before the next transaction.
+        self.needs_bump = False
+        self.started = False  # the coordinator may know of the transaction
+        self.transactions = 0  # ended (committed or aborted), for statistics
+        self._lock = trio.Lock()
+        self._to_add: dict[PartitionState, None] = {}
+        self._add_wake = trio.Event()
+        self._add_idle = trio.Event()
+        self._add_idle.set()
+
+    # ------------------------------------------------------------------ state
+
+    def _set(self, status: TxnStatus) -> None:
+        self.status = status
+        self.producer._txn_gate = status is not TxnStatus.IN_TRANSACTION
+
+    def initialized(self) -> None:
+        """InitProducerId succeeded: transactions may begin."""
+        if self.status is TxnStatus.UNINITIALIZED:
+            self._set(TxnStatus.READY)
+
+    def fatal(self, error: BaseException) -> BaseException:
+        """Enter FATAL_ERROR; return the error every later call raises."""
+        if self.status is not TxnStatus.FATAL_ERROR:
+            if isinstance(error, _FENCED) and not isinstance(error, errors.ProducerFencedError):
+                fenced = errors.ProducerFencedError(
+                    f"fenced ({type(error).__name__}: {error}): another producer with "
+                    f"transactional_id {self.transactional_id!r} took over"
+                )
+                fenced.__cause__ = error
+                error = fenced
+            log.error("transactional producer %r: fatal error: %s", self.transactional_id, error)
+            self.error = error
+            self._set(TxnStatus.FATAL_ERROR)
+        assert self.error is not None
+        return self.error
+
+    def abortable(self, error: BaseException) -> None:
+        """Something of the open transaction failed: it can only be aborted now."""
+        if isinstance(error, _FATAL):
+            self.fatal(error)
+        elif self.status in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
+            log.warning("transaction of %r must abort: %s", self.transactional_id, error)
+            self.error = error
+            self._set(TxnStatus.ABORTABLE_ERROR)
+
+    def record_failed(self, error: BaseException) -> None:
+        """A batch failed (called by the producer)."""
+        if self.status is not TxnStatus.ABORTING:
+            self.abortable(error)
+
+    def sequence_gap(self, error: BaseException) -> None:
+        """A sequence number was lost; instead of an idempotent epoch bump: abort, then bump."""
+        self.needs_bump = True
+        self.record_failed(error)
+
+    def _raise_fatal(self) -> None:
+        if self.status is TxnStatus.FATAL_ERROR:
+            assert self.error is not None
+            raise _again(self.error)
+
+    def _abortable_error(self) -> errors.TransactionAbortableError:
+        exc = errors.TransactionAbortableError(
+            f"the transaction must be aborted: {type(self.error).__name__}: {self.error}"
+        )
+        exc.__cause__ = self.error
+        return exc
+
+    def _raise_after_flush(self) -> None:
+        """The flush made the transaction fail (a record failed, or fenced)."""
+        if self.status in (TxnStatus.ABORTABLE_ERROR, TxnStatus.FATAL_ERROR):
+            # The failure is told by commit's error: flush() and aclose() keep quiet.
+            self.producer._unreported.clear()
+        self._raise_fatal()
+        if self.status is TxnStatus.ABORTABLE_ERROR:
+            raise self._abortable_error()
+
+    def refuse_send(self) -> NoReturn:
+        """Raise why a record cannot be sent now."""
+        self._raise_fatal()
+        if self.status is TxnStatus.ABORTABLE_ERROR:
+            raise self._abortable_error()
+        raise TransactionStateError(
+            f"records can only be sent inside a transaction (the producer is "
+            f"{self.status.value}): call begin_transaction() first"
+        )
+
+    def _check_open(self, what: str) -> None:
+        self._raise_fatal()
+        if self.status is TxnStatus.ABORTABLE_ERROR:
+            raise self._abortable_error()
+        if self.status is not TxnStatus.IN_TRANSACTION:
+            raise TransactionStateError(f"{what} needs an open transaction ({self.status.value})")
+
+    def begin(self) -> None:
+        """READY -> IN_TRANSACTION."""
+        self._raise_fatal()
+        if self.status is TxnStatus.ABORTABLE_ERROR:
+            raise self._abortable_error()
+        if self.status is TxnStatus.IN_TRANSACTION:
+            raise TransactionStateError("a transaction is already open")
+        if self.status is not TxnStatus.READY:
+            raise TransactionStateError(f"cannot begin a transaction while {self.status.value}")
+        self.error = None
+        self.started = False
+        self._set(TxnStatus.IN_TRANSACTION)
+
+    def _finish(self) -> None:
+        self.serial += 1
+        self.started = False
+        self.error = None
+        self.transactions += 1
+        self._set(TxnStatus.READY)
+
+    # ------------------------------------------------------------------ commit and abort
+
+    async def commit(self) -> None:
+        """Flush, then EndTxn(commit). See ``Producer.commit_transaction``."""
+        async with self._lock:
+            if self.status is TxnStatus.IN_TRANSACTION:
+                await self.producer._drain_input()  # input() messages belong to it too
+            self._raise_fatal()
+            if self.status is TxnStatus.ABORTABLE_ERROR:
+                raise self._abortable_error()
+            if self.status not in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
+                raise TransactionStateError(f"no transaction to commit ({self.status.value})")
+            self._set(TxnStatus.COMMITTING)
+            await self.producer._flush_transaction()
+            self._raise_after_flush()
+            await self._wait_adder()
+            if self.started:
+                try:
+                    await self._end(commit=True)
+                except errors.KafkaTimeoutError:
+                    raise  # still COMMITTING: commit_transaction() may be called again
+                except errors.PykafError as exc:
+                    if not isinstance(exc, _FATAL):
+                        self.abortable(exc)
+                    raise
+            self._finish()
+
+    async def abort(self) -> None:
+        """Drop what is unsent, wait for what is in flight, EndTxn(abort)."""
+        async with self._lock:
+            self._raise_fatal()
+            if self.status not in (
+                TxnStatus.IN_TRANSACTION,
+                TxnStatus.ABORTABLE_ERROR,
+                TxnStatus.ABORTING,
+            ):
+                raise TransactionStateError(f"no transaction to abort ({self.status.value})")
+            self._set(TxnStatus.ABORTING)
+            self._to_add.clear()
+            aborted = TransactionAbortedError("the transaction was aborted")
+            if await self.producer._drop_transaction(aborted):
+                self.needs_bump = True
+            await self._wait_adder()
+            if self.started:
+                await self._end(commit=False)
+            if self.needs_bump:
+                await self.producer._new_epoch()
+                self.needs_bump = False
+            self._finish()
+
+    async def abort_on_close(self) -> None:
+        """Abort an open transaction while the producer closes (best effort)."""
+        if self.status in (
+            TxnStatus.IN_TRANSACTION,
+            TxnStatus.ABORTABLE_ERROR,
+            TxnStatus.ABORTING,
+        ):
+            with trio.move_on_after(self.producer.config.request_timeout):
+                try:
+                    await self.abort()
+                except errors.PykafError as exc:
+                    log.warning("could not abort the transaction on close: %s", exc)
+
+    async def _end(self, *, commit: bool) -> None:
+        await self._txn_request(
+            _END_TXN,
+            P.EndTxnRequest,
+            "EndTxn(commit)" if commit else "EndTxn(abort)",
+            max_version=_MAX_END_TXN_VERSION,
+            committed=commit,
+        )
+
+    async def _txn_request(
+        self,
+        api_key: int,
+        request: Any,
+        what: str,
+        *,
+        max_version: int | None = None,
+        **fields: Any,
+    ) -> None:
+        """A request to the transaction coordinator naming this producer, answered by one code."""
+        pr = self.producer
+        await self._call(
+            api_key,
+            lambda v: request(
+                transactional_id=self.transactional_id,
+                producer_id=pr.producer_id,
+                producer_epoch=pr.producer_epoch,
+                **fields,
+            ),
+            lambda r: errors.error_for_code(r.error_code),
+            what,
+            max_version=max_version,
+        )
+
+    # ------------------------------------------------------------------ offsets
+
+    async def send_offsets(self, offsets: Offsets, group: Any) -> None:
+        """AddOffsetsToTxn, then TxnOffsetCommit. See ``Producer.send_offsets_to_transaction``."""
+        gm = group_metadata_of(group)
+        by_topic = offsets_by_topic(offsets)
+        async with self._lock:
+            self._check_open("send_offsets_to_transaction")
+            if not by_topic:
+                return
+            self.started = True
+            try:
+                await self._txn_request(
+                    _ADD_OFFSETS_TO_TXN,
+                    P.AddOffsetsToTxnRequest,
+                    "AddOffsetsToTxn",
+                    group_id=gm.group_id,
+                )
+                await self._txn_offset_commit(gm, by_topic)
+            except errors.KafkaTimeoutError:
+                raise  # nothing changed for good: the call may be made again
+            except errors.PykafError as exc:
+                self.abortable(exc)
+                raise
+
+    async def _txn_offset_commit(
+        self, gm: GroupMetadata, by_topic: dict[str, dict[int, tuple[int, str | None]]]
+    ) -> None:
+        pr = self.producer
+
+        def build(version: int) -> Any:
+            return P.TxnOffsetCommitRequest(
+                transactional_id=self.transactional_id,
+                group_id=gm.group_id,
+                producer_id=pr.producer_id,
+                producer_epoch=pr.producer_epoch,
+                generation_id=gm.generation_id,
+                member_id=gm.member_id,
+                group_instance_id=gm.group_instance_id,
+                topics=[
+                    P.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+                        name=topic,
+                        partitions=[
+                            P.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
+                                partition_index=partition,
+                                committed_offset=offset,
+                                committed_metadata=metadata,
+                            )
+                            for partition, (offset, metadata) in parts.items()
+                        ],
+                    )
+                    for topic, parts in by_topic.items()
+                ],
+            )
+
+        def check(resp: Any) -> type[errors.KafkaError] | None:
+            return _first_error(p.error_code for t in resp.topics for p in t.partitions)
+
+        await self._call(_TXN_OFFSET_COMMIT, build, check, "TxnOffsetCommit", group=gm.group_id)
+
+    # ------------------------------------------------------------------ partitions
+
+    def need(self, part: PartitionState) -> None:
+        """The sender has a batch for ``part``, which is not in the transaction yet."""
+        if self.status in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
+            if part not in self._to_add:
+                self._to_add[part] = None
+                self._add_wake.set()
+        elif self.status is not TxnStatus.ABORTING:  # abort drops them itself
+            if self.status is TxnStatus.FATAL_ERROR:
+                assert self.error is not None
+                error: BaseException = self.error
+            else:
+                error = self._abortable_error()
+            if self.producer._drop_unsent(part, error):
+                self.needs_bump = True
+
+    async def _wait_adder(self) -> None:
+        while self._to_add or not self._add_idle.is_set():
+            if self._to_add and self._add_idle.is_set():
+                self._add_wake.set()
+            await self._add_idle.wait()
+            await trio.sleep(0)
+
+    async def run_adder(self) -> None:
+        """The task that adds partitions to the transaction, many per request."""
+        while True:
+            await self._add_wake.wait()
+            self._add_wake = trio.Event()
+            if not self._to_add:
+                continue
+            parts = list(self._to_add)
+            serial = self.serial
+            self._add_idle = trio.Event()
+            try:
+                self.started = True
+                await self._add_partitions(parts)
+            except errors.PykafError as exc:
+                for part in parts:
+                    self._to_add.pop(part, None)
+                self.abortable(exc)
+                for part in parts:
+                    if self.producer._drop_unsent(part, exc):
+                        self.needs_bump = True
+            else:
+                for part in parts:
+                    self._to_add.pop(part, None)
+                    part.txn_added = serial
+                    if part.broker is not None:
+                        part.broker.wake()
+            finally:
+                self._add_idle.set()
+
+    async def _add_partitions(self, parts: list[PartitionState]) -> None:
+        pr = self.producer
+        by_topic: dict[str, list[int]] = {}
+        for part in parts:
+            by_topic.setdefault(part.topic, []).append(part.partition)
+        topics = [
+            P.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=name, partitions=partitions)
+            for name, partitions in by_topic.items()
+        ]
+
+        def build(version: int) -> Any:
+            return P.AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=self.transactional_id,
+                v3_and_below_producer_id=pr.producer_id,
+                v3_and_below_producer_epoch=pr.producer_epoch,
+                v3_and_below_topics=topics,
+            )
+
+        def check(resp: Any) -> type[errors.KafkaError] | None:
+            return _first_error(
+                p.partition_error_code
+                for t in resp.results_by_topic_v3_and_below
+                for p in t.results_by_partition
+            )
+
+        log.debug("adding %d partitions to the transaction", len(parts))
+        await self._call(
+            _ADD_PARTITIONS_TO_TXN,
+            build,
+            check,
+            "AddPartitionsToTxn",
+            max_version=_MAX_ADD_PARTITIONS_VERSION,
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    async def _connection(self, group: str | None, stale: bool) -> BrokerConnection:
+        client = self.producer.client
+        if group is None:
+            if stale:
+                broker = await client.refresh_transaction_coordinator(self.transactional_id)
+            else:
+                broker = await client.transaction_coordinator(self.transactional_id)
+        elif stale:
+            broker = await client.refresh_coordinator(group)
+        else:
+            broker = await client.coordinator(group)
+        return await client.connect_to(broker)
+
+    async def _call(
+        self,
+        api_key: int,
+        build: Callable[[int], Any],
+        check: Callable[[Any], type[errors.KafkaError] | None],
+        what: str,
+        *,
+        group: str | None = None,
+        max_version: int | None = None,
+    ) -> Any:
+        """One coordinator request, retried on retriable errors until request_timeout.
+
+        Raises:
+            KafkaTimeoutError: still failing with retriable errors at the deadline.
+            the broker's error otherwise (fatal ones put the producer in FATAL_ERROR).
+        """
+        cfg = self.producer.config
+        deadline = trio.current_time() + cfg.request_timeout
+        stale = False
+        while True:
+            try:
+                conn = await self._connection(group, stale)
+                version = conn.version_for(api_key)
+                if max_version is not None:
+                    version = min(version, max_version)
+                resp = await conn.request(build(version), version)
+                err = check(resp)
+                if err is None:
+                    return resp
+                if not err.retriable:
+                    exc = err(f"{what}: {err.description}")
+                    if isinstance(exc, _FATAL):
+                        raise _again(self.fatal(exc))
+                    raise exc
+                stale = issubclass(err, _STALE_COORDINATOR)
+                last: BaseException = err(f"{what}: {err.description}")
+            except errors.RetriableError as exc:
+                stale = True
+                last = exc
+            if trio.current_time() >= deadline:
+                raise errors.KafkaTimeoutError(f"{what} did not succeed in time: {last}")
+            log.debug("%s: %s; retrying", what, last)
+            await trio.sleep(cfg.retry_backoff)
+
+
+def _again(error: BaseException) -> BaseException:
+    """A fresh exception like ``error`` to raise again (keeps tracebacks from piling up)."""
+    try:
+        fresh = type(error)(str(error))
+    except Exception:
+        return error
+    fresh.__cause__ = error.__cause__ or error
+    return fresh
+
+
+__all__ = [
+    "GroupMetadata",
+    "Offsets",
+    "TransactionAbortedError",
+    "TransactionManager",
+    "TransactionStateError",
+    "TxnStatus",
+    "group_metadata_of",
+    "offsets_by_topic",
+]
