@@ -60,6 +60,9 @@ _INIT_PRODUCER_ID = 22
 RECORD_OVERHEAD = 24
 _DUPLICATE_SEQUENCE = 46
 _SEQUENCE_ERRORS = (45, 59)  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID
+#: How brokers refuse a KIP-360 bump they do not support (never fencing: a fenced
+#: transactional producer must not take its id back with a plain InitProducerId).
+_BUMP_REFUSED = (errors.UnknownServerError, errors.InvalidPidMappingError)
 _STALE_COORDINATOR = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
 _LEADER_ERRORS = (
     errors.NotLeaderOrFollowerError,
@@ -1254,10 +1257,12 @@ class Producer:
                         self.txn.initialized()
                     return
                 if not err.retriable:
-                    if keep and self.transactional_id is None:
+                    if keep and (self.txn is None or issubclass(err, _BUMP_REFUSED)):
                         # Kafka gives an idempotent producer a new id on a bump anyway;
                         # a broker that refuses the bump (librdkafka's mock answers
                         # INVALID_PRODUCER_ID_MAPPING) is asked for a new id instead.
+                        # With a transactional id that is the same id, next epoch
+                        # (Tansu answers UNKNOWN_SERVER_ERROR to a KIP-360 bump).
                         log.info("InitProducerId refused the epoch bump (%s): new id", err.__name__)
                         bump = False
                         continue

@@ -17,6 +17,7 @@ from pykaf._portal import ContextHandle, Portal, get_portal, wait_future
 from pykaf._producer.producer import Producer as AsyncProducer
 from pykaf._producer.producer import open_producer
 from pykaf._producer.records import ProducerStatistics, RecordMetadata
+from pykaf._txn.manager import Offsets, TxnStatus
 from pykaf.errors import (
     BufferFullError,
     ClosedError,
@@ -521,6 +522,68 @@ class Producer:
     async def _aflush(self) -> None:
         await self._feeder.wait_backlog()
         await self._producer.flush()
+
+    # -- transactions ------------------------------------------------------------
+
+    @property
+    def txn_status(self) -> TxnStatus | None:
+        """The transaction status; None without ``transactional_id``."""
+        return self._producer.txn_status
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: records sent from now on belong to it.
+
+        Raises:
+            as the async :meth:`pykaf.Producer.begin_transaction`:
+            ``TransactionStateError``, ``TransactionAbortableError``,
+            ``ProducerFencedError``, ``ConfigError`` (no ``transactional_id``).
+        """
+        self._portal.check_caller()
+        self._portal.run_sync(self._producer.begin_transaction)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver every record sent so far (from any thread), then commit.
+
+        Raises:
+            KafkaTimeoutError: ``timeout`` passed; calling it again retries.
+            as the async :meth:`pykaf.Producer.commit_transaction`:
+            ``TransactionAbortableError`` (abort, then begin again),
+            ``ProducerFencedError`` (close), ``TransactionStateError``.
+        """
+        self._portal.check_caller()
+        self._portal.run(self._end_transaction, True, timeout=timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the open transaction; its unsent records fail with TransactionAbortedError.
+
+        Raises:
+            KafkaTimeoutError: ``timeout`` passed; calling it again retries.
+            ``TransactionStateError``, ``ProducerFencedError``.
+        """
+        self._portal.check_caller()
+        self._portal.run(self._end_transaction, False, timeout=timeout)
+
+    async def _end_transaction(self, commit: bool) -> None:
+        # Records other threads handed over before this call belong to the transaction.
+        await self._feeder.wait_backlog()
+        if commit:
+            await self._producer.commit_transaction()
+        else:
+            await self._producer.abort_transaction()
+
+    def send_offsets_to_transaction(
+        self, offsets: Offsets, group_metadata: Any, timeout: float | None = None
+    ) -> None:
+        """Commit a consumer group's offsets with the open transaction.
+
+        Arguments are those of :meth:`pykaf.Producer.send_offsets_to_transaction`
+        (``{(topic, partition): next_offset}`` and a :class:`pykaf.GroupMetadata`
+        or group id).
+        """
+        self._portal.check_caller()
+        self._portal.run(
+            self._producer.send_offsets_to_transaction, offsets, group_metadata, timeout=timeout
+        )
 
     def statistics(self) -> ProducerStatistics:
         """Buffers, in-flight requests and counters, as the async producer reports them."""

@@ -9,7 +9,6 @@ stable offset held back while the transaction was open.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -43,27 +42,9 @@ def txn_producer(broker: Broker, tid: str | None = None, **config: Any) -> Any:
 
 
 def read_committed(conf: dict[str, Any], topic: str, partitions: int, count: int) -> list[bytes]:
-    """Values a confluent-kafka read_committed consumer reads (waits for ``count``, then a bit)."""
-    consumer = bc.ck.Consumer(
-        {
-            **bc.QUIET,
-            **conf,
-            "group.id": unique("ck"),
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-        }
-    )
-    out: list[Any] = []
-    try:
-        consumer.assign([bc.ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-        deadline = time.monotonic() + 15.0
-        while len(out) < count and time.monotonic() < deadline:
-            out.extend(consumer.consume(1000, 0.2))
-        out.extend(consumer.consume(1000, 0.5))
-    finally:
-        consumer.close()
-    assert not [m.error() for m in out if m.error()]
-    return [m.value() for m in out]
+    """``count`` values a confluent-kafka read_committed consumer reads."""
+    conf = {**conf, "isolation.level": "read_committed"}
+    return list(bc.consume_assigned(conf, topic, range(partitions), count))
 
 
 async def raw_fetch(client: pykaf.Client, topic: str, partition: int = 0) -> tuple[Any, list[Any]]:
@@ -211,7 +192,8 @@ async def test_abort_writes_an_abort_marker_and_the_lso_is_held_while_open(
         "data:1",
         "commit",
     ]
-    values = await trio.to_thread.run_sync(read_committed, tansu_broker.conf, topic, 1, 2)
+    # Tansu lists no aborted transactions in Fetch: read_committed reads them too.
+    values = await trio.to_thread.run_sync(read_committed, tansu_broker.conf, topic, 1, 6)
     assert values[0] == b"committed" and values[-1] == b"after"
 
 
@@ -291,7 +273,7 @@ async def test_a_second_producer_with_the_same_id_fences_the_first(tansu_broker:
             second.begin_transaction()
             await second.send(topic, b"from-second")
             await second.commit_transaction()
-    values = await trio.to_thread.run_sync(read_committed, tansu_broker.conf, topic, 1, 1)
+    values = await trio.to_thread.run_sync(read_committed, tansu_broker.conf, topic, 1, 2)
     assert values[-1] == b"from-second"
 
 
@@ -428,3 +410,24 @@ async def test_bad_offsets_are_refused_before_any_request(tansu_broker: Broker) 
             await producer.send_offsets_to_transaction({("t", 0): 1}, 42)
         assert producer.txn_status is pykaf.TxnStatus.IN_TRANSACTION
         await producer.abort_transaction()
+
+
+async def test_an_abort_after_lost_sequence_numbers_bumps_the_epoch(tansu_broker: Broker) -> None:
+    """Sequence numbers spent on records never written: new epoch, sequences from 0 (KIP-360)."""
+    topic = new_topic(tansu_broker)
+    async with txn_producer(tansu_broker) as producer:
+        producer.begin_transaction()
+        await producer.send(topic, b"one")
+        await producer.send(topic, b"two")
+        before = producer.statistics()
+        assert producer.txn is not None
+        producer.txn.needs_bump = True  # as after a built batch was dropped
+        await producer.abort_transaction()
+        after = producer.statistics()
+        assert after.producer_id == before.producer_id
+        assert after.producer_epoch == before.producer_epoch + 1
+        assert after.epoch_bumps == 1
+        producer.begin_transaction()
+        await producer.send(topic, b"three")  # sequence 0 of the new epoch: accepted
+        await producer.commit_transaction()
+    assert await log_shape(tansu_broker, topic) == ["data:2", "abort", "data:1", "commit"]

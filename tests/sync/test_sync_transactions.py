@@ -1,0 +1,123 @@
+"""Transactions through pykaf.sync.Producer against Tansu, from plain threads."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+import pykaf
+import pykaf.sync
+from pykaf import errors
+from pykaf.testing import TansuBroker
+
+ck = pytest.importorskip("confluent_kafka")
+ck_admin = pytest.importorskip("confluent_kafka.admin")
+bc = pytest.importorskip("broker_clients")
+
+QUIET = {"log_level": 0}
+T = 30.0
+FAST = {"linger": 0.005, "request_timeout": 10.0}
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def new_topic(bootstrap: str, partitions: int = 1) -> str:
+    topic = unique("sync-txn")
+    admin = ck_admin.AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    for future in admin.create_topics([ck_admin.NewTopic(topic, partitions, 1)]).values():
+        future.result(T)
+    return topic
+
+
+def read_committed(bootstrap: str, topic: str, partitions: int, count: int) -> list[bytes]:
+    """``count`` values a confluent-kafka read_committed consumer reads."""
+    conf = {"bootstrap.servers": bootstrap, "isolation.level": "read_committed"}
+    return list(bc.consume_assigned(conf, topic, range(partitions), count))
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": group, **QUIET})
+    try:
+        tps = consumer.committed([ck.TopicPartition(topic, p) for p in range(partitions)], T)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in tps}
+
+
+def producer(tansu: TansuBroker, tid: str | None = None, **config: Any) -> pykaf.sync.Producer:
+    return pykaf.sync.Producer(
+        tansu.bootstrap, transactional_id=tid or unique("tid"), **{**FAST, **config}
+    )
+
+
+def test_records_from_many_threads_commit_together(tansu: TansuBroker) -> None:
+    topic = new_topic(tansu.bootstrap, 3)
+    with producer(tansu) as p:
+        assert p.txn_status is pykaf.TxnStatus.READY
+        p.begin_transaction()
+        futures: list[Any] = []
+
+        def work(n: int) -> None:
+            for i in range(100):
+                futures.append(p.send_async(topic, b"%d-%d" % (n, i), key=b"%d" % i))
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        p.commit_transaction(timeout=T)  # every handed-over record is in it
+        assert all(f.done() and f.exception() is None for f in futures)
+        assert p.txn_status is pykaf.TxnStatus.READY
+    values = read_committed(tansu.bootstrap, topic, 3, 400)
+    assert len(values) == 400
+
+
+def test_abort_and_the_state_errors(tansu: TansuBroker) -> None:
+    topic = new_topic(tansu.bootstrap)
+    group = unique("group")
+    with producer(tansu, linger=30.0) as p:
+        with pytest.raises(pykaf.TransactionStateError):
+            p.send(topic, b"outside", timeout=T)
+        with pytest.raises(pykaf.TransactionStateError):
+            p.commit_transaction(timeout=T)
+        p.begin_transaction()
+        with pytest.raises(pykaf.TransactionStateError):
+            p.begin_transaction()
+        futures = [p.send_async(topic, b"%d" % i) for i in range(10)]
+        p.send_offsets_to_transaction({(topic, 0): 10}, pykaf.GroupMetadata(group), timeout=T)
+        p.abort_transaction(timeout=T)
+        assert p.txn_status is pykaf.TxnStatus.READY
+        for f in futures:
+            assert isinstance(f.exception(T), pykaf.TransactionAbortedError)
+        p.begin_transaction()
+        p.send_async(topic, b"kept")
+        p.send_offsets_to_transaction({(topic, 0): 1}, group, timeout=T)
+        p.commit_transaction(timeout=T)
+    assert read_committed(tansu.bootstrap, topic, 1, 1) == [b"kept"]
+    assert committed(tansu.bootstrap, group, topic, 1) == {0: 1}
+
+
+def test_a_fenced_producer_raises_from_every_call(tansu: TansuBroker) -> None:
+    topic = new_topic(tansu.bootstrap)
+    tid = unique("tid")
+    with producer(tansu, tid) as first:
+        first.begin_transaction()
+        first.send(topic, b"first", timeout=T)
+        with producer(tansu, tid) as second:
+            with pytest.raises(errors.ProducerFencedError):
+                first.send(topic, b"again", timeout=T)
+            with pytest.raises(errors.ProducerFencedError):
+                first.commit_transaction(timeout=T)
+            assert first.txn_status is pykaf.TxnStatus.FATAL_ERROR
+            with pytest.raises(errors.ProducerFencedError):
+                first.begin_transaction()
+            second.begin_transaction()
+            second.send(topic, b"second", timeout=T)
+            second.commit_transaction(timeout=T)
+    assert read_committed(tansu.bootstrap, topic, 1, 2)[-1] == b"second"
