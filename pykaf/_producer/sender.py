@@ -144,11 +144,16 @@ class BrokerSender:
             for part in ready:
                 pr.partition_unreachable(part, exc)
             return
-        if pr.paused or pr.txn is not None:
-            # While the connection was awaited, an abort may have dropped batches
-            # (or an epoch bump begun).
-            ready = [part for part in ready if part.queue] if not pr.paused else []
-            if not ready:
+        txn = pr.txn
+        if pr.paused or txn is not None:
+            # While the connection was awaited, an epoch bump may have begun, or
+            # a transaction ended (an abort drops batches) and another begun.
+            ready = [
+                part
+                for part in ready
+                if part.queue and (txn is None or part.txn_added == txn.serial)
+            ]
+            if pr.paused or not ready:
                 return
         batches: list[ProducerBatch] = []
         topics: dict[str, list[Any]] = {}
