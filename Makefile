@@ -29,9 +29,10 @@ $(EXT_STAMP): $(STAMP) pykaf/_codec.pyx
 install: $(EXT_STAMP)
 
 lint: install
-	$(VENV)/bin/ruff check pykaf tests bench tools
-	$(VENV)/bin/ruff format --check pykaf tests bench tools
+	$(VENV)/bin/ruff check pykaf tests bench tools docs/examples
+	$(VENV)/bin/ruff format --check pykaf tests bench tools docs/examples
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict docs/examples
 
 # pytest exits 5 when it collected no test; treat that as a failure of its own
 # kind with a clear message instead of a silent pass.

@@ -87,6 +87,18 @@ class Claim:
         """The partition consumer's errors (``pykaf.ConsumerError``)."""
         return self._pc.errors()
 
+    def seek(self, offset: int) -> None:
+        """Continue the claim from ``offset``; records fetched but not handed out are dropped.
+
+        For reprocessing after an aborted transaction: seek back to the first
+        offset the transaction consumed. Marks are not touched (a mark only
+        moves forward; use ``session.reset_offset`` to commit a lower one).
+
+        Raises:
+            ValueError: ``offset`` is not an offset (``OLDEST`` and ``NEWEST`` are).
+        """
+        self._pc.seek(offset)
+
     async def _end(self) -> None:
         self._revoked = True
         self._pc.discard_buffer()
