@@ -111,7 +111,13 @@ class OffsetManager:
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
         F = P.OffsetFetchRequest
-        for attempt in range(5):
+        # Retriable errors are retried until request_timeout: UNSTABLE_OFFSET_COMMIT
+        # lasts as long as the transaction holding the offsets stays open.
+        deadline = trio.current_time() + self.client.config.request_timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            last = attempt >= 5 and trio.current_time() >= deadline
             try:
                 conn = await self._coordinator_connection()
                 version = min(MAX_FETCH_VERSION, conn.version_for(_OFFSET_FETCH))
@@ -127,7 +133,7 @@ class OffsetManager:
                     request.require_stable = True
                 response = await conn.request(request, version)
             except errors.KafkaConnectionError as exc:
-                if attempt == 4:
+                if last:
                     raise
                 log.info("OffsetFetch for group %s: %s", self.group_id, exc)
                 await self._after_error(errors.CoordinatorNotAvailableError)
@@ -146,10 +152,10 @@ class OffsetManager:
                     if offset >= 0:
                         self._committed[tp] = offset
                 return {tp: out.get(tp, -1) for tp in partitions}
-            if not failure.retriable or attempt == 4:
+            if not failure.retriable or last:
                 raise failure(f"OffsetFetch for group {self.group_id!r}: {failure.description}")
+            log.info("OffsetFetch for group %s: %s; retrying", self.group_id, failure.__name__)
             await self._after_error(failure)
-        raise AssertionError("unreachable")
 
     async def commit(self, generation: int, member_id: str) -> int:
         """Commit every mark that moved since the last commit; returns how many partitions.
