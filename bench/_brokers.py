@@ -6,6 +6,8 @@ work is not charged to the client's interpreter:
 
 * :class:`TansuBench`: a Tansu broker (its own process already); topics are
   created and deleted with CreateTopics / DeleteTopics.
+* :class:`FakeBench`: pykaf's own fake cluster (``python -m pykaf.testing``),
+  which, unlike the mock, keeps transactions' semantics.
 * :class:`MockBench`: librdkafka's mock cluster, which lives inside a
   librdkafka handle, so it is started in a child Python process
   (``python -m bench._brokers``) that creates and deletes topics on request
@@ -136,14 +138,41 @@ class BenchBroker:
 
 
 # -- Tansu ---------------------------------------------------------------------------
-async def _tansu_admin(bootstrap: str, request: Any, api_key: int) -> Any:
+async def _controller_request(bootstrap: str, request: Any, api_key: int) -> Any:
     async with pykaf.open_client(bootstrap) as client:
         controller = await client.controller()
         conn = await client.connect_to(controller)
         return await conn.request(request, conn.version_for(api_key))
 
 
-class TansuBench(BenchBroker):
+class _AdminByRequests(BenchBroker):
+    """A broker whose topics are made and removed with CreateTopics / DeleteTopics."""
+
+    def create_topic(self, topic: str, partitions: int) -> None:
+        """CreateTopics, checking the answer."""
+        request = P.CreateTopicsRequest(
+            topics=[P.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=1)],
+            timeout_ms=30_000,
+        )
+        response = trio.run(_controller_request, self.bootstrap, request, _CREATE_TOPICS)
+        for result in response.topics:
+            err = errors.error_for_code(result.error_code)
+            if err is not None:
+                raise err(f"creating {topic}: {result.error_message or err.description}")
+
+    def delete_topic(self, topic: str) -> None:
+        """DeleteTopics (by name), checking the answer."""
+        request = P.DeleteTopicsRequest(
+            topics=[P.DeleteTopicState(name=topic)], topic_names=[topic], timeout_ms=30_000
+        )
+        response = trio.run(_controller_request, self.bootstrap, request, _DELETE_TOPICS)
+        for result in response.responses:
+            err = errors.error_for_code(result.error_code)
+            if err is not None:
+                raise err(f"deleting {topic}: {err.description}")
+
+
+class TansuBench(_AdminByRequests):
     """A Tansu broker (memory storage) in its own process."""
 
     name = "tansu"
@@ -156,32 +185,44 @@ class TansuBench(BenchBroker):
         """The broker's address."""
         return self._broker.bootstrap
 
-    def create_topic(self, topic: str, partitions: int) -> None:
-        """CreateTopics, checking the answer."""
-        request = P.CreateTopicsRequest(
-            topics=[P.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=1)],
-            timeout_ms=30_000,
-        )
-        response = trio.run(_tansu_admin, self.bootstrap, request, _CREATE_TOPICS)
-        for result in response.topics:
-            err = errors.error_for_code(result.error_code)
-            if err is not None:
-                raise err(f"creating {topic}: {result.error_message or err.description}")
-
-    def delete_topic(self, topic: str) -> None:
-        """DeleteTopics (by name), checking the answer."""
-        request = P.DeleteTopicsRequest(
-            topics=[P.DeleteTopicState(name=topic)], topic_names=[topic], timeout_ms=30_000
-        )
-        response = trio.run(_tansu_admin, self.bootstrap, request, _DELETE_TOPICS)
-        for result in response.responses:
-            err = errors.error_for_code(result.error_code)
-            if err is not None:
-                raise err(f"deleting {topic}: {err.description}")
-
     def close(self) -> None:
         """Stop Tansu."""
         self._broker.stop()
+
+
+# -- pykaf's fake cluster ---------------------------------------------------------------
+class FakeBench(_AdminByRequests):
+    """pykaf's fake cluster (``python -m pykaf.testing``) in a child process."""
+
+    name = "fake"
+
+    def __init__(self, brokers: int = 3) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "pykaf.testing", "--brokers", str(brokers)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        self._bootstrap = self._proc.stdout.readline().strip()
+        if not self._bootstrap:
+            self.close()
+            raise RuntimeError("python -m pykaf.testing did not start")
+
+    @property
+    def bootstrap(self) -> str:
+        """Every broker's address."""
+        return self._bootstrap
+
+    def close(self) -> None:
+        """Stop the child process."""
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(_COMMAND_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
 
 
 # -- librdkafka mock cluster ----------------------------------------------------------

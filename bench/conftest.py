@@ -61,6 +61,15 @@ def bench_tansu() -> Iterator[BenchBroker]:
 
 
 @pytest.fixture(scope="session")
+def bench_fake() -> Iterator[BenchBroker]:
+    """pykaf's fake cluster (3 brokers) in a child process, for the whole session."""
+    from bench._brokers import FakeBench
+
+    with FakeBench(3) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
 def bench_mock() -> Iterator[BenchBroker]:
     """A 3-broker librdkafka mock cluster in a child process, for the whole session."""
     _require("confluent_kafka", "the librdkafka mock cluster comes with 'confluent-kafka'")
