@@ -40,9 +40,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--partitions", type=int, default=3, help="partitions of auto-created topics (default 3)"
     )
-    p.add_argument(
-        "--no-auto-create", action="store_true", help="refuse topics nobody created"
-    )
+    p.add_argument("--no-auto-create", action="store_true", help="refuse topics nobody created")
     p.add_argument(
         "--user",
         type=_user,
