@@ -42,7 +42,9 @@ class GroupConfig(ConsumerConfig):
         "partition longer is cancelled (the member has been dropped by then).",
     )
     auto_commit: bool = opt(
-        True, "Commit marked offsets every auto_commit_interval and whenever partitions go."
+        True,
+        "Commit marked offsets every auto_commit_interval, whenever partitions go and on "
+        "close; False: only commit() commits (offsets committed by transactions).",
     )
     auto_commit_interval: float = opt(5.0, "Seconds between automatic commits.")
     partition_watch_interval: float = opt(

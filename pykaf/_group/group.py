@@ -48,6 +48,7 @@ from pykaf._group.assignors import (
 from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import CommitError, OffsetManager
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
+from pykaf._txn.manager import GroupMetadata
 from pykaf._util import open_service_nursery, start_task_nursery
 from pykaf.codec import Record
 
@@ -203,6 +204,17 @@ class ConsumerGroup:
             return
         await self.offsets.commit(self.generation_id, self.member_id)
 
+    def group_metadata(self) -> GroupMetadata:
+        """The member and its generation, for ``producer.send_offsets_to_transaction``.
+
+        With ``async for record in group``, pass it with the offsets after the
+        records a transaction consumed (and open the group with
+        ``auto_commit=False``: the transaction commits the offsets).
+        """
+        return GroupMetadata(
+            self.group_id, self.generation_id, self.member_id, self.config.group_instance_id
+        )
+
     def assignment(self) -> dict[str, list[int]]:
         """The partitions this member consumes now, by topic."""
         out: dict[str, list[int]] = {}
@@ -240,7 +252,7 @@ class ConsumerGroup:
         )
 
     async def aclose(self) -> None:
-        """Leave the group: end every claim, commit the marks, send LeaveGroup."""
+        """Leave the group: end every claim, commit the marks (with auto_commit), LeaveGroup."""
         if self._closed:
             return
         self._closed = True
@@ -506,7 +518,7 @@ class ConsumerGroup:
             )
             for claim in stuck:
                 claim.cancel_scope.cancel()
-        if commit and self.generation_id >= 0:
+        if commit and self.config.auto_commit and self.generation_id >= 0:
             await self._commit_quietly()
         for claim in ending:
             self._claims.pop((claim.topic, claim.partition), None)

@@ -23,6 +23,7 @@ from pykaf._group.group import ConsumerGroup as AsyncConsumerGroup
 from pykaf._group.group import GroupStatistics, open_consumer_group
 from pykaf._group.session import Claim, GroupSession
 from pykaf._portal import ContextHandle, Portal, get_portal
+from pykaf._txn.manager import GroupMetadata
 from pykaf._util import open_service_nursery
 from pykaf.codec import Record
 from pykaf.errors import (
@@ -876,7 +877,9 @@ class ConsumerGroup(_Reader):
     :meth:`commit`; the group commits what is done every
     ``auto_commit_interval``, whenever partitions are revoked, and on close.
     A record handed out but not done yet is delivered again (here or to the
-    next owner of its partition) after a rebalance or a crash.
+    next owner of its partition) after a rebalance or a crash. With
+    ``auto_commit=False`` only :meth:`commit` commits (or a transaction:
+    ``producer.send_offsets_to_transaction(offsets, group.group_metadata())``).
 
     Args:
         bootstrap_servers: ``"host:port,..."`` or a list of ``"host:port"``.
@@ -941,6 +944,11 @@ class ConsumerGroup(_Reader):
         result: dict[str, list[int]] = self._run_sync(self._loop.group.assignment)
         return result
 
+    def group_metadata(self) -> GroupMetadata:
+        """The member and its generation, for ``send_offsets_to_transaction``."""
+        result: GroupMetadata = self._run_sync(self._loop.group.group_metadata)
+        return result
+
     def statistics(self) -> GroupStatistics:
         """Generation, commits, and per partition: position (as handed out), committed, lag."""
         result: GroupStatistics = self._run_sync(self._loop.statistics)
@@ -967,8 +975,9 @@ class ConsumerGroup(_Reader):
         """Close; after an exception the last records handed out are not committed.
 
         Left normally, the block commits everything handed out (as
-        :meth:`close`). Left by an exception (Ctrl-C included), the records of
-        the last call are taken as not done: they are delivered again later.
+        :meth:`close`; not with ``auto_commit=False``). Left by an exception
+        (Ctrl-C included), the records of the last call are taken as not done:
+        they are delivered again later.
         """
         self._close(exc, None)
 

@@ -449,7 +449,7 @@ def test_commit_covers_what_was_handed_out_and_a_new_member_resumes(
     with (
         pytest.raises(Crash),
         pykaf.sync.ConsumerGroup(
-            broker.bootstrap, group_id, [topic], **{**config, "auto_commit": False}
+            broker.bootstrap, group_id, [topic], **{**config, "auto_commit_interval": 3600.0}
         ) as first,
     ):
         assert [r.offset for r in poll_n(first, 10)] == list(range(10))
