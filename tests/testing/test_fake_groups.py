@@ -695,12 +695,20 @@ async def test_txn_offset_commit_is_held_until_the_transaction_ends(
     async with pykaf.open_client(fake.bootstrap) as client:
         member_id, generation, _ = await _first_member(client, node, group_id, topic)
 
-        def txn_commit(gen: int, member: str) -> P.TxnOffsetCommitRequest:
+        txn_node = coordinator_of(fake, 1, "tx")
+        init = await client.request(
+            txn_node, P.InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60_000)
+        )
+        pid, epoch = init.producer_id, init.producer_epoch
+
+        def txn_commit(
+            gen: int, member: str, *, producer_epoch: int = epoch, group: str = group_id
+        ) -> P.TxnOffsetCommitRequest:
             return P.TxnOffsetCommitRequest(
                 transactional_id="tx",
-                group_id=group_id,
-                producer_id=42,
-                producer_epoch=0,
+                group_id=group,
+                producer_id=pid,
+                producer_epoch=producer_epoch,
                 generation_id=gen,
                 member_id=member,
                 topics=[
@@ -715,12 +723,29 @@ async def test_txn_offset_commit_is_held_until_the_transaction_ends(
                 ],
             )
 
+        def code_of(resp: Any) -> int:
+            return int(resp.topics[0].partitions[0].error_code)
+
+        # KIP-890: the group must be in the producer's open transaction first
+        early = await client.request(node, txn_commit(generation, member_id), 3)
+        assert code_of(early) == errors.InvalidTxnStateError.code
+        added = await client.request(
+            txn_node,
+            P.AddOffsetsToTxnRequest(
+                transactional_id="tx", producer_id=pid, producer_epoch=epoch, group_id=group_id
+            ),
+        )
+        assert added.error_code == 0
+        stale = await client.request(
+            node, txn_commit(generation, member_id, producer_epoch=epoch - 1), 3
+        )
+        assert code_of(stale) == errors.InvalidProducerEpochError.code
         bad = await client.request(node, txn_commit(generation + 1, member_id), 3)
-        assert bad.topics[0].partitions[0].error_code == errors.IllegalGenerationError.code
+        assert code_of(bad) == errors.IllegalGenerationError.code
         bad = await client.request(node, txn_commit(generation, "ghost"), 3)
-        assert bad.topics[0].partitions[0].error_code == errors.UnknownMemberIdError.code
+        assert code_of(bad) == errors.UnknownMemberIdError.code
         ok = await client.request(node, txn_commit(generation, member_id), 3)
-        assert ok.topics[0].partitions[0].error_code == 0
+        assert code_of(ok) == 0
 
         async def fetch(stable: bool) -> Any:
             req = P.OffsetFetchRequest(
@@ -736,7 +761,7 @@ async def test_txn_offset_commit_is_held_until_the_transaction_ends(
         unstable = await fetch(True)
         assert unstable.error_code == errors.UnstableOffsetCommitError.code
         assert (await fetch(False)).committed_offset == -1
-        call(fake.groups.complete_transaction, 42, True)
+        call(fake.groups.complete_transaction, pid, True)
         done = await fetch(True)
         assert (done.error_code, done.committed_offset) == (0, 11)
 

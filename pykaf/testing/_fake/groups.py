@@ -806,7 +806,11 @@ def _offset_commit_error(req: Any, version: int, code: int) -> P.OffsetCommitRes
 async def txn_offset_commit(
     ctx: RequestContext, req: P.TxnOffsetCommitRequest, version: int
 ) -> Any:
-    """Offsets a transaction commits: held until it ends (KIP-447 member checks on v3)."""
+    """Offsets a transaction commits: held until it ends.
+
+    KIP-447 member checks on v3; KIP-890 verification that the group is in
+    the producer's open transaction at its current epoch.
+    """
     resp_t, resp_p = (
         P.TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic,
         (P.TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition),
@@ -823,6 +827,10 @@ async def txn_offset_commit(
             code = FENCED
         elif req.generation_id >= 0 and (g is None or req.generation_id != g.generation):
             code = ILLEGAL_GENERATION
+    if code == 0:
+        code = ctx.cluster.transactions.verify_offsets(
+            req.producer_id, req.producer_epoch, req.group_id
+        )
     if code == 0:
         coord.get_or_create(req.group_id)
     return P.TxnOffsetCommitResponse(

@@ -134,6 +134,22 @@ class TransactionCoordinator:
             return _BAD_STATE
         return 0
 
+    def verify_offsets(self, producer_id: int, epoch: int, group_id: str) -> int:
+        """KIP-890 check of a TxnOffsetCommit: the group is in the producer's open transaction.
+
+        Without it, a fenced zombie's late TxnOffsetCommit would wait under the
+        producer id, to be applied by its successor's next commit.
+        """
+        self.expire()
+        txn = self.by_producer.get(producer_id)
+        if txn is None:
+            return _BAD_MAPPING
+        if epoch < txn.epoch:
+            return errors.InvalidProducerEpochError.code
+        if txn.status is not TxnStatus.ONGOING or group_id not in txn.groups:
+            return _BAD_STATE
+        return 0
+
     def check(
         self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int
     ) -> tuple[int, TxnMetadata | None]:
