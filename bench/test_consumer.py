@@ -18,6 +18,10 @@ in the same run, back to back):
   here), so it takes 14 Fetches to read a partition. This module runs a mock
   cluster of its own (fixture ``consumer_mock``) with
   ``group.initial.rebalance.delay.ms`` set to 0 (librdkafka's default is 3 s).
+* ``consume-1M-fake``: pykaf's own fake cluster (``python -m pykaf.testing``,
+  3 brokers, in a child process; fixture ``bench_fake``); a 4-partition
+  topic. It answers a Fetch with stored batch bytes and no per-record work,
+  so it shows the clients with a broker that is cheap per record.
 
 Setup, once per broker and module (not timed): pykaf's producer writes
 1,000,000 values of 100 random bytes (no keys, no headers, no compression;
@@ -177,8 +181,8 @@ if TYPE_CHECKING:
 CONFLUENT = "confluent-kafka"
 RECORDS = 1_000_000
 VALUE_SIZE = 100
-PARTITIONS = {"tansu": 4, "mock": 32}  # the mock keeps 5 MiB a partition: see above
-BROKERS = ("tansu", "mock")
+PARTITIONS = {"tansu": 4, "mock": 32, "fake": 4}  # the mock keeps 5 MiB a partition: see above
+BROKERS = ("tansu", "mock", "fake")
 CHUNK = 10_000  # values per send_batch call in the setup
 ROUNDS = 5
 ROUND_TIMEOUT_S = 120.0  # a stuck consumer fails its round instead of hanging the run
@@ -307,7 +311,7 @@ def consumer_mock() -> Iterator[BenchBroker]:
         broker.close()
 
 
-_BROKER_FIXTURES = {"tansu": "bench_tansu", "mock": "consumer_mock"}
+_BROKER_FIXTURES = {"tansu": "bench_tansu", "mock": "consumer_mock", "fake": "bench_fake"}
 
 
 @pytest.fixture(scope="module")
