@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from typing import Any, NoReturn
@@ -49,7 +50,7 @@ from pykaf._producer.records import (
 )
 from pykaf._producer.sender import BrokerSender
 from pykaf._producer.state import PartitionState, TopicState
-from pykaf._txn.manager import Offsets, TransactionManager, TxnStatus
+from pykaf._txn.manager import Offsets, TransactionManager, TransactionStateError, TxnStatus
 from pykaf._util import open_service_nursery
 from pykaf.codec import BatchBuilder, record_size
 
@@ -138,6 +139,9 @@ class Producer:
         self._fatal: BaseException | None = None
         # sarama-style channels
         self._input_send, self._input_receive = trio.open_memory_channel[ProducerMessage](1024)
+        self._burst: deque[ProducerMessage] = deque()  # taken off input(), not dispatched yet
+        self._dispatcher_running = True  # the dispatcher is input()'s only reader while it runs
+        self._dispatched = trio.Event()  # set by the dispatcher after each burst
         self._success_send: trio.MemorySendChannel[ProducerMessage] | None = None
         self._success_receive: trio.MemoryReceiveChannel[ProducerMessage] | None = None
         self._error_send: trio.MemorySendChannel[ProducerError] | None = None
@@ -537,14 +541,30 @@ class Producer:
         await self._transactions().send_offsets(offsets, group_metadata)
 
     async def _drain_input(self) -> None:
-        """Dispatch the messages already on ``input()``."""
+        """Return once every message already on ``input()`` is dispatched, in order.
+
+        The dispatcher task stays the channel's only reader while it runs: a
+        message it was just handed by ``receive()`` is its own before it even
+        runs, so another reader would overtake it. This waits until the
+        dispatcher has nothing in hand and waits on an empty channel; once the
+        dispatcher has ended (the input was closed), it dispatches the rest
+        itself.
+        """
+        receive = self._input_receive
+        while self._dispatcher_running:
+            stats = receive.statistics()
+            if not self._burst and stats.current_buffer_used == 0 and stats.tasks_waiting_receive:
+                return
+            if self._dispatched.is_set():
+                self._dispatched = trio.Event()
+            with trio.move_on_after(0.05):
+                await self._dispatched.wait()
         while True:
+            await self._dispatch_burst()
             try:
-                msg = self._input_receive.receive_nowait()
+                self._burst.append(receive.receive_nowait())
             except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                 return
-            await self._wait_for_space_lenient()
-            self._dispatch(msg)
 
     async def _flush_transaction(self) -> None:
         """Commit's flush: what was sent in the transaction, acknowledged or failed."""
@@ -961,12 +981,14 @@ class Producer:
         timeout = self.config.delivery_timeout
         while p.queue and now - p.queue[0].created > timeout:
             batch = p.queue.popleft()
-            self._fail(
-                batch,
-                errors.KafkaTimeoutError(
-                    f"{p.topic}/{p.partition}: not delivered within delivery_timeout ({timeout}s)"
-                ),
+            error = errors.KafkaTimeoutError(
+                f"{p.topic}/{p.partition}: not delivered within delivery_timeout ({timeout}s)"
             )
+            self._fail(batch, error)
+            if self.idempotent and batch.raw is not None:
+                # It was sent before (a retry): its sequence numbers are lost, and
+                # the broker would refuse every later batch of the partition.
+                self._request_bump(error)
         return bool(p.queue)
 
     def _expire_all(self, p: PartitionState) -> None:
@@ -1343,20 +1365,32 @@ class Producer:
     async def _dispatcher(self) -> None:
         """Drain ``input()`` in bursts into the same path ``send_nowait`` takes."""
         receive = self._input_receive
-        while True:
-            try:
-                msg = await receive.receive()
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                return
-            burst = [msg]
-            while len(burst) < 4096:
+        try:
+            while True:
                 try:
-                    burst.append(receive.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                    break
-            for msg in burst:
-                await self._wait_for_space_lenient()
-                self._dispatch(msg)
+                    msg = await receive.receive()
+                except (trio.EndOfChannel, trio.ClosedResourceError):
+                    return
+                burst = self._burst
+                burst.append(msg)
+                while len(burst) < 4096:
+                    try:
+                        burst.append(receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                        break
+                await self._dispatch_burst()
+                self._dispatched.set()
+        finally:
+            self._dispatcher_running = False
+            self._dispatched.set()
+
+    async def _dispatch_burst(self) -> None:
+        """Dispatch the messages taken off ``input()`` and not dispatched yet, in order."""
+        burst = self._burst
+        while burst:
+            await self._wait_for_space_lenient()
+            if burst:
+                self._dispatch(burst.popleft())
 
     def _dispatch(self, msg: ProducerMessage) -> None:
         """One ``input()`` message into the ``send_nowait`` path; its errors to errors()."""
@@ -1373,6 +1407,8 @@ class Producer:
             )
         except (errors.PykafError, TypeError, ValueError) as exc:
             self.records_failed += 1
+            if self.txn is not None and not isinstance(exc, TransactionStateError):
+                self.txn.record_failed(exc)  # the transaction lost a record: abort only
             if self._error_send is not None:
                 self._error_send.send_nowait(ProducerError(msg, exc))
             else:

@@ -152,6 +152,7 @@ def group_metadata_of(group: Any) -> GroupMetadata:
 
 def _first_error(codes: Iterable[int]) -> type[errors.KafkaError] | None:
     """The error to act on among per-partition codes: a final one before a retriable one."""
+    codes = list(codes)  # read twice below
     found: type[errors.KafkaError] | None = None
     for code in codes:
         err = errors.error_for_code(code)
@@ -180,6 +181,8 @@ class TransactionManager:
         #: the epoch must be bumped before the next transaction.
         self.needs_bump = False
         self.started = False  # the coordinator may know of the transaction
+        #: An add (partitions or offsets) succeeded: the coordinator knows it.
+        self.confirmed = False
         self.transactions = 0  # ended (committed or aborted), for statistics
         self._lock = trio.Lock()
         self._to_add: dict[PartitionState, None] = {}
@@ -281,12 +284,12 @@ class TransactionManager:
         if self.status is not TxnStatus.READY:
             raise TransactionStateError(f"cannot begin a transaction while {self.status.value}")
         self.error = None
-        self.started = False
+        self.started = self.confirmed = False
         self._set(TxnStatus.IN_TRANSACTION)
 
     def _finish(self) -> None:
         self.serial += 1
-        self.started = False
+        self.started = self.confirmed = False
         self.error = None
         self.transactions += 1
         self._set(TxnStatus.READY)
@@ -335,7 +338,9 @@ class TransactionManager:
                 self.needs_bump = True
             await self._wait_adder()
             if self.started:
-                await self._end(commit=False)
+                # Only adds that failed: the coordinator may never have begun
+                # the transaction, and then answers INVALID_TXN_STATE.
+                await self._end(commit=False, nothing_begun_ok=not self.confirmed)
             if self.needs_bump:
                 await self.producer._new_epoch()
                 self.needs_bump = False
@@ -354,12 +359,13 @@ class TransactionManager:
                 except errors.PykafError as exc:
                     log.warning("could not abort the transaction on close: %s", exc)
 
-    async def _end(self, *, commit: bool) -> None:
+    async def _end(self, *, commit: bool, nothing_begun_ok: bool = False) -> None:
         await self._txn_request(
             _END_TXN,
             P.EndTxnRequest,
             "EndTxn(commit)" if commit else "EndTxn(abort)",
             max_version=_MAX_END_TXN_VERSION,
+            tolerate=(errors.InvalidTxnStateError,) if nothing_begun_ok else (),
             committed=commit,
         )
 
@@ -370,10 +376,19 @@ class TransactionManager:
         what: str,
         *,
         max_version: int | None = None,
+        tolerate: tuple[type[errors.KafkaError], ...] = (),
         **fields: Any,
     ) -> None:
-        """A request to the transaction coordinator naming this producer, answered by one code."""
+        """A request to the transaction coordinator naming this producer, answered by one code.
+
+        Error codes of ``tolerate`` count as success.
+        """
         pr = self.producer
+
+        def check(resp: Any) -> type[errors.KafkaError] | None:
+            err = errors.error_for_code(resp.error_code)
+            return None if err is not None and issubclass(err, tolerate) else err
+
         await self._call(
             api_key,
             lambda v: request(
@@ -382,7 +397,7 @@ class TransactionManager:
                 producer_epoch=pr.producer_epoch,
                 **fields,
             ),
-            lambda r: errors.error_for_code(r.error_code),
+            check,
             what,
             max_version=max_version,
         )
@@ -405,6 +420,7 @@ class TransactionManager:
                     "AddOffsetsToTxn",
                     group_id=gm.group_id,
                 )
+                self.confirmed = True
                 await self._txn_offset_commit(gm, by_topic)
             except errors.KafkaTimeoutError:
                 raise  # nothing changed for good: the call may be made again
@@ -492,6 +508,7 @@ class TransactionManager:
                     if self.producer._drop_unsent(part, exc):
                         self.needs_bump = True
             else:
+                self.confirmed = True
                 for part in parts:
                     self._to_add.pop(part, None)
                     part.txn_added = serial

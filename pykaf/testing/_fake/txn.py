@@ -125,6 +125,7 @@ class TransactionCoordinator:
 
     def verify_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
         """KIP-890 check of a transactional batch: its partition is in the open transaction."""
+        self.expire()
         txn = self.by_producer.get(producer_id)
         if txn is None:
             return _BAD_MAPPING
