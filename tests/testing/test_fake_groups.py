@@ -980,3 +980,39 @@ async def test_every_version_is_answered(fake: FakeCluster) -> None:
             node, P.FindCoordinatorRequest(key_type=0, coordinator_keys=[group_id]), 4
         )
         assert resp.coordinators[0].error_code == errors.CoordinatorNotAvailableError.code
+
+
+async def test_a_join_answered_before_a_new_rebalance_keeps_its_answer() -> None:
+    """A member whose JoinGroup was answered keeps that answer if a rebalance starts at once.
+
+    Kafka sends the JoinGroup responses as the join phase completes; a member
+    joining right after starts a new phase, which the earlier members learn of
+    from SyncGroup or Heartbeat. Their answer must not be taken back (they
+    were left waiting until the rebalance timeout, then expelled).
+    """
+    from pykaf.testing._fake.groups import Member, _join_and_wait, _now
+
+    cluster = FakeCluster(1)
+    coord = cluster.groups
+    g = coord.get_or_create("race")
+
+    def member(name: str) -> Member:
+        m = Member(name, None, "c", "h", 10_000, 300, "consumer", [("range", b"")])
+        m.touch(_now())  # its session runs from now
+        g.members[name] = m
+        return m
+
+    a, b = member("a"), member("b")
+    answers: dict[str, Any] = {}
+
+    async def join_a() -> None:
+        answers["a"] = await _join_and_wait(coord, g, a, 5)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(join_a)
+        await trio.testing.wait_all_tasks_blocked()
+        answers["b"] = await _join_and_wait(coord, g, b, 5)  # completes the phase, no wait
+        coord.prepare_rebalance(g)  # a third member arrives before a's task runs
+    assert answers["a"].error_code == 0 and answers["b"].error_code == 0
+    assert answers["a"].generation_id == answers["b"].generation_id
+    assert "a" in g.members

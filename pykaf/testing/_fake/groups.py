@@ -247,8 +247,10 @@ class GroupCoordinator:
         now = _now()
         initial = g.state == EMPTY
         for m in g.members.values():
+            # A result not yet picked up by its waiting JoinGroup stays: that
+            # member was answered (as Kafka answers it at once) and learns of
+            # this new rebalance from its SyncGroup or heartbeat.
             m.awaiting_join = False
-            m.join_result = None
         g.state = PREPARING
         g.rebalance_started = now
         g.initial_delay = initial and self.cluster.group_initial_rebalance_delay_ms > 0
