@@ -181,6 +181,11 @@ async def test_exactly_once_under_injected_faults(seed: int) -> None:
         await _fill_input(cluster)
         for node in cluster.nodes:  # slow every request so the run outlasts the faults
             cluster.set_rtt(node, 10)
+        # The first transaction's offsets are refused 300 ms late, once its
+        # records are written: an abort that leaves output in the log for sure.
+        cluster.push_request_errors(
+            P.TxnOffsetCommitRequest.API_KEY, errors.IllegalGenerationError.code, rtt_ms=300
+        )
         async with trio.open_nursery() as faults:
             faults.start_soon(_inject_faults, cluster, rng)
             handlers = await _run_until_done(cluster, {"transactional_id": f"eos-{seed}"})
