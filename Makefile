@@ -18,7 +18,7 @@ help:
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip setuptools wheel "Cython>=3.0.10"
-	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,lint]"
+	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,lint,spark]"
 	touch $(STAMP)
 
 # Rebuild the extension in place whenever the Cython source changes.
