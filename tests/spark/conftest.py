@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ def spark() -> Iterator[Any]:
     opts = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     # The workers run this interpreter (its packages), not whatever python3 is on PATH.
     os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    sigint = signal.getsignal(signal.SIGINT)
     try:
         session = (
             pyspark_sql.SparkSession.builder.master("local[2]")
@@ -29,6 +31,10 @@ def spark() -> Iterator[Any]:
         )
     except Exception as exc:  # no Java, or the JVM did not start
         pytest.skip(f"no local Spark: {exc}")
+    finally:
+        # SparkContext installs its own SIGINT handler (to cancel jobs); the
+        # sync facades' Ctrl-C tests, later in the session, need Python's.
+        signal.signal(signal.SIGINT, sigint)
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
