@@ -8,10 +8,22 @@ producer's columnar path and yields a summary row per task
 no sort or repeated action after a side-effecting step; don't produce from a
 ``pandas_udf``).
 
-pyspark itself is imported only by the data source (not yet here); these
-functions need pyarrow, which Spark's Arrow paths bring.
+Writing a DataFrame: ``register(spark)`` once, then
+``df.write.format("pykaf").option("kafka.bootstrap.servers", ...)
+.option("topic", ...).mode("append").save()`` (batch write; reading comes
+next). pyspark is imported only by :func:`register` and the data source.
 """
+
+from typing import Any
 
 from pykaf.spark._producer import SUMMARY_SCHEMA, arrow_producer, get_producer
 
-__all__ = ["SUMMARY_SCHEMA", "arrow_producer", "get_producer"]
+
+def register(spark: Any) -> None:
+    """Register the ``pykaf`` data source with ``spark`` (a SparkSession)."""
+    from pykaf.spark._source import register as register_source
+
+    register_source(spark)
+
+
+__all__ = ["SUMMARY_SCHEMA", "arrow_producer", "get_producer", "register"]

@@ -1,0 +1,104 @@
+"""``df.write.format("pykaf")``: the batch writer of the pykaf data source."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import pykaf.sync
+from pykaf import errors
+from pykaf.spark import register
+from pykaf.testing import FakeClusterThread
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def cluster(spark: Any) -> Any:
+    register(spark)
+    with FakeClusterThread(1) as fake:
+        yield fake
+
+
+def _topic(cluster: FakeClusterThread, partitions: int = 2) -> str:
+    name = f"w-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(name, partitions)
+    return name
+
+
+def _read(bootstrap: str, topic: str, partitions: int, count: int) -> list[Any]:
+    out: list[Any] = []
+    with pykaf.sync.Consumer(bootstrap) as consumer:
+        consumer.assign([(topic, p, pykaf.OLDEST) for p in range(partitions)])
+        while len(out) < count:
+            batch = consumer.consume(max_records=10_000, timeout=10)
+            assert batch, f"read {len(out)} of {count}"
+            out += batch
+    return out
+
+
+def test_write_then_read_back_equal(spark: Any, cluster: FakeClusterThread) -> None:
+    topic = _topic(cluster)
+    rows = [(f"k{i}", f"value {i}") for i in range(5000)]
+    df = spark.createDataFrame(rows, "key string, value string").repartition(3)
+    (
+        df.write.format("pykaf")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("topic", topic)
+        .option("kafka.linger.ms", "5")
+        .mode("append")
+        .save()
+    )
+    got = _read(cluster.bootstrap, topic, 2, len(rows))
+    assert Counter((r.key, r.value) for r in got) == Counter(
+        (k.encode(), v.encode()) for k, v in rows
+    )
+
+
+def test_topic_and_partition_columns_route_rows(spark: Any, cluster: FakeClusterThread) -> None:
+    a, b = _topic(cluster, 3), _topic(cluster, 3)
+    rows = [(a if i % 2 else b, i % 3, bytearray(b"v%d" % i)) for i in range(300)]
+    df = spark.createDataFrame(rows, "topic string, partition int, value binary")
+    df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).mode(
+        "append"
+    ).save()
+    for topic in (a, b):
+        got = _read(cluster.bootstrap, topic, 3, 150)
+        assert len(got) == 150
+        for r in got:
+            i = int(r.value[1:])
+            assert (a if i % 2 else b) == topic and r.partition == i % 3
+
+
+def test_bad_options_and_rows_are_refused(spark: Any, cluster: FakeClusterThread) -> None:
+    df = spark.createDataFrame([("x",)], "value string")
+    writer = df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap)
+    with pytest.raises(Exception, match="only be appended"):
+        writer.option("topic", "t").mode("overwrite").save()
+    with pytest.raises(Exception, match=r"unsupported option\(s\) kafka.sasl.jaas.config"):
+        writer.option("topic", "t").option("kafka.sasl.jaas.config", "x").mode("append").save()
+    with pytest.raises(Exception, match="no 'topic' option and no 'topic' column"):
+        df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).mode(
+            "append"
+        ).save()
+    no_value = spark.createDataFrame([("x",)], "payload string")
+    with pytest.raises(Exception, match="no 'value' column"):
+        no_value.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+            "topic", "t"
+        ).mode("append").save()
+
+
+def test_producer_config_from_kafka_options() -> None:
+    pytest.importorskip("pyspark")
+    from pykaf.spark._source import producer_config
+
+    assert producer_config(
+        {"kafka.bootstrap.servers": "h:1", "kafka.linger.ms": "20", "kafka.acks": "1", "x": "y"}
+    ) == {"bootstrap_servers": "h:1", "linger": 0.02, "acks": 1}
+    with pytest.raises(errors.ConfigError, match="required"):
+        producer_config({"kafka.acks": "all"})
+    with pytest.raises(errors.ConfigError, match="not valid"):
+        producer_config({"kafka.bootstrap.servers": "h:1", "kafka.batch.size": "big"})
