@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -40,3 +41,29 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(spark: Any) -> Iterator[Any]:
+    """A fake cluster the Spark workers produce to (served from a thread of this process).
+
+    The ``pykaf`` format is registered with the session too.
+    """
+    from pykaf.spark import register
+    from pykaf.testing import FakeClusterThread
+
+    register(spark)
+    with FakeClusterThread(1) as fake:
+        yield fake
+
+
+@pytest.fixture
+def new_topic(cluster: Any) -> Callable[[int], str]:
+    """Make a topic of that many partitions on ``cluster``; return its name."""
+
+    def make(partitions: int = 3) -> str:
+        name = f"spark-{uuid.uuid4().hex[:8]}"
+        cluster.create_topic(name, partitions)
+        return name
+
+    return make

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections import Counter
 from typing import Any
 
@@ -16,19 +15,6 @@ from pykaf.testing import FakeClusterThread
 
 pytestmark = pytest.mark.spark
 ROWS = 20_000
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Any:
-    """A fake cluster the Spark workers produce to (served from a thread of the test process)."""
-    with FakeClusterThread(1) as fake:
-        yield fake
-
-
-def _topic(cluster: FakeClusterThread, partitions: int = 3) -> str:
-    name = f"spark-{uuid.uuid4().hex[:8]}"
-    cluster.create_topic(name, partitions)
-    return name
 
 
 def _frame(spark: Any, rows: int = ROWS, *, value_size: int = 20) -> Any:
@@ -54,8 +40,10 @@ def _read_back(
     return out
 
 
-def test_map_in_arrow_produces_every_row_once(spark: Any, cluster: FakeClusterThread) -> None:
-    topic = _topic(cluster)
+def test_map_in_arrow_produces_every_row_once(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    topic = new_topic()
     df = _frame(spark)
     produce = arrow_producer(topic, bootstrap_servers=cluster.bootstrap, key_column="key")
     summary = df.mapInArrow(produce, SUMMARY_SCHEMA).collect()
@@ -69,8 +57,10 @@ def test_map_in_arrow_produces_every_row_once(spark: Any, cluster: FakeClusterTh
     assert len(got) == ROWS
 
 
-def test_worker_processes_reuse_their_producer(spark: Any, cluster: FakeClusterThread) -> None:
-    topic = _topic(cluster)
+def test_worker_processes_reuse_their_producer(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    topic = new_topic()
     produce = arrow_producer(topic, bootstrap_servers=cluster.bootstrap)
     first = _frame(spark, 1000).mapInArrow(produce, SUMMARY_SCHEMA).collect()
     second = _frame(spark, 1000).mapInArrow(produce, SUMMARY_SCHEMA).collect()

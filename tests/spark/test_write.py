@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections import Counter
 from typing import Any
 
@@ -10,23 +9,9 @@ import pytest
 
 import pykaf.sync
 from pykaf import errors
-from pykaf.spark import register
 from pykaf.testing import FakeClusterThread
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def cluster(spark: Any) -> Any:
-    register(spark)
-    with FakeClusterThread(1) as fake:
-        yield fake
-
-
-def _topic(cluster: FakeClusterThread, partitions: int = 2) -> str:
-    name = f"w-{uuid.uuid4().hex[:8]}"
-    cluster.create_topic(name, partitions)
-    return name
 
 
 def _read(bootstrap: str, topic: str, partitions: int, count: int) -> list[Any]:
@@ -40,8 +25,8 @@ def _read(bootstrap: str, topic: str, partitions: int, count: int) -> list[Any]:
     return out
 
 
-def test_write_then_read_back_equal(spark: Any, cluster: FakeClusterThread) -> None:
-    topic = _topic(cluster)
+def test_write_then_read_back_equal(spark: Any, cluster: FakeClusterThread, new_topic: Any) -> None:
+    topic = new_topic(2)
     rows = [(f"k{i}", f"value {i}") for i in range(5000)]
     df = spark.createDataFrame(rows, "key string, value string").repartition(3)
     (
@@ -58,8 +43,10 @@ def test_write_then_read_back_equal(spark: Any, cluster: FakeClusterThread) -> N
     )
 
 
-def test_topic_and_partition_columns_route_rows(spark: Any, cluster: FakeClusterThread) -> None:
-    a, b = _topic(cluster, 3), _topic(cluster, 3)
+def test_topic_and_partition_columns_route_rows(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    a, b = new_topic(3), new_topic(3)
     rows = [(a if i % 2 else b, i % 3, bytearray(b"v%d" % i)) for i in range(300)]
     df = spark.createDataFrame(rows, "topic string, partition int, value binary")
     df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).mode(
