@@ -123,17 +123,24 @@ class TransactionCoordinator:
             with trio.move_on_at(self.expire()):
                 await self._changed.wait()
 
-    def verify_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
-        """KIP-890 check of a transactional batch: its partition is in the open transaction."""
+    def _open_transaction(self, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
+        """The producer's open transaction at its current epoch, or the error code (KIP-890)."""
         self.expire()
         txn = self.by_producer.get(producer_id)
         if txn is None:
-            return _BAD_MAPPING
+            return _BAD_MAPPING, None
         if epoch < txn.epoch:
-            return errors.InvalidProducerEpochError.code
-        if txn.status is not TxnStatus.ONGOING or (topic, partition) not in txn.partitions:
+            return errors.InvalidProducerEpochError.code, None
+        if txn.status is not TxnStatus.ONGOING:
+            return _BAD_STATE, None
+        return 0, txn
+
+    def verify_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
+        """KIP-890 check of a transactional batch: its partition is in the open transaction."""
+        code, txn = self._open_transaction(producer_id, epoch)
+        if txn is not None and (topic, partition) not in txn.partitions:
             return _BAD_STATE
-        return 0
+        return code
 
     def verify_offsets(self, producer_id: int, epoch: int, group_id: str) -> int:
         """KIP-890 check of a TxnOffsetCommit: the group is in the producer's open transaction.
@@ -141,15 +148,10 @@ class TransactionCoordinator:
         Without it, a fenced zombie's late TxnOffsetCommit would wait under the
         producer id, to be applied by its successor's next commit.
         """
-        self.expire()
-        txn = self.by_producer.get(producer_id)
-        if txn is None:
-            return _BAD_MAPPING
-        if epoch < txn.epoch:
-            return errors.InvalidProducerEpochError.code
-        if txn.status is not TxnStatus.ONGOING or group_id not in txn.groups:
+        code, txn = self._open_transaction(producer_id, epoch)
+        if txn is not None and group_id not in txn.groups:
             return _BAD_STATE
-        return 0
+        return code
 
     def check(
         self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int
