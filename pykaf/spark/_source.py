@@ -6,8 +6,10 @@ changing the format name: ``kafka.bootstrap.servers`` (required), ``topic``
 and streaming) is not built yet.
 
 Rows: ``value`` (binary or string) is required; ``key`` (binary or string),
-``topic`` (string) and ``partition`` (int) are optional. Each Arrow batch
-is split by topic and partition and handed to the producer's bulk path.
+``topic`` (string) and ``partition`` (int) are optional; a null topic takes
+the ``topic`` option, a null partition leaves it to the partitioner. Each
+Arrow batch is split by topic and partition and handed to the producer's
+bulk path.
 """
 
 from __future__ import annotations
@@ -111,7 +113,12 @@ class PykafWriter(DataSourceArrowWriter):
             for row in keys.to_pylist():
                 mask = None
                 for column in groups:
-                    cond = pc.equal(table[column], row[column])
+                    # A null cell is its own group (equal() would give null and drop it).
+                    cond = (
+                        pc.is_null(table[column])
+                        if row[column] is None
+                        else pc.equal(table[column], row[column])
+                    )
                     mask = cond if mask is None else pc.and_(mask, cond)
                 part = table.filter(mask)
                 topic = row.get("topic") or self.topic

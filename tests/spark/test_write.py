@@ -89,3 +89,24 @@ def test_producer_config_from_kafka_options() -> None:
         producer_config({"kafka.acks": "all"})
     with pytest.raises(errors.ConfigError, match="not valid"):
         producer_config({"kafka.bootstrap.servers": "h:1", "kafka.batch.size": "big"})
+
+
+def test_null_topic_and_partition_cells_fall_back_not_away(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    """A null partition lets the partitioner choose; a null topic takes the ``topic`` option."""
+    default, named = new_topic(2), new_topic(2)
+    rows = [
+        (None if i % 3 == 0 else named, None if i % 2 == 0 else 1, b"v%d" % i) for i in range(60)
+    ]
+    df = spark.createDataFrame(rows, "topic string, partition int, value binary")
+    df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+        "topic", default
+    ).mode("append").save()
+    to_default = sum(1 for t, _, _ in rows if t is None)
+    got_default = _read(cluster.bootstrap, default, 2, to_default)
+    got_named = _read(cluster.bootstrap, named, 2, len(rows) - to_default)
+    assert sorted(r.value for r in got_default + got_named) == sorted(v for _, _, v in rows)
+    for r in got_default + got_named:
+        if int(r.value[1:]) % 2:
+            assert r.partition == 1
