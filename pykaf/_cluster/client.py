@@ -277,11 +277,15 @@ class Client:
 
     # -- offsets ------------------------------------------------------------------
 
-    async def get_offset(self, topic: str, partition: int, time_ms: int) -> int:
+    async def get_offset(
+        self, topic: str, partition: int, time_ms: int, *, isolation_level: int = 0
+    ) -> int:
         """The offset for ``time_ms``: ``OLDEST``, ``NEWEST`` or a timestamp in ms.
 
         For a timestamp, the earliest offset whose timestamp is at or after it
-        (-1 if there is none). Follows leader moves.
+        (-1 if there is none). Follows leader moves. ``isolation_level`` 1
+        (read_committed) makes ``NEWEST`` the last stable offset rather than
+        the high watermark (brokers below ListOffsets v2 ignore it).
 
         Raises:
             UnknownTopicOrPartitionError, and the broker's error for the partition.
@@ -290,7 +294,7 @@ class Client:
             leader = await self.leader(topic, partition)
             conn = await self.connect_to(leader)
             version = conn.version_for(_LIST_OFFSETS)
-            req = _list_offsets_request(topic, partition, time_ms, version)
+            req = _list_offsets_request(topic, partition, time_ms, version, isolation_level)
             resp = await conn.request(req, version)
             part = resp.topics[0].partitions[0]
             err = errors.error_for_code(part.error_code)
@@ -387,13 +391,16 @@ def _metadata_request(topics: Sequence[str] | None, version: int, config: Client
     return P.MetadataRequest(**kw)
 
 
-def _list_offsets_request(topic: str, partition: int, time_ms: int, version: int) -> Any:
+def _list_offsets_request(
+    topic: str, partition: int, time_ms: int, version: int, isolation_level: int = 0
+) -> Any:
     part_kw: dict[str, Any] = {"partition_index": partition, "timestamp": time_ms}
     if version == 0:
         part_kw["max_num_offsets"] = 1
     req = P.ListOffsetsRequest
     return req(
         replica_id=-1,
+        isolation_level=isolation_level,
         topics=[req.ListOffsetsTopic(name=topic, partitions=[req.ListOffsetsPartition(**part_kw)])],
     )
 

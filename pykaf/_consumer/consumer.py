@@ -184,12 +184,15 @@ class Consumer:
             await pc.detached.wait()
 
     async def _resolve_start(self, pc: PartitionConsumer) -> None:
+        # read_committed: NEWEST is the last stable offset (as Java's seekToEnd).
+        level = self.config.isolation_code
+        get_offset = self.client.get_offset
         if pc.start_is_time:
-            offset = await self.client.get_offset(pc.topic, pc.partition, pc.start)
+            offset = await get_offset(pc.topic, pc.partition, pc.start)
             if offset < 0:  # no record that late: start at the end
-                offset = await self.client.get_offset(pc.topic, pc.partition, NEWEST)
+                offset = await get_offset(pc.topic, pc.partition, NEWEST, isolation_level=level)
         elif pc.start in (OLDEST, NEWEST):
-            offset = await self.client.get_offset(pc.topic, pc.partition, pc.start)
+            offset = await get_offset(pc.topic, pc.partition, pc.start, isolation_level=level)
         else:
             offset = pc.start
         pc.restart_at(offset)

@@ -185,7 +185,9 @@ class _OffsetsByTime:
         self.table = table
         self.asked: list[int] = []
 
-    async def get_offset(self, topic: str, partition: int, time_ms: int) -> int:
+    async def get_offset(
+        self, topic: str, partition: int, time_ms: int, *, isolation_level: int = 0
+    ) -> int:
         self.asked.append(time_ms)
         return self.table[time_ms]
 

@@ -132,6 +132,36 @@ async def test_an_open_pykaf_transaction_holds_back_readers() -> None:
 
 
 @pytest.mark.trio
+async def test_newest_is_the_last_stable_offset_under_read_committed() -> None:
+    """As Java's seekToEnd: a read_committed consumer starting at NEWEST starts at the
+    LSO, so an open transaction's records reach it once committed; read_uncommitted
+    starts at the high watermark, past them."""
+    async with open_fake_cluster(1) as cluster:
+        cluster.create_topic("ends", 1)
+        async with (
+            pykaf.open_producer(cluster.bootstrap, transactional_id="ender") as txn,
+            pykaf.open_producer(cluster.bootstrap) as plain,
+        ):
+            await plain.send("ends", b"old")
+            txn.begin_transaction()
+            await txn.send("ends", b"inside")
+            async with pykaf.open_consumer(cluster.bootstrap) as c:
+                client = c.client
+                assert await client.get_offset("ends", 0, pykaf.NEWEST) == 2
+                assert await client.get_offset("ends", 0, pykaf.NEWEST, isolation_level=1) == 1
+            positions = {}
+            for level in ("read_committed", "read_uncommitted"):
+                async with pykaf.open_consumer(cluster.bootstrap, isolation_level=level) as c:
+                    pc = await c.consume_partition("ends", 0, pykaf.NEWEST)
+                    with trio.fail_after(10):
+                        while pc.position < 0:
+                            await trio.sleep(0.01)
+                    positions[level] = pc.position
+            assert positions == {"read_committed": 1, "read_uncommitted": 2}
+            await txn.commit_transaction()
+
+
+@pytest.mark.trio
 async def test_offset_fetch_waits_out_an_open_transactions_offsets() -> None:
     """KIP-447: a new member's OffsetFetch waits for the pending transactional commit."""
     async with open_fake_cluster(1) as cluster:
