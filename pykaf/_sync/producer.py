@@ -496,6 +496,36 @@ class Producer:
             ValueError: columns of different lengths.
             ClosedError: the producer is closed.
         """
+        future = self.send_many_async(
+            topic, values, keys=keys, headers=headers, timestamps=timestamps, partition=partition
+        )
+        return wait_future(future, timeout)
+
+    def send_many_async(
+        self,
+        topic: str,
+        values: Any,
+        *,
+        keys: Any = None,
+        headers: Sequence[Headers | None] | None = None,
+        timestamps: Any = None,
+        partition: int | None = None,
+    ) -> Future[int]:
+        """Like :meth:`send_many`, but return at once with a future of the count.
+
+        Batches sent this way are pipelined: the next one is encoded while
+        earlier ones are in flight. They queue without a bound, so a caller
+        sending many keeps only a few futures outstanding (wait for the oldest
+        before sending more).
+
+        Returns:
+            A ``concurrent.futures.Future`` that gets the number of records
+            once all are acknowledged, or :class:`~pykaf.errors.DeliveryError`.
+
+        Raises:
+            ValueError: columns of different lengths (through the future).
+            ClosedError: the producer is closed.
+        """
         self._portal.check_caller()
         values = _as_column(values)
         keys = None if keys is None else _as_column(keys)
@@ -505,7 +535,7 @@ class Producer:
             timestamps = _as_column(timestamps)
         future: Future[int] = Future()
         self._feeder.put(_Batch(topic, values, keys, headers, timestamps, partition, future))
-        return wait_future(future, timeout)
+        return future
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until every record sent so far is acknowledged or has failed.

@@ -236,6 +236,33 @@ def test_send_many(tansu: TansuBroker, producer_factory: Any) -> None:
         producer.send_many(topic, [b"a", b"b"], keys=[b"1"], timeout=T)
 
 
+def test_send_many_async_pipelines_batches_in_order(
+    tansu: TansuBroker, producer_factory: Any
+) -> None:
+    topic = create_topic(tansu.bootstrap)
+    producer = producer_factory(tansu.bootstrap)
+    futures = [
+        producer.send_many_async(topic, [b"%d-%d" % (n, i) for i in range(100)], partition=0)
+        for n in range(5)
+    ]
+    assert all(isinstance(f, concurrent.futures.Future) for f in futures)
+    assert [f.result(T) for f in futures] == [100] * 5
+    values = [m.value() for m in consume(tansu.bootstrap, topic, [0], 500)]
+    assert values == [b"%d-%d" % (n, i) for n in range(5) for i in range(100)]
+
+
+def test_send_many_async_reports_failures_through_its_future() -> None:
+    from pykaf.testing import FakeClusterThread
+
+    with (
+        FakeClusterThread(1, auto_create_topics=False) as strict,
+        pykaf.sync.Producer(strict.bootstrap, delivery_timeout=2.0) as producer,
+    ):
+        future = producer.send_many_async("no-such-topic", [b"a", b"b"])
+        with pytest.raises((errors.DeliveryError, errors.UnknownTopicOrPartitionError)):
+            future.result(T)
+
+
 def test_one_threads_mixed_calls_keep_their_order(
     tansu: TansuBroker, producer_factory: Any
 ) -> None:
