@@ -8,10 +8,18 @@ producer's columnar path and yields a summary row per task
 no sort or repeated action after a side-effecting step; don't produce from a
 ``pandas_udf``).
 
-Writing a DataFrame: ``register(spark)`` once, then
-``df.write.format("pykaf").option("kafka.bootstrap.servers", ...)
-.option("topic", ...).mode("append").save()`` (batch write; reading comes
-next). pyspark is imported only by :func:`register` and the data source.
+The ``pykaf`` data source reads and writes topics as DataFrames, batch and
+streaming, with the options and columns of Spark's own Kafka connector::
+
+    df = (spark.read.format("pykaf")
+          .option("kafka.bootstrap.servers", "host:9092")
+          .option("subscribe", "events").load())
+    df.write.format("pykaf").option("kafka.bootstrap.servers", "host:9092") \
+        .option("topic", "copy").mode("append").save()
+
+Installing ``pykaf[spark]`` registers the format with PySpark (the
+``pyspark_pykaf`` module); :func:`register` does it by hand. pyspark is
+imported only by :func:`register` and the data source's modules.
 """
 
 from typing import Any

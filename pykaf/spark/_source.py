@@ -1,152 +1,73 @@
-"""The ``pykaf`` data source: ``df.write.format("pykaf")`` (batch write, for now).
+"""The ``pykaf`` data source: Kafka topics read and written as DataFrames.
 
-Option names follow Spark's built-in Kafka connector, so a job ports by
-changing the format name: ``kafka.bootstrap.servers`` (required), ``topic``
-(or a ``topic`` column), and ``kafka.*`` producer settings. Reading (batch
-and streaming) is not built yet.
-
-Rows: ``value`` (binary or string) is required; ``key`` (binary or string),
-``topic`` (string) and ``partition`` (int) are optional; a null topic takes
-the ``topic`` option, a null partition leaves it to the partitioner. Each
-Arrow batch is split by topic and partition and handed to the producer's
-bulk path.
+Options and columns follow Spark's built-in Kafka connector, so a job ports
+by changing the format name (Spark's own is "kafka"). Reading is in
+``_read.py`` (batch) and ``_stream.py`` (streaming), writing in ``_write.py``;
+option parsing in ``_options.py``. Automatic registration goes through the
+top-level ``pyspark_pykaf`` module, whose ``DefaultSource`` is
+:class:`PykafDataSource`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from pykaf import errors
-from pykaf.spark._producer import get_producer
-
-#: The columns of Spark's Kafka source, which reading will give (DDL).
-KAFKA_SCHEMA = (
-    "key binary, value binary, topic string, partition int, offset long, "
-    "timestamp timestamp, timestampType int"
+from pykaf.spark._options import EARLIEST, LATEST, flag, read_options
+from pykaf.spark._read import (
+    OffsetRange,
+    Planner,
+    input_partitions,
+    read_partition,
+    spark_schema,
 )
-
-# kafka.* options -> (pykaf producer option, conversion)
-_KAFKA_OPTIONS: dict[str, tuple[str, Any]] = {
-    "acks": ("acks", lambda v: v if v == "all" else int(v)),
-    "linger.ms": ("linger", lambda v: int(v) / 1000),
-    "batch.size": ("batch_bytes", int),
-    "compression.type": ("compression", str),
-    "enable.idempotence": ("idempotence", lambda v: v.lower() == "true"),
-    "client.id": ("client_id", str),
-    "request.timeout.ms": ("request_timeout", lambda v: int(v) / 1000),
-    "delivery.timeout.ms": ("delivery_timeout", lambda v: int(v) / 1000),
-    "max.request.size": ("max_message_bytes", int),
-    "retries": ("retries", int),
-}
+from pykaf.spark._stream import PykafStreamReader
+from pykaf.spark._write import PykafStreamWriter, PykafWriter
 
 
-def producer_config(options: Mapping[str, str]) -> dict[str, Any]:
-    """Pykaf producer options from the data source's ``kafka.*`` options.
+class PykafReader(DataSourceReader):
+    """Batch read: ``startingOffsets`` (earliest) up to ``endingOffsets`` (latest).
 
-    Raises:
-        ConfigError: ``kafka.bootstrap.servers`` is missing, or a ``kafka.*``
-            option is one pykaf does not take (named, with those it does).
+    Offsets are resolved when the query is planned; each partition's range
+    becomes one input partition, or several with ``maxRecordsPerPartition``
+    or ``minPartitions``.
     """
-    config: dict[str, Any] = {}
-    unknown = []
-    for name, value in options.items():
-        if not name.lower().startswith("kafka."):
-            continue
-        key = name[len("kafka.") :]
-        if key == "bootstrap.servers":
-            config["bootstrap_servers"] = value
-        elif key in _KAFKA_OPTIONS:
-            target, convert = _KAFKA_OPTIONS[key]
-            try:
-                config[target] = convert(value)
-            except ValueError:
-                raise errors.ConfigError(f"option {name}={value!r} is not valid") from None
-        else:
-            unknown.append(name)
-    if unknown:
-        known = ", ".join(f"kafka.{k}" for k in ["bootstrap.servers", *_KAFKA_OPTIONS])
-        raise errors.ConfigError(f"unsupported option(s) {', '.join(unknown)}; pykaf takes {known}")
-    if "bootstrap_servers" not in config:
-        raise errors.ConfigError("the option kafka.bootstrap.servers is required")
-    return config
-
-
-@dataclass
-class PykafCommitMessage(WriterCommitMessage):
-    """What one write task reports: the records it produced."""
-
-    records: int
-
-
-class PykafWriter(DataSourceArrowWriter):
-    """Batch write: every task produces its rows and flushes; a failed record fails it."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.config = producer_config(options)
-        self.topic = options.get("topic")
+        self.opts = read_options(options, streaming=False)
 
-    def write(self, iterator: Iterator[Any]) -> PykafCommitMessage:
-        """Produce the task's batches, wait for every acknowledgement."""
-        import pyarrow as pa
-        import pyarrow.compute as pc
+    def partitions(self) -> Sequence[InputPartition]:
+        """The offset ranges to read, one input partition each.
 
-        producer = get_producer(**self.config)
-        records = 0
-        for batch in iterator:
-            if batch.num_rows == 0:
-                continue
-            names = batch.schema.names
-            if "value" not in names:
-                raise errors.ConfigError(f"no 'value' column to write (columns: {names})")
-            table = pa.Table.from_batches([batch])
-            groups = [c for c in ("topic", "partition") if c in names]
-            if "topic" not in names and self.topic is None:
-                raise errors.ConfigError("no 'topic' option and no 'topic' column")
-            if not groups:
-                records += self._send(producer, table, self.topic, None)
-                continue
-            keys = table.select(groups).group_by(groups).aggregate([])
-            for row in keys.to_pylist():
-                mask = None
-                for column in groups:
-                    # A null cell is its own group (equal() would give null and drop it).
-                    cond = (
-                        pc.is_null(table[column])
-                        if row[column] is None
-                        else pc.equal(table[column], row[column])
-                    )
-                    mask = cond if mask is None else pc.and_(mask, cond)
-                part = table.filter(mask)
-                topic = row.get("topic") or self.topic
-                if topic is None:
-                    raise errors.ConfigError(
-                        "a row has a null topic and there is no 'topic' option"
-                    )
-                records += self._send(producer, part, topic, row.get("partition"))
-        producer.flush()
-        return PykafCommitMessage(records)
+        Raises:
+            UnknownTopicOrPartitionError: a topic or partition to read does not exist.
+            ConfigError: a range would end before it starts.
+        """
+        opts = self.opts
+        with Planner(opts.config) as planner:
+            parts = planner.partitions(opts.subscription)
+            start = planner.resolve(parts, opts.starting, EARLIEST)
+            end = planner.resolve(parts, opts.ending, LATEST)
+        ranges = []
+        for topic, partition in parts:
+            first, last = start[(topic, partition)], end[(topic, partition)]
+            if first > last:
+                raise errors.ConfigError(
+                    f"{topic}/{partition}: startingOffsets {first} is after endingOffsets {last}"
+                )
+            ranges.append(OffsetRange(topic, partition, first, last))
+        return input_partitions(opts, ranges)
 
-    @staticmethod
-    def _send(producer: Any, table: Any, topic: str | None, partition: int | None) -> int:
-        assert topic is not None
-        values = table["value"].combine_chunks()
-        keys = table["key"].combine_chunks() if "key" in table.column_names else None
-        sent: int = producer.send_many(topic, values, keys=keys, partition=partition)
-        return sent
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to do: every task's records are acknowledged before it ends."""
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to undo (records acknowledged stay written); never raises."""
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The records of one input partition, as Arrow record batches."""
+        return read_partition(self.opts, partition.value)
 
 
 class PykafDataSource(DataSource):
-    """The ``pykaf`` format: ``df.write.format("pykaf").option(...).save()``."""
+    """The ``pykaf`` format: ``spark.read``, ``readStream``, ``df.write`` and ``writeStream``."""
 
     @classmethod
     def name(cls) -> str:
@@ -154,14 +75,28 @@ class PykafDataSource(DataSource):
         return "pykaf"
 
     def schema(self) -> str:
-        """The columns a read gives (Spark's Kafka source's)."""
-        return KAFKA_SCHEMA
+        """The columns a read gives (Spark's Kafka source's; ``headers`` with includeHeaders)."""
+        return spark_schema(flag(self.options, "includeHeaders", False))
+
+    def reader(self, schema: Any) -> PykafReader:
+        """Batch read."""
+        return PykafReader(self.options)
+
+    def streamReader(self, schema: Any) -> PykafStreamReader:
+        """Streaming read."""
+        return PykafStreamReader(self.options)
 
     def writer(self, schema: Any, overwrite: bool) -> PykafWriter:
         """Batch write; ``overwrite`` is refused (a topic is only appended to)."""
         if overwrite:
             raise errors.ConfigError("a Kafka topic can only be appended to: use mode('append')")
         return PykafWriter(self.options)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> PykafStreamWriter:
+        """Streaming write (append output mode)."""
+        if overwrite:
+            raise errors.ConfigError("a Kafka topic can only be appended to: use append mode")
+        return PykafStreamWriter(self.options)
 
 
 def register(spark: Any) -> None:

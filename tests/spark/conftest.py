@@ -7,6 +7,7 @@ import signal
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -47,12 +48,10 @@ def spark() -> Iterator[Any]:
 def cluster(spark: Any) -> Iterator[Any]:
     """A fake cluster the Spark workers produce to (served from a thread of this process).
 
-    The ``pykaf`` format is registered with the session too.
+    The ``pykaf`` format is not registered by hand: PySpark finds ``pyspark_pykaf``.
     """
-    from pykaf.spark import register
     from pykaf.testing import FakeClusterThread
 
-    register(spark)
     with FakeClusterThread(1) as fake:
         yield fake
 
@@ -67,3 +66,30 @@ def new_topic(cluster: Any) -> Callable[[int], str]:
         return name
 
     return make
+
+
+@dataclass
+class Kafka:
+    """A broker the Spark tests run against: its name, bootstrap and a topic maker."""
+
+    name: str
+    bootstrap: str
+    create: Callable[[str, int], None]
+
+    def topic(self, partitions: int = 3) -> str:
+        """A new topic of ``partitions`` partitions; its name."""
+        name = f"spark-{uuid.uuid4().hex[:8]}"
+        self.create(name, partitions)
+        return name
+
+
+@pytest.fixture(params=["tansu", "fake"])
+def kafka(request: pytest.FixtureRequest, cluster: Any) -> Kafka:
+    """The session's Tansu, then the session's fake cluster (the ``pykaf`` format registered)."""
+    if request.param == "fake":
+        return Kafka("fake", cluster.bootstrap, lambda t, n: cluster.create_topic(t, n))
+    create_topic = pytest.importorskip("broker_clients").create_topic
+
+    tansu = request.getfixturevalue("tansu")
+    conf = {"bootstrap.servers": tansu.bootstrap}
+    return Kafka("tansu", tansu.bootstrap, lambda t, n: create_topic(conf, t, n))

@@ -80,7 +80,7 @@ def test_bad_options_and_rows_are_refused(spark: Any, cluster: FakeClusterThread
 
 def test_producer_config_from_kafka_options() -> None:
     pytest.importorskip("pyspark")
-    from pykaf.spark._source import producer_config
+    from pykaf.spark._options import producer_config
 
     assert producer_config(
         {"kafka.bootstrap.servers": "h:1", "kafka.linger.ms": "20", "kafka.acks": "1", "x": "y"}
@@ -110,3 +110,61 @@ def test_null_topic_and_partition_cells_fall_back_not_away(
     for r in got_default + got_named:
         if int(r.value[1:]) % 2:
             assert r.partition == 1
+
+
+def test_a_failed_record_fails_the_write_job(spark: Any) -> None:
+    """Each task waits for its acknowledgements: a record the broker refuses fails the job."""
+    df = spark.createDataFrame([(b"v%d" % i,) for i in range(50)], "value binary")
+    with FakeClusterThread(1, auto_create_topics=False) as strict:
+        writer = df.write.format("pykaf").option("kafka.bootstrap.servers", strict.bootstrap)
+        with pytest.raises(Exception, match=r"UnknownTopicOrPartition|does not exist"):
+            writer.option("topic", "no-such-topic").option(
+                "kafka.delivery.timeout.ms", "3000"
+            ).mode("append").save()
+        strict.create_topic("refusing", 1)
+        strict.push_request_errors(0, *[87] * 50)  # Produce: INVALID_RECORD, not retriable
+        with pytest.raises(Exception, match=r"DeliveryError|InvalidRecord"):
+            writer.option("topic", "refusing").mode("append").save()
+
+
+def test_timestamp_column_is_written(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    import datetime
+
+    topic = new_topic(1)
+    when = datetime.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=datetime.timezone.utc)
+    rows = [(b"v%d" % i, when + datetime.timedelta(seconds=i)) for i in range(10)]
+    spark.createDataFrame(rows, "value binary, timestamp timestamp").write.format("pykaf").option(
+        "kafka.bootstrap.servers", cluster.bootstrap
+    ).option("topic", topic).mode("append").save()
+    got = _read(cluster.bootstrap, topic, 1, 10)
+    assert sorted((r.value, r.timestamp) for r in got) == [
+        (v, int(t.timestamp() * 1000)) for v, t in rows
+    ]
+
+
+def test_unknown_columns_are_refused(spark: Any, cluster: FakeClusterThread) -> None:
+    df = spark.createDataFrame([("x", 1)], "value string, extra int")
+    with pytest.raises(Exception, match=r"column\(s\) extra cannot be written"):
+        df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+            "topic", "t"
+        ).mode("append").save()
+
+
+def test_the_format_is_registered_automatically_and_by_hand(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    import pkgutil
+
+    import pyspark_pykaf
+    from pykaf.spark import register
+    from pykaf.spark._source import PykafDataSource
+
+    # PySpark registers every pyspark_* module's DefaultSource it finds on the path
+    assert "pyspark_pykaf" in {m.name for m in pkgutil.iter_modules()}
+    assert pyspark_pykaf.DefaultSource is PykafDataSource
+    assert PykafDataSource.name() == "pykaf"
+    register(spark)  # by hand as well: registering again is harmless
+    reader = spark.read.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap)
+    assert reader.option("subscribe", new_topic(1)).load().count() == 0

@@ -1,0 +1,325 @@
+"""The ``pykaf`` data source's options, named as Spark's Kafka connector names them.
+
+``kafka.*`` options become pykaf client, producer or consumer settings (an
+option pykaf does not take is refused by name, not ignored); the others
+(``subscribe``, ``startingOffsets``, ...) say what to read. Everything here
+is plain data, checked once when the query is planned, so a task never
+meets a bad option.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pykaf import errors
+
+#: Offsets in a ``startingOffsets`` / ``endingOffsets`` JSON: Spark's codes.
+EARLIEST = -2
+LATEST = -1
+
+
+def _bool(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ValueError(value)
+    return lowered == "true"
+
+
+def _ms(value: str) -> float:
+    return int(value) / 1000
+
+
+# kafka.* -> (pykaf option, conversion): what producers and consumers share.
+_CLIENT: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "client.id": ("client_id", str),
+    "request.timeout.ms": ("request_timeout", _ms),
+    "security.protocol": ("security_protocol", str),
+    "sasl.mechanism": ("sasl_mechanism", str),
+    "sasl.username": ("sasl_username", str),
+    "sasl.password": ("sasl_password", str),
+    "ssl.ca.location": ("ssl_cafile", str),
+    "ssl.certificate.location": ("ssl_certfile", str),
+    "ssl.key.location": ("ssl_keyfile", str),
+    "ssl.key.password": ("ssl_password", str),
+}
+_PRODUCER: dict[str, tuple[str, Callable[[str], Any]]] = {
+    **_CLIENT,
+    "acks": ("acks", lambda v: v if v == "all" else int(v)),
+    "linger.ms": ("linger", _ms),
+    "batch.size": ("batch_bytes", int),
+    "compression.type": ("compression", str),
+    "enable.idempotence": ("idempotence", _bool),
+    "delivery.timeout.ms": ("delivery_timeout", _ms),
+    "max.request.size": ("max_message_bytes", int),
+    "retries": ("retries", int),
+}
+_CONSUMER: dict[str, tuple[str, Callable[[str], Any]]] = {
+    **_CLIENT,
+    "isolation.level": ("isolation_level", str),
+    "fetch.min.bytes": ("fetch_min_bytes", int),
+    "fetch.max.wait.ms": ("fetch_max_wait", _ms),
+    "fetch.max.bytes": ("fetch_max_bytes", int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
+    "check.crcs": ("check_crcs", _bool),
+}
+
+
+def _kafka_options(
+    options: Mapping[str, str], table: Mapping[str, tuple[str, Callable[[str], Any]]]
+) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    unknown = []
+    for name, value in options.items():
+        if not name.lower().startswith("kafka."):
+            continue
+        key = name[len("kafka.") :]
+        if key == "bootstrap.servers":
+            config["bootstrap_servers"] = value
+        elif key in table:
+            target, convert = table[key]
+            try:
+                config[target] = convert(value)
+            except ValueError:
+                raise errors.ConfigError(f"option {name}={value!r} is not valid") from None
+        else:
+            unknown.append(name)
+    if unknown:
+        known = ", ".join(f"kafka.{k}" for k in ["bootstrap.servers", *table])
+        raise errors.ConfigError(f"unsupported option(s) {', '.join(unknown)}; pykaf takes {known}")
+    if "bootstrap_servers" not in config:
+        raise errors.ConfigError("the option kafka.bootstrap.servers is required")
+    return config
+
+
+def producer_config(options: Mapping[str, str]) -> dict[str, Any]:
+    """Pykaf producer options from the data source's ``kafka.*`` options.
+
+    Raises:
+        ConfigError: ``kafka.bootstrap.servers`` is missing, or a ``kafka.*``
+            option is one pykaf does not take (named, with those it does).
+    """
+    return _kafka_options(options, _PRODUCER)
+
+
+def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
+    """Pykaf consumer options from the ``kafka.*`` options; read_committed unless set.
+
+    Raises:
+        ConfigError: as :func:`producer_config`, or an invalid consumer option.
+    """
+    from pykaf._consumer.config import ConsumerConfig
+
+    config = _kafka_options(options, _CONSUMER)
+    config.setdefault("isolation_level", "read_committed")
+    try:
+        ConsumerConfig(**config)  # every option checked here, on the driver
+    except errors.ConfigError as exc:
+        raise errors.ConfigError(f"kafka.* options: {exc}") from None
+    return config
+
+
+# -- what to read -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Which topics or partitions to read: exactly one of Spark's three ways.
+
+    Attributes:
+        topics: ``subscribe``: these topics, every partition.
+        pattern: ``subscribePattern``: every topic whose whole name matches.
+        assign: ``assign``: exactly these partitions of these topics.
+    """
+
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assign: tuple[tuple[str, int], ...] = ()
+
+    def matches(self, topic: str) -> bool:
+        """Whether ``topic`` is read (for ``subscribe`` and ``subscribePattern``)."""
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, topic) is not None
+        return topic in self.topics
+
+
+def _json(name: str, value: str) -> Any:
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise errors.ConfigError(f"option {name} is not valid JSON: {value!r}") from None
+
+
+def subscription(options: Mapping[str, str]) -> Subscription:
+    """The ``subscribe`` / ``subscribePattern`` / ``assign`` option (exactly one).
+
+    Raises:
+        ConfigError: none or several of them, or one that is malformed.
+    """
+    given = [k for k in ("subscribe", "subscribePattern", "assign") if options.get(k)]
+    if len(given) != 1:
+        raise errors.ConfigError(
+            "give exactly one of the options subscribe, subscribePattern, assign"
+            + (f" (given: {', '.join(given)})" if given else "")
+        )
+    name = given[0]
+    value = options[name]
+    if name == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise errors.ConfigError("option subscribe names no topic")
+        return Subscription(topics=topics)
+    if name == "subscribePattern":
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise errors.ConfigError(f"option subscribePattern: {exc}") from None
+        return Subscription(pattern=value)
+    parsed = _json(name, value)
+    if not isinstance(parsed, dict) or not parsed:
+        raise errors.ConfigError(f'option assign must look like {{"topic":[0,1]}}, not {value!r}')
+    pairs = []
+    for topic, parts in parsed.items():
+        if not isinstance(parts, list) or not all(_is_int(p) and p >= 0 for p in parts):
+            raise errors.ConfigError(f"option assign: {topic!r} needs a list of partitions")
+        pairs += [(topic, p) for p in parts]
+    return Subscription(assign=tuple(sorted(set(pairs))))
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+#: An offsets option: "earliest", "latest", or offsets per topic and partition.
+OffsetSpec = int | dict[tuple[str, int], int]
+
+
+def offset_spec(
+    options: Mapping[str, str], name: str, default: int, *, allowed: set[int]
+) -> OffsetSpec:
+    """``startingOffsets`` / ``endingOffsets``: EARLIEST, LATEST, or a JSON of offsets.
+
+    A JSON (``{"topic":{"0":23,"1":-2}}``) gives an offset per partition,
+    where -2 means earliest and -1 latest; ``allowed`` says which of those
+    two codes (and words) the option may use.
+
+    Raises:
+        ConfigError: a malformed value, or one the option does not allow.
+    """
+    value = options.get(name)
+    if value is None:
+        return default
+    words = {"earliest": EARLIEST, "latest": LATEST}
+    word = value.strip().lower()
+    if word in words:
+        if words[word] not in allowed:
+            raise errors.ConfigError(f"option {name} cannot be {word!r} here")
+        return words[word]
+    parsed = _json(name, value)
+    if not isinstance(parsed, dict):
+        raise errors.ConfigError(
+            f'option {name} must be earliest, latest or {{"topic":{{"0":23}}}}'
+        )
+    spec: dict[tuple[str, int], int] = {}
+    for topic, parts in parsed.items():
+        if not isinstance(parts, dict):
+            raise errors.ConfigError(f"option {name}: {topic!r} needs {{partition: offset}}")
+        for part, offset in parts.items():
+            try:
+                index = int(part)
+            except ValueError:
+                raise errors.ConfigError(f"option {name}: {part!r} is not a partition") from None
+            if not _is_int(offset) or offset < EARLIEST or (offset < 0 and offset not in allowed):
+                raise errors.ConfigError(f"option {name}: {topic}/{part} has offset {offset!r}")
+            spec[(topic, index)] = offset
+    return spec
+
+
+def positive_int(options: Mapping[str, str], name: str) -> int | None:
+    """An optional option that must be an integer >= 1.
+
+    Raises:
+        ConfigError: it is given and is not such an integer.
+    """
+    value = options.get(name)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise errors.ConfigError(f"option {name} must be an integer >= 1, not {value!r}")
+    return number
+
+
+def flag(options: Mapping[str, str], name: str, default: bool) -> bool:
+    """A true/false option.
+
+    Raises:
+        ConfigError: it is given and is neither.
+    """
+    value = options.get(name)
+    if value is None:
+        return default
+    try:
+        return _bool(value)
+    except ValueError:
+        raise errors.ConfigError(f"option {name} must be true or false, not {value!r}") from None
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """Everything a read (batch or streaming) takes from the options, checked.
+
+    Attributes:
+        config: the consumer's options (:func:`consumer_config`).
+        subscription: what to read.
+        starting: ``startingOffsets``.
+        ending: ``endingOffsets`` (batch reads only; LATEST for streams).
+        max_per_trigger: ``maxOffsetsPerTrigger`` (streams only).
+        min_partitions, max_records: ``minPartitions``, ``maxRecordsPerPartition``.
+        include_headers: ``includeHeaders``.
+        fail_on_data_loss: ``failOnDataLoss``.
+    """
+
+    config: dict[str, Any]
+    subscription: Subscription
+    starting: OffsetSpec
+    ending: OffsetSpec
+    max_per_trigger: int | None
+    min_partitions: int | None
+    max_records: int | None
+    include_headers: bool
+    fail_on_data_loss: bool
+
+
+def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+    """The read options, as Spark's Kafka source takes them.
+
+    Batch reads start at the earliest offsets and end at the latest (and may
+    not start at "latest"); streams start at the latest.
+
+    Raises:
+        ConfigError: an option is missing, malformed or not allowed here.
+    """
+    if streaming:
+        starting = offset_spec(options, "startingOffsets", LATEST, allowed={EARLIEST, LATEST})
+        ending: OffsetSpec = LATEST
+    else:
+        starting = offset_spec(options, "startingOffsets", EARLIEST, allowed={EARLIEST})
+        ending = offset_spec(options, "endingOffsets", LATEST, allowed={LATEST})
+    return ReadOptions(
+        config=consumer_config(options),
+        subscription=subscription(options),
+        starting=starting,
+        ending=ending,
+        max_per_trigger=positive_int(options, "maxOffsetsPerTrigger"),
+        min_partitions=positive_int(options, "minPartitions"),
+        max_records=positive_int(options, "maxRecordsPerPartition"),
+        include_headers=flag(options, "includeHeaders", False),
+        fail_on_data_loss=flag(options, "failOnDataLoss", True),
+    )

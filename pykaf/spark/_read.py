@@ -1,0 +1,430 @@
+"""Reading for the ``pykaf`` data source: offset ranges planned, then read as Arrow batches.
+
+Planning (where Spark plans the query) asks the cluster which partitions a
+subscription covers and where they start and end, and cuts them into
+:class:`OffsetRange` input partitions. A task reads its range with a pykaf
+consumer driven through the process's portal and turns each fetched list of
+records into one Arrow record batch of exactly the source's schema.
+
+A range ends by offset, never by count: compaction leaves holes, and
+transaction markers and aborted records take offsets but give no row; the
+consumer's position moves past them, and the task stops once its position
+reaches the end of its range.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import trio
+
+from pykaf import errors
+from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf._consumer.consumer import Consumer, open_consumer
+from pykaf._consumer.partition import PartitionConsumer
+from pykaf._portal import get_portal
+from pykaf.spark._options import EARLIEST, LATEST, OffsetSpec, ReadOptions, Subscription
+
+#: The columns a read gives (Spark's Kafka source's), as DDL; ``headers`` is
+#: added by ``includeHeaders``.
+KAFKA_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
+
+TopicPartition = tuple[str, int]
+
+
+def spark_schema(include_headers: bool) -> str:
+    """The DDL of the rows read (with ``headers`` when asked for)."""
+    return f"{KAFKA_SCHEMA}, {HEADERS_DDL}" if include_headers else KAFKA_SCHEMA
+
+
+def arrow_schema(include_headers: bool) -> Any:
+    """The Arrow schema of the batches a read yields (exactly what Spark declares)."""
+    import pyarrow as pa
+
+    fields = [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("us", tz="UTC")),
+        ("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+        fields.append(("headers", pa.list_(header)))
+    return pa.schema(fields)
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """One input partition: offsets ``start`` (inclusive) to ``end`` (exclusive) of a partition.
+
+    Plain data, so Spark pickles it to the task cheaply.
+    """
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        """How many offsets the range spans (records, markers and holes)."""
+        return self.end - self.start
+
+
+def split_ranges(
+    ranges: Sequence[OffsetRange],
+    *,
+    min_partitions: int | None = None,
+    max_records: int | None = None,
+) -> list[OffsetRange]:
+    """Cut ranges into pieces of at most ``max_records`` offsets, and at least ``min_partitions``.
+
+    Ranges are cut in proportion to their size, so large ones are cut first.
+    Empty ranges are dropped.
+    """
+    ranges = [r for r in ranges if r.size > 0]
+    total = sum(r.size for r in ranges)
+    out: list[OffsetRange] = []
+    for r in ranges:
+        pieces = 1
+        if max_records is not None:
+            pieces = max(pieces, math.ceil(r.size / max_records))
+        if min_partitions is not None and len(ranges) < min_partitions:
+            pieces = max(pieces, math.ceil(r.size * min_partitions / total))
+        pieces = min(pieces, r.size)
+        step, extra = divmod(r.size, pieces)
+        start = r.start
+        for i in range(pieces):
+            end = start + step + (1 if i < extra else 0)
+            out.append(OffsetRange(r.topic, r.partition, start, end))
+            start = end
+    return out
+
+
+# -- planning: what the subscription covers, and where it starts and ends ----------
+
+
+class _Planner:
+    """Metadata and offsets through one consumer's client (runs in the portal's loop)."""
+
+    def __init__(self, consumer: Consumer, isolation_level: int) -> None:
+        self.consumer = consumer
+        self.client = consumer.client
+        self.isolation_level = isolation_level
+
+    async def partitions(self, sub: Subscription, *, missing_ok: bool) -> list[TopicPartition]:
+        client = self.client
+        if sub.assign:
+            for topic, partition in sub.assign:
+                if partition not in await self._partitions_of(topic, missing_ok):
+                    if missing_ok:
+                        continue
+                    raise errors.UnknownTopicOrPartitionError(
+                        f"assign: topic {topic!r} has no partition {partition}"
+                    )
+            return [
+                (t, p) for t, p in sub.assign if p in await self._partitions_of(t, missing_ok=True)
+            ]
+        if sub.pattern is not None:
+            await client.refresh_metadata()
+            topics = [t for t in await client.topics() if sub.matches(t)]
+        else:
+            topics = list(sub.topics)
+        out = []
+        for topic in sorted(topics):
+            out += [(topic, p) for p in await self._partitions_of(topic, missing_ok)]
+        return out
+
+    async def _partitions_of(self, topic: str, missing_ok: bool) -> list[int]:
+        try:
+            return await self.client.partitions(topic)
+        except errors.UnknownTopicOrPartitionError:
+            if missing_ok:
+                return []
+            raise
+
+    async def offsets(
+        self, parts: Sequence[TopicPartition], which: int
+    ) -> dict[TopicPartition, int]:
+        """``OLDEST`` or ``NEWEST`` (the last stable offset under read_committed) of each."""
+        out: dict[TopicPartition, int] = {}
+
+        async def one(tp: TopicPartition) -> None:
+            out[tp] = await self.client.get_offset(
+                tp[0], tp[1], which, isolation_level=self.isolation_level
+            )
+
+        async with trio.open_nursery() as nursery:
+            for tp in parts:
+                nursery.start_soon(one, tp)
+        if which == NEWEST:
+            fetched = await self._fetched_ends(out)
+            out = {tp: max(offset, fetched[tp]) for tp, offset in out.items()}
+        return out
+
+    async def _fetched_ends(self, listed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Each partition's end as a Fetch at ``listed`` reports it.
+
+        That is the high watermark, or the last stable offset under
+        read_committed. It checks ListOffsets: some brokers (Tansu) answer
+        ListOffsets(latest) with an offset inside the log's last batch; a
+        Fetch's watermarks are right.
+        """
+        consumer = self.consumer
+        pcs = [await consumer.consume_partition(t, p, max(o, 0)) for (t, p), o in listed.items()]
+        try:
+            with trio.fail_after(consumer.config.request_timeout):
+                while any(pc.high_water_mark < 0 for pc in pcs):
+                    await trio.sleep(0.005)
+        except trio.TooSlowError:
+            raise errors.KafkaTimeoutError("no Fetch answer for the partitions' ends") from None
+        finally:
+            for pc in pcs:
+                await pc.aclose()
+        ends = {}
+        for pc in pcs:
+            end = pc.high_water_mark
+            if self.isolation_level and pc.last_stable_offset >= 0:
+                end = pc.last_stable_offset
+            ends[(pc.topic, pc.partition)] = end
+        return ends
+
+
+class Planner:
+    """Asks the cluster about partitions and offsets, from a plain thread (the planner's).
+
+    Use as a context manager; it holds one consumer (and its connections) open.
+    """
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self._portal = get_portal()
+        self._planner: _Planner | None = None
+        self._handle: Any = None
+
+    def __enter__(self) -> Planner:
+        from pykaf._consumer.config import ConsumerConfig
+
+        level = ConsumerConfig(**self.config).isolation_code
+        # A short fetch_max_wait: the Fetch checking the partitions' ends answers at
+        # once (not 0: Tansu never answers a Fetch with max_wait_ms 0).
+        options = {**self.config, "fetch_max_wait": 0.01}
+        consumer, self._handle = self._portal.start_context(partial(open_consumer, **options))
+        self._planner = _Planner(consumer, level)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._handle is not None:
+            self._handle.exit()
+
+    def partitions(self, sub: Subscription, *, missing_ok: bool = False) -> list[TopicPartition]:
+        """The partitions ``sub`` covers now, sorted.
+
+        Raises:
+            UnknownTopicOrPartitionError: a named topic or partition does not
+                exist (unless ``missing_ok``: it is left out).
+        """
+        assert self._planner is not None
+        result: list[TopicPartition] = self._portal.run(
+            partial(self._planner.partitions, sub, missing_ok=missing_ok)
+        )
+        return result
+
+    def offsets(self, parts: Sequence[TopicPartition], which: int) -> dict[TopicPartition, int]:
+        """Each partition's earliest (``OLDEST``) or latest (``NEWEST``) offset."""
+        assert self._planner is not None
+        if not parts:
+            return {}
+        result: dict[TopicPartition, int] = self._portal.run(self._planner.offsets, parts, which)
+        return result
+
+    def resolve(
+        self, parts: Sequence[TopicPartition], spec: OffsetSpec, default: int
+    ) -> dict[TopicPartition, int]:
+        """Concrete offsets for ``spec``: EARLIEST, LATEST or per partition.
+
+        ``default`` is for the partitions a JSON spec leaves out.
+
+        Raises:
+            ConfigError: a JSON spec names a partition that is not read, or an
+                offset past the partition's end.
+        """
+        if isinstance(spec, dict):
+            stray = sorted(set(spec) - set(parts))
+            if stray:
+                named = ", ".join(f"{t}/{p}" for t, p in stray)
+                raise errors.ConfigError(f"offsets given for partitions that are not read: {named}")
+        earliest = self.offsets(parts, OLDEST)
+        latest = self.offsets(parts, NEWEST)
+        out = {}
+        for tp in parts:
+            code = spec.get(tp, default) if isinstance(spec, dict) else spec
+            if code == EARLIEST:
+                out[tp] = earliest[tp]
+            elif code == LATEST:
+                out[tp] = latest[tp]
+            elif code > latest[tp]:
+                raise errors.ConfigError(
+                    f"{tp[0]}/{tp[1]}: offset {code} is past the partition's end {latest[tp]}"
+                )
+            else:
+                out[tp] = code
+        return out
+
+    def earliest(self, parts: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's log start offset."""
+        return self.offsets(parts, OLDEST)
+
+    def latest(self, parts: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """Each partition's end (its last stable offset under read_committed)."""
+        return self.offsets(parts, NEWEST)
+
+
+# -- reading a range in a task -----------------------------------------------------
+
+
+async def _next_records(
+    pc: PartitionConsumer, wait: float
+) -> tuple[list[Any], int, BaseException | None]:
+    """The next fetched records, the position after them, and the partition's error.
+
+    No records if ``wait`` passes first; no error unless the partition reported one.
+    """
+    records: list[Any] = []
+    try:
+        failure: BaseException | None = pc.errors().receive_nowait()
+    except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+        failure = None
+    if failure is None:
+        with trio.move_on_after(wait):
+            records = await pc.next_batch()
+    return records, pc.position, failure
+
+
+def read_range(
+    config: dict[str, Any],
+    rng: OffsetRange | None,
+    *,
+    include_headers: bool = False,
+    fail_on_data_loss: bool = True,
+    stall_timeout: float = 120.0,
+) -> Iterator[Any]:
+    """The records of ``rng`` as Arrow record batches (one per fetch answer).
+
+    Args:
+        config: consumer options (``consumer_config``'s).
+        rng: what to read (None: nothing).
+        include_headers: add the ``headers`` column.
+        fail_on_data_loss: raise if the range's first offsets are gone (deleted
+            by retention); otherwise read what is left.
+        stall_timeout: seconds without any progress before giving up.
+
+    Raises:
+        DataLossError: offsets of the range were deleted, and
+            ``fail_on_data_loss`` is set.
+        KafkaTimeoutError: no progress for ``stall_timeout`` seconds.
+        ConsumerError: the partition's error (e.g. a record too large).
+    """
+    if rng is None or rng.size <= 0:
+        return  # (Spark reads one partition of None when there are none to read)
+    portal = get_portal()
+    options = {**config, "auto_offset_reset": "none" if fail_on_data_loss else "earliest"}
+    consumer, handle = portal.start_context(partial(open_consumer, **options))
+    try:
+        pc = portal.run(consumer.consume_partition, rng.topic, rng.partition, rng.start)
+        wait = min(1.0, stall_timeout)
+        schema = arrow_schema(include_headers)
+        last_progress = time.monotonic()
+        position = rng.start
+        while position < rng.end:
+            records, new_position, failure = portal.run(_next_records, pc, wait)
+            if failure is not None:
+                raise _data_loss(failure, rng) if fail_on_data_loss else failure
+            if records and records[-1].offset >= rng.end:
+                records = [r for r in records if r.offset < rng.end]
+            if records:
+                yield records_to_batch(records, rng.topic, rng.partition, schema)
+            if new_position != position:
+                position = new_position
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > stall_timeout:
+                raise errors.KafkaTimeoutError(
+                    f"{rng.topic}/{rng.partition}: no progress past offset {position} "
+                    f"for {stall_timeout:g}s (reading up to {rng.end})"
+                )
+    finally:
+        handle.exit()
+
+
+class DataLossError(errors.PykafError):
+    """Offsets a read was planned to cover are gone (deleted by retention or compaction).
+
+    Set ``failOnDataLoss`` to false to read what is left instead.
+    """
+
+
+def _data_loss(failure: BaseException, rng: OffsetRange) -> BaseException:
+    cause = getattr(failure, "error", failure)
+    if isinstance(cause, errors.OffsetOutOfRangeError):
+        error = DataLossError(
+            f"{rng.topic}/{rng.partition}: offsets from {rng.start} are no longer in the log "
+            "(set failOnDataLoss=false to read what is left)"
+        )
+        error.__cause__ = failure
+        return error
+    return failure
+
+
+def records_to_batch(records: list[Any], topic: str, partition: int, schema: Any) -> Any:
+    """One Arrow record batch of ``schema`` from decoded records of one partition."""
+    import pyarrow as pa
+
+    n = len(records)
+    timestamps = pa.array([r.timestamp * 1000 for r in records], pa.int64())
+    columns = [
+        pa.array([r.key for r in records], pa.binary()),
+        pa.array([r.value for r in records], pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        pa.array([r.offset for r in records], pa.int64()),
+        timestamps.view(pa.timestamp("us", tz="UTC")),
+        pa.array([max(r.timestamp_type, 0) for r in records], pa.int32()),
+    ]
+    if len(schema) > 7:
+        columns.append(
+            pa.array(
+                [[{"key": k, "value": v} for k, v in r.headers] for r in records],
+                schema.field("headers").type,
+            )
+        )
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def read_partition(opts: ReadOptions, rng: OffsetRange | None) -> Iterator[Any]:
+    """:func:`read_range` with a read's options (what both readers' ``read`` do)."""
+    return read_range(
+        opts.config,
+        rng,
+        include_headers=opts.include_headers,
+        fail_on_data_loss=opts.fail_on_data_loss,
+    )
+
+
+def input_partitions(opts: ReadOptions, ranges: Sequence[OffsetRange]) -> list[Any]:
+    """Spark input partitions for ``ranges``, cut by the read's partitioning options."""
+    from pyspark.sql.datasource import InputPartition
+
+    pieces = split_ranges(ranges, min_partitions=opts.min_partitions, max_records=opts.max_records)
+    return [InputPartition(piece) for piece in pieces]

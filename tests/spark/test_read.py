@@ -1,0 +1,215 @@
+"""``spark.read.format("pykaf")``: batch reads, on Tansu and on the fake cluster."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import pykaf.sync
+from pykaf import errors
+from pykaf.testing import FakeClusterThread
+
+pytestmark = pytest.mark.spark
+
+
+def _reader(spark: Any, bootstrap: str, **options: str) -> Any:
+    reader = spark.read.format("pykaf").option("kafka.bootstrap.servers", bootstrap)
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    return reader
+
+
+def _produce(bootstrap: str, topic: str, partition: int, values: list[bytes]) -> None:
+    with pykaf.sync.Producer(bootstrap, linger=0.005) as producer:
+        producer.send_many(topic, values, partition=partition)
+
+
+def test_write_then_read_back_equal_with_headers(spark: Any, kafka: Any) -> None:
+    topic = kafka.topic(3)
+    rows = [
+        (f"k{i}", b"value %d" % i, [("h", b"%d" % i), ("n", None)] if i % 2 else [])
+        for i in range(3000)
+    ]
+    df = spark.createDataFrame(
+        rows, "key string, value binary, headers array<struct<key: string, value: binary>>"
+    ).repartition(3)
+    df.write.format("pykaf").option("kafka.bootstrap.servers", kafka.bootstrap).option(
+        "topic", topic
+    ).mode("append").save()
+
+    got = _reader(spark, kafka.bootstrap, subscribe=topic, includeHeaders="true").load()
+    assert got.columns == [
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+    ]  # fmt: skip
+    out = got.collect()
+    assert Counter(
+        (r.key, r.value, tuple((h.key, h.value) for h in r.headers)) for r in out
+    ) == Counter((k.encode(), v, tuple(h)) for k, v, h in rows)
+    # offsets are each partition's 0..n-1; topic, partition and timestamps are filled in
+    by_partition: dict[int, list[int]] = {}
+    for r in out:
+        by_partition.setdefault(r.partition, []).append(r.offset)
+        assert r.topic == topic and r.timestampType == 0
+    for offsets in by_partition.values():
+        assert sorted(offsets) == list(range(len(offsets)))
+    now = datetime.datetime.now()
+    assert all(abs((now - r.timestamp).total_seconds()) < 600 for r in out)
+    # without includeHeaders there is no headers column
+    assert "headers" not in _reader(spark, kafka.bootstrap, subscribe=topic).load().columns
+
+
+def test_offset_ranges_and_splits(spark: Any, kafka: Any) -> None:
+    topic = kafka.topic(2)
+    for partition in (0, 1):
+        for chunk in range(4):  # several batches per partition
+            _produce(
+                kafka.bootstrap,
+                topic,
+                partition,
+                [b"%d-%d" % (partition, chunk * 25 + i) for i in range(25)],
+            )
+    starting = json.dumps({topic: {"0": 10, "1": -2}})
+    ending = json.dumps({topic: {"0": 30, "1": -1}})
+    df = _reader(
+        spark, kafka.bootstrap, subscribe=topic, startingOffsets=starting, endingOffsets=ending
+    ).load()
+    rows = df.select("partition", "offset", "value").collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [(0, o) for o in range(10, 30)] + [
+        (1, o) for o in range(100)
+    ]
+    assert all(r.value == b"%d-%d" % (r.partition, r.offset) for r in rows)
+
+    split = _reader(spark, kafka.bootstrap, subscribe=topic, maxRecordsPerPartition="30").load()
+    assert split.rdd.getNumPartitions() == 8  # ceil(100 / 30) per partition
+    assert sorted(r.offset for r in split.collect()) == sorted(list(range(100)) * 2)
+    many = _reader(spark, kafka.bootstrap, subscribe=topic, minPartitions="5").load()
+    assert many.rdd.getNumPartitions() >= 5
+    assert many.count() == 200
+
+    assign = _reader(spark, kafka.bootstrap, assign=json.dumps({topic: [1]})).load()
+    assert {r.partition for r in assign.collect()} == {1}
+    pattern = _reader(spark, kafka.bootstrap, subscribePattern=topic[:-2] + ".*").load()
+    assert pattern.count() == 200
+
+
+def test_bad_read_options_are_named(spark: Any, kafka: Any) -> None:
+    topic = kafka.topic(1)
+    _produce(kafka.bootstrap, topic, 0, [b"x"] * 5)
+    cases = [
+        ({}, "exactly one of the options subscribe, subscribePattern, assign"),
+        ({"subscribe": topic, "assign": json.dumps({topic: [0]})}, "given: subscribe, assign"),
+        ({"assign": "{not json"}, "not valid JSON"),
+        ({"subscribe": topic, "startingOffsets": "latest"}, "cannot be 'latest'"),
+        ({"subscribe": topic, "endingOffsets": json.dumps({topic: {"0": -2}})}, "has offset -2"),
+        ({"subscribe": topic, "endingOffsets": json.dumps({topic: {"0": 99}})}, "past the"),
+        ({"subscribe": topic, "startingOffsets": json.dumps({"other": {"0": 1}})}, "not read"),
+        ({"subscribe": topic, "kafka.sasl.jaas.config": "x"}, "unsupported option"),
+        ({"subscribe": topic, "kafka.isolation.level": "dirty"}, "isolation_level"),
+        ({"subscribe": topic, "minPartitions": "0"}, "minPartitions must be an integer >= 1"),
+        ({"subscribe": "no-such-topic-" + topic}, "UnknownTopicOrPartition|does not exist"),
+    ]
+    for options, message in cases:
+        with pytest.raises(Exception, match=message):
+            _reader(spark, kafka.bootstrap, **options).load().collect()
+
+
+def test_read_committed_skips_aborted_and_markers_by_offset(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    """The fake (Tansu sends no aborted-transaction lists): committed records only,
+    read_committed by default, and ranges ending on markers and aborted records end."""
+    topic = new_topic(1)
+    with pykaf.sync.Producer(cluster.bootstrap, transactional_id=f"spark-{topic}") as producer:
+        for n, commit in enumerate([True, False, True, False]):
+            producer.begin_transaction()
+            producer.send_many(topic, [b"%d-%d" % (n, i) for i in range(10)], partition=0)
+            if commit:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    committed = _reader(spark, cluster.bootstrap, subscribe=topic).load()
+    values = [r.value for r in committed.orderBy("offset").collect()]
+    assert values == [b"0-%d" % i for i in range(10)] + [b"2-%d" % i for i in range(10)]
+    # four transactions of 10 records and a marker each: 44 offsets, split in 4
+    split = _reader(spark, cluster.bootstrap, subscribe=topic, maxRecordsPerPartition="11").load()
+    assert split.rdd.getNumPartitions() == 4
+    assert sorted(r.value for r in split.collect()) == sorted(values)
+    everything = _reader(
+        spark, cluster.bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_uncommitted"}
+    ).load()
+    assert everything.count() == 40
+
+
+def test_an_open_transaction_holds_the_end_back(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    topic = new_topic(1)
+    _produce(cluster.bootstrap, topic, 0, [b"before"] * 5)
+    with pykaf.sync.Producer(cluster.bootstrap, transactional_id=f"open-{topic}") as producer:
+        producer.begin_transaction()
+        producer.send_many(topic, [b"open"] * 5, partition=0)
+        _produce(cluster.bootstrap, topic, 0, [b"after"] * 5)
+        # read_committed ends at the last stable offset: before the open transaction
+        rows = _reader(spark, cluster.bootstrap, subscribe=topic).load().collect()
+        assert [r.value for r in rows] == [b"before"] * 5
+        producer.commit_transaction()
+    rows = _reader(spark, cluster.bootstrap, subscribe=topic).load().orderBy("offset").collect()
+    assert [r.value for r in rows] == [b"before"] * 5 + [b"open"] * 5 + [b"after"] * 5
+
+
+def test_deleted_offsets_fail_the_read_unless_allowed(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    ck_admin = pytest.importorskip("confluent_kafka.admin")
+    ck = pytest.importorskip("confluent_kafka")
+    topic = new_topic(1)
+    _produce(cluster.bootstrap, topic, 0, [b"%d" % i for i in range(50)])
+    starting = json.dumps({topic: {"0": 0}})
+    admin = ck_admin.AdminClient({"bootstrap.servers": cluster.bootstrap})
+    for future in admin.delete_records([ck.TopicPartition(topic, 0, 20)]).values():
+        future.result(10)
+    with pytest.raises(Exception, match=r"DataLossError|no longer in the log"):
+        _reader(spark, cluster.bootstrap, subscribe=topic, startingOffsets=starting).load().count()
+    rest = _reader(
+        spark, cluster.bootstrap, subscribe=topic, startingOffsets=starting, failOnDataLoss="false"
+    ).load()
+    assert sorted(r.offset for r in rest.collect()) == list(range(20, 50))
+
+
+def test_split_ranges_cover_every_offset_once() -> None:
+    from pykaf.spark._read import OffsetRange, split_ranges
+
+    ranges = [OffsetRange("a", 0, 0, 100), OffsetRange("a", 1, 5, 8), OffsetRange("b", 0, 3, 3)]
+    for kwargs in ({}, {"max_records": 7}, {"min_partitions": 9}, {"max_records": 1}):
+        pieces = split_ranges(ranges, **kwargs)  # type: ignore[arg-type]
+        covered = Counter((p.topic, p.partition, o) for p in pieces for o in range(p.start, p.end))
+        assert covered == Counter(
+            (r.topic, r.partition, o) for r in ranges for o in range(r.start, r.end)
+        )
+        assert all(p.size > 0 for p in pieces)
+        if "max_records" in kwargs:
+            assert all(p.size <= kwargs["max_records"] for p in pieces)
+    assert len(split_ranges(ranges, min_partitions=9)) >= 9
+
+
+def test_offset_options_parse_as_spark_does() -> None:
+    pytest.importorskip("pyspark")
+    from pykaf.spark._options import EARLIEST, LATEST, offset_spec, subscription
+
+    assert offset_spec({}, "startingOffsets", EARLIEST, allowed={EARLIEST}) == EARLIEST
+    spec = offset_spec({"o": '{"t":{"0":5,"1":-2}}'}, "o", EARLIEST, allowed={EARLIEST, LATEST})
+    assert spec == {("t", 0): 5, ("t", 1): EARLIEST}
+    with pytest.raises(errors.ConfigError, match="has offset -1"):
+        offset_spec({"o": '{"t":{"0":-1}}'}, "o", EARLIEST, allowed={EARLIEST})
+    with pytest.raises(errors.ConfigError, match="not a partition"):
+        offset_spec({"o": '{"t":{"x":1}}'}, "o", EARLIEST, allowed={EARLIEST})
+    assert subscription({"subscribe": "a, b,"}).topics == ("a", "b")
+    assert subscription({"assign": '{"t":[1,0,1]}'}).assign == (("t", 0), ("t", 1))
+    sub = subscription({"subscribePattern": "ev.*"})
+    assert sub.matches("events") and not sub.matches("my-events")
+    with pytest.raises(errors.ConfigError, match="subscribePattern"):
+        subscription({"subscribePattern": "("})

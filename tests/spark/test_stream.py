@@ -1,0 +1,113 @@
+"""``spark.readStream.format("pykaf")`` and ``writeStream.format("pykaf")``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pykaf.sync
+from pykaf import errors
+
+pytestmark = pytest.mark.spark
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    with pykaf.sync.Producer(bootstrap, linger=0.005) as producer:
+        producer.send_many(topic, values, keys=values)
+
+
+def _copy(
+    spark: Any, bootstrap: str, source: str, sink: str, checkpoint: Path, **options: str
+) -> Any:
+    """Run one availableNow query copying ``source`` to ``sink``; return it, ended."""
+    reader = spark.readStream.format("pykaf").option("kafka.bootstrap.servers", bootstrap)
+    for name, value in {"subscribe": source, **options}.items():
+        reader = reader.option(name, value)
+    query = (
+        reader.load()
+        .select("key", "value")
+        .writeStream.format("pykaf")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(120)
+    assert not query.isActive, "the availableNow query did not end"
+    if query.exception() is not None:
+        raise AssertionError(f"the query failed: {query.exception()}")
+    return query
+
+
+def _values(spark: Any, bootstrap: str, topic: str) -> list[bytes]:
+    df = spark.read.format("pykaf").option("kafka.bootstrap.servers", bootstrap)
+    return [r.value for r in df.option("subscribe", topic).load().collect()]
+
+
+def test_available_now_runs_resume_from_the_checkpoint(
+    spark: Any, kafka: Any, tmp_path: Path
+) -> None:
+    source, sink = kafka.topic(2), kafka.topic(2)
+    first = [b"a%03d" % i for i in range(100)]
+    _produce(kafka.bootstrap, source, first)
+    checkpoint = tmp_path / "checkpoint"
+
+    def run() -> Any:
+        return _copy(
+            spark,
+            kafka.bootstrap,
+            source,
+            sink,
+            checkpoint,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger="30",
+        )
+
+    query = run()
+    sizes = [p["numInputRows"] for p in query.recentProgress]
+    assert sum(sizes) == 100 and max(sizes) <= 30 and len(sizes) >= 4, sizes
+    assert Counter(_values(spark, kafka.bootstrap, sink)) == Counter(first)
+
+    # a restart goes on from the checkpoint: only what came since, nothing twice
+    second = [b"b%03d" % i for i in range(50)]
+    _produce(kafka.bootstrap, source, second)
+    query = run()
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 50
+    assert Counter(_values(spark, kafka.bootstrap, sink)) == Counter(first + second)
+
+    # a new query starts at the end by default (startingOffsets latest)
+    fresh = kafka.topic(1)
+    query = _copy(spark, kafka.bootstrap, source, fresh, tmp_path / "fresh")
+    assert sum(p["numInputRows"] for p in query.recentProgress) == 0
+    assert _values(spark, kafka.bootstrap, fresh) == []
+
+
+def test_limit_offsets_shares_the_limit_in_proportion() -> None:
+    pytest.importorskip("pyspark")
+    from pykaf.spark._stream import from_json, limit_offsets, to_json
+
+    start = {("t", 0): 0, ("t", 1): 100}
+    latest = {("t", 0): 300, ("t", 1): 200, ("t", 2): 0}
+    ends = limit_offsets(start, latest, 40)
+    assert ends == {("t", 0): 30, ("t", 1): 110, ("t", 2): 0}
+    assert limit_offsets(start, latest, 10_000) == latest
+    # a limit too small to share still moves one offset
+    assert sum(limit_offsets(start, latest, 1)[tp] - start.get(tp, 0) for tp in latest) == 1
+    assert from_json(to_json(ends)) == ends
+    assert to_json(ends) == {"t": {"0": 30, "1": 110, "2": 0}}
+
+
+def test_stream_reader_refuses_bad_options(spark: Any) -> None:
+    pytest.importorskip("pyspark")
+    from pykaf.spark._stream import PykafStreamReader
+
+    with pytest.raises(errors.ConfigError, match="maxOffsetsPerTrigger"):
+        PykafStreamReader(
+            {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxOffsetsPerTrigger": "x"}
+        )
+    with pytest.raises(errors.ConfigError, match="exactly one"):
+        PykafStreamReader({"kafka.bootstrap.servers": "h:1"})
