@@ -18,7 +18,10 @@ help:
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip setuptools wheel "Cython>=3.0.10"
-	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,lint,spark]"
+	# compat: the checkout itself goes on sys.path, so PySpark's search for
+	# pyspark_* modules (automatic data source registration) finds pyspark_pykaf.
+	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,lint,spark]" \
+		--config-settings editable_mode=compat
 	touch $(STAMP)
 
 # Rebuild the extension in place whenever the Cython source changes.
@@ -29,8 +32,8 @@ $(EXT_STAMP): $(STAMP) pykaf/_codec.pyx
 install: $(EXT_STAMP)
 
 lint: install
-	$(VENV)/bin/ruff check pykaf tests bench tools docs/examples
-	$(VENV)/bin/ruff format --check pykaf tests bench tools docs/examples
+	$(VENV)/bin/ruff check pykaf pyspark_pykaf tests bench tools docs/examples
+	$(VENV)/bin/ruff format --check pykaf pyspark_pykaf tests bench tools docs/examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict docs/examples
 
