@@ -13,7 +13,8 @@ fixtures for all of them are in :mod:`pykaf.testing.fixtures`
 Kafka's semantics, transactions with aborted-transaction lists, SASL, TLS,
 fault controls) in a trio nursery; :class:`FakeClusterThread` runs it in a
 thread for synchronous code and other clients; ``python -m pykaf.testing``
-serves one for other programs.
+serves one for other programs. :func:`local_spark_session` starts a quick
+local SparkSession for testing Spark jobs that use ``pykaf.spark``.
 
 Importing this package is cheap: no broker, client library or binary is
 touched until a broker is started.
@@ -33,6 +34,7 @@ from pykaf.testing._mock import (
     MockRequest,
     find_librdkafka,
 )
+from pykaf.testing._spark import local_spark_session
 from pykaf.testing._tansu import TansuBroker, TansuError, find_tansu_binary
 from pykaf.testing._tlsproxy import TLSMockCluster, TLSProxy, TLSProxyError, TLSTansu
 
@@ -53,5 +55,6 @@ __all__ = [
     "TansuError",
     "find_librdkafka",
     "find_tansu_binary",
+    "local_spark_session",
     "open_fake_cluster",
 ]
