@@ -18,13 +18,16 @@ streaming, with the options and columns of Spark's own Kafka connector::
         .option("topic", "copy").mode("append").save()
 
 Installing ``pykaf[spark]`` registers the format with PySpark (the
-``pyspark_pykaf`` module); :func:`register` does it by hand. pyspark is
+``pyspark_pykaf`` module); :func:`register` does it by hand. A read whose
+offsets were deleted fails with :class:`DataLossError` (unless the option
+``failOnDataLoss`` is false). pyspark is
 imported only by :func:`register` and the data source's modules.
 """
 
 from typing import Any
 
 from pykaf.spark._producer import SUMMARY_SCHEMA, arrow_producer, get_producer
+from pykaf.spark._read import DataLossError
 
 
 def register(spark: Any) -> None:
@@ -34,4 +37,4 @@ def register(spark: Any) -> None:
     register_source(spark)
 
 
-__all__ = ["SUMMARY_SCHEMA", "arrow_producer", "get_producer", "register"]
+__all__ = ["SUMMARY_SCHEMA", "DataLossError", "arrow_producer", "get_producer", "register"]

@@ -26,6 +26,7 @@ import trio
 from pykaf import errors
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._consumer.consumer import Consumer, open_consumer
+from pykaf._consumer.ends import end_offsets
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._portal import get_portal
 from pykaf.spark._options import EARLIEST, LATEST, OffsetSpec, ReadOptions, Subscription
@@ -120,7 +121,6 @@ class _Planner:
     """Metadata and offsets through one consumer's client (runs in the portal's loop)."""
 
     def __init__(self, consumer: Consumer, isolation_level: int) -> None:
-        self.consumer = consumer
         self.client = consumer.client
         self.isolation_level = isolation_level
 
@@ -158,48 +158,21 @@ class _Planner:
     async def offsets(
         self, parts: Sequence[TopicPartition], which: int
     ) -> dict[TopicPartition, int]:
-        """``OLDEST`` or ``NEWEST`` (the last stable offset under read_committed) of each."""
+        """``OLDEST`` or ``NEWEST`` (the last stable offset under read_committed) of each.
+
+        ``NEWEST`` is checked against a Fetch's watermarks (``end_offsets``).
+        """
+        if which == NEWEST:
+            return await end_offsets(self.client, parts, self.isolation_level)
         out: dict[TopicPartition, int] = {}
 
         async def one(tp: TopicPartition) -> None:
-            out[tp] = await self.client.get_offset(
-                tp[0], tp[1], which, isolation_level=self.isolation_level
-            )
+            out[tp] = await self.client.get_offset(tp[0], tp[1], which)
 
         async with trio.open_nursery() as nursery:
             for tp in parts:
                 nursery.start_soon(one, tp)
-        if which == NEWEST:
-            fetched = await self._fetched_ends(out)
-            out = {tp: max(offset, fetched[tp]) for tp, offset in out.items()}
         return out
-
-    async def _fetched_ends(self, listed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """Each partition's end as a Fetch at ``listed`` reports it.
-
-        That is the high watermark, or the last stable offset under
-        read_committed. It checks ListOffsets: some brokers (Tansu) answer
-        ListOffsets(latest) with an offset inside the log's last batch; a
-        Fetch's watermarks are right.
-        """
-        consumer = self.consumer
-        pcs = [await consumer.consume_partition(t, p, max(o, 0)) for (t, p), o in listed.items()]
-        try:
-            with trio.fail_after(consumer.config.request_timeout):
-                while any(pc.high_water_mark < 0 for pc in pcs):
-                    await trio.sleep(0.005)
-        except trio.TooSlowError:
-            raise errors.KafkaTimeoutError("no Fetch answer for the partitions' ends") from None
-        finally:
-            for pc in pcs:
-                await pc.aclose()
-        ends = {}
-        for pc in pcs:
-            end = pc.high_water_mark
-            if self.isolation_level and pc.last_stable_offset >= 0:
-                end = pc.last_stable_offset
-            ends[(pc.topic, pc.partition)] = end
-        return ends
 
 
 class Planner:
@@ -218,10 +191,7 @@ class Planner:
         from pykaf._consumer.config import ConsumerConfig
 
         level = ConsumerConfig(**self.config).isolation_code
-        # A short fetch_max_wait: the Fetch checking the partitions' ends answers at
-        # once (not 0: Tansu never answers a Fetch with max_wait_ms 0).
-        options = {**self.config, "fetch_max_wait": 0.01}
-        consumer, self._handle = self._portal.start_context(partial(open_consumer, **options))
+        consumer, self._handle = self._portal.start_context(partial(open_consumer, **self.config))
         self._planner = _Planner(consumer, level)
         return self
 

@@ -120,6 +120,8 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: min(o, self.target[tp]) for tp, o in latest.items() if tp in self.target}
             latest.update({tp: begin[tp] for tp in parts if tp not in self.target})
         latest = {tp: max(o, begin[tp]) for tp, o in latest.items()}
+        if limit is None:  # Spark before 4.2 passes no limit: apply the option here
+            limit = self.getDefaultReadLimit()
         if isinstance(limit, ReadMaxRows):
             latest = limit_offsets(begin, latest, limit.max_rows)
         # Partitions that vanished keep their position (they may come back).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -111,3 +112,39 @@ def test_stream_reader_refuses_bad_options(spark: Any) -> None:
         )
     with pytest.raises(errors.ConfigError, match="exactly one"):
         PykafStreamReader({"kafka.bootstrap.servers": "h:1"})
+
+
+def test_latest_offset_respects_limits_and_the_available_now_target(cluster: Any) -> None:
+    """The stream reader's driver side alone, against the fake cluster."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from pykaf.spark._stream import PykafStreamReader, from_json
+
+    topic = f"limits-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 2)
+    for partition, count in ((0, 30), (1, 10)):
+        with pykaf.sync.Producer(cluster.bootstrap) as producer:
+            producer.send_many(topic, [b"x"] * count, partition=partition)
+    reader = PykafStreamReader(
+        {
+            "kafka.bootstrap.servers": cluster.bootstrap,
+            "subscribe": topic,
+            "startingOffsets": "earliest",
+            "maxOffsetsPerTrigger": "8",
+        }
+    )
+    start = reader.initialOffset()
+    assert from_json(start) == {(topic, 0): 0, (topic, 1): 0}
+
+    def moved(end: dict[str, Any]) -> int:
+        return sum(from_json(end).values()) - sum(from_json(start).values())
+
+    assert moved(reader.latestOffset(start, ReadMaxRows(8))) == 8
+    assert moved(reader.latestOffset(start, None)) == 8  # no limit given: the option's
+    assert moved(reader.latestOffset(start, ReadAllAvailable())) == 40  # the engine's wins
+    reader.prepareForTriggerAvailableNow()
+    with pykaf.sync.Producer(cluster.bootstrap) as producer:
+        producer.send_many(topic, [b"later"] * 5, partition=1)
+    # availableNow: nothing past the offsets the query started with
+    assert moved(reader.latestOffset(start, ReadAllAvailable())) == 40
+    assert reader.reportLatestOffset() == {topic: {"0": 30, "1": 15}}
