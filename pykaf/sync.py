@@ -15,6 +15,10 @@
         record = consumer.poll(timeout=1.0)           # one record, or None
         records = consumer.consume(100, timeout=1.0)  # what is ready, up to 100
 
+    with pykaf.sync.Admin("localhost:9092") as admin:
+        admin.create_topic("orders", partitions=6)
+        lag = admin.group_lag("billing")                # per partition
+
     with pykaf.sync.ConsumerGroup("localhost:9092", "billing", ["orders"]) as group:
         for record in group:                          # committed once the next is asked for
             handle(record)
@@ -27,7 +31,8 @@ object at once. Blocking calls take ``timeout`` (seconds; raising
 
 from __future__ import annotations
 
+from pykaf._sync.admin import Admin
 from pykaf._sync.consumer import Consumer, ConsumerGroup
 from pykaf._sync.producer import MAX_PENDING, Producer
 
-__all__ = ["MAX_PENDING", "Consumer", "ConsumerGroup", "Producer"]
+__all__ = ["MAX_PENDING", "Admin", "Consumer", "ConsumerGroup", "Producer"]

@@ -1,0 +1,1 @@
+"""The admin client (``pykaf.open_admin``): topics, configs, groups, offsets, records."""

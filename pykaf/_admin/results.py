@@ -1,0 +1,184 @@
+"""What the admin client takes and returns: small frozen dataclasses, and ``AdminError``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pykaf import errors
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class NewTopic:
+    """A topic to create.
+
+    Attributes:
+        name: the topic's name.
+        partitions: how many partitions (-1: the broker's default).
+        replication_factor: replicas per partition (-1: the broker's default).
+        configs: topic configs, e.g. ``{"cleanup.policy": "compact"}``.
+        assignments: partition -> broker ids, instead of partitions and
+            replication factor (both must then be -1).
+    """
+
+    name: str
+    partitions: int = -1
+    replication_factor: int = -1
+    configs: Mapping[str, str] = field(default_factory=dict)
+    assignments: Mapping[int, Sequence[int]] | None = None
+
+
+@dataclass(frozen=True)
+class PartitionDescription:
+    """One partition of a described topic: its leader and replicas (broker ids)."""
+
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+@dataclass(frozen=True)
+class TopicDescription:
+    """A topic as the cluster's metadata describes it."""
+
+    name: str
+    topic_id: str | None
+    internal: bool
+    partitions: list[PartitionDescription]
+
+
+@dataclass(frozen=True)
+class BrokerDescription:
+    """One broker of the cluster."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True)
+class ClusterDescription:
+    """The cluster: its id, controller and brokers."""
+
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerDescription]
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One config of a topic or broker.
+
+    Attributes:
+        value: the value (None for a sensitive one, which brokers do not show).
+        source: where it comes from: "topic", "broker", "default", ... (Kafka's
+            ConfigSource, lower-cased; "unknown" when the broker does not say).
+        read_only, sensitive, default: as the broker reports them.
+    """
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+    default: bool
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    """A consumer group as ListGroups names it."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """A member of a described group; ``assignment`` is decoded for consumer groups."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: dict[str, list[int]]
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """A consumer group: its state, protocol and members."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+
+
+@dataclass(frozen=True)
+class OffsetAndMetadata:
+    """A committed offset: the next offset to read, and the committer's metadata."""
+
+    offset: int
+    metadata: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """How far a group is behind on one partition.
+
+    Attributes:
+        committed: the group's committed offset (-1: none).
+        end: the partition's end (the last stable offset: what a
+            read_committed consumer can reach).
+        lag: ``end - committed``, or ``end - log start`` with nothing committed.
+    """
+
+    topic: str
+    partition: int
+    committed: int
+    end: int
+    lag: int
+
+
+#: Config sources, by Kafka's ConfigSource code.
+CONFIG_SOURCES = {
+    0: "unknown",
+    1: "dynamic_topic",
+    2: "dynamic_broker",
+    3: "dynamic_default_broker",
+    4: "static_broker",
+    5: "default",
+    6: "dynamic_broker_logger",
+    7: "client_metrics",
+    8: "group",
+}
+
+
+class AdminError(errors.PykafError):
+    """Some items of an admin call failed; each with the broker's own error.
+
+    Attributes:
+        failures: item (a topic, group, or ``(topic, partition)``) -> the
+            specific error (``TopicExistsError``,
+            ``GroupNotEmptyError``, ...). Items not listed succeeded.
+    """
+
+    def __init__(self, operation: str, failures: Mapping[Any, BaseException]) -> None:
+        listed = "; ".join(f"{_name(k)}: {type(e).__name__}: {e}" for k, e in failures.items())
+        super().__init__(f"{operation}: {len(failures)} failed ({listed})")
+        self.operation = operation
+        self.failures = dict(failures)
+
+
+def _name(item: object) -> str:
+    if isinstance(item, tuple) and len(item) == 2:
+        return f"{item[0]}/{item[1]}"
+    return str(item)

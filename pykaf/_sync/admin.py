@@ -1,0 +1,259 @@
+"""``pykaf.sync.Admin``: the admin client for scripts and threads, through the portal."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from functools import partial
+from types import TracebackType
+from typing import Any
+
+from pykaf._admin.admin import open_admin
+from pykaf._admin.results import (
+    ClusterDescription,
+    ConfigEntry,
+    GroupDescription,
+    GroupListing,
+    NewTopic,
+    OffsetAndMetadata,
+    PartitionLag,
+    TopicDescription,
+    TopicPartition,
+)
+from pykaf._portal import get_portal
+from pykaf.errors import ClosedError
+
+
+class Admin:
+    """A blocking admin client: :func:`pykaf.open_admin` for scripts and threads.
+
+    ::
+
+        with pykaf.sync.Admin("localhost:9092") as admin:
+            admin.create_topic("orders", 6, 3, {"retention.ms": "86400000"})
+            print(admin.describe_topic("orders").partitions)
+            for lag in admin.group_lag("billing"):
+                print(lag.topic, lag.partition, lag.lag)
+
+    Every method is the async client's (same arguments, results and errors),
+    run in the process's portal loop; any thread may call it.
+
+    Args:
+        bootstrap_servers: ``"host:port,..."`` or a list of ``"host:port"``.
+        **config: client options (:class:`pykaf.ClientConfig`).
+
+    Raises:
+        ConfigError: an invalid option.
+        KafkaConnectionError: no broker could be reached.
+    """
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], **config: Any) -> None:
+        servers = (
+            bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
+        )
+        self._portal = get_portal()
+        self._admin, self._handle = self._portal.start_context(
+            partial(open_admin, servers, **config)
+        )
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _run(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        self._portal.check_caller()
+        if self._closed:
+            raise ClosedError("the admin client is closed")
+        return self._portal.run(partial(method, *args, **kwargs))
+
+    # -- topics -------------------------------------------------------------------
+
+    def create_topics(
+        self,
+        topics: Sequence[NewTopic | str],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Create topics; see :meth:`pykaf.Admin.create_topics`."""
+        self._run(self._admin.create_topics, topics, validate_only=validate_only, timeout=timeout)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = -1,
+        replication_factor: int = -1,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Create one topic; see :meth:`pykaf.Admin.create_topic`."""
+        self._run(
+            self._admin.create_topic,
+            name,
+            partitions,
+            replication_factor,
+            configs,
+            validate_only=validate_only,
+            timeout=timeout,
+        )
+
+    def delete_topics(self, names: Sequence[str], *, timeout: float | None = None) -> None:
+        """Delete topics; see :meth:`pykaf.Admin.delete_topics`."""
+        self._run(self._admin.delete_topics, names, timeout=timeout)
+
+    def delete_topic(self, name: str, *, timeout: float | None = None) -> None:
+        """Delete one topic; see :meth:`pykaf.Admin.delete_topic`."""
+        self._run(self._admin.delete_topic, name, timeout=timeout)
+
+    def list_topics(self, *, internal: bool = False) -> list[str]:
+        """The topic names; see :meth:`pykaf.Admin.list_topics`."""
+        result: list[str] = self._run(self._admin.list_topics, internal=internal)
+        return result
+
+    def describe_topics(self, names: Sequence[str]) -> dict[str, TopicDescription]:
+        """Describe topics; see :meth:`pykaf.Admin.describe_topics`."""
+        result: dict[str, TopicDescription] = self._run(self._admin.describe_topics, names)
+        return result
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        """Describe one topic; see :meth:`pykaf.Admin.describe_topic`."""
+        result: TopicDescription = self._run(self._admin.describe_topic, name)
+        return result
+
+    def create_partitions(
+        self,
+        counts: Mapping[str, int],
+        *,
+        validate_only: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Grow topics; see :meth:`pykaf.Admin.create_partitions`."""
+        self._run(
+            self._admin.create_partitions, counts, validate_only=validate_only, timeout=timeout
+        )
+
+    def describe_cluster(self) -> ClusterDescription:
+        """The cluster; see :meth:`pykaf.Admin.describe_cluster`."""
+        result: ClusterDescription = self._run(self._admin.describe_cluster)
+        return result
+
+    def describe_topic_configs(
+        self, names: Sequence[str], *, keys: Sequence[str] | None = None
+    ) -> dict[str, dict[str, ConfigEntry]]:
+        """Topics' configs; see :meth:`pykaf.Admin.describe_topic_configs`."""
+        result: dict[str, dict[str, ConfigEntry]] = self._run(
+            self._admin.describe_topic_configs, names, keys=keys
+        )
+        return result
+
+    def describe_broker_configs(
+        self, node_ids: Sequence[int] | None = None, *, keys: Sequence[str] | None = None
+    ) -> dict[int, dict[str, ConfigEntry]]:
+        """Brokers' configs; see :meth:`pykaf.Admin.describe_broker_configs`."""
+        result: dict[int, dict[str, ConfigEntry]] = self._run(
+            self._admin.describe_broker_configs, node_ids, keys=keys
+        )
+        return result
+
+    # -- groups -------------------------------------------------------------------
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group; see :meth:`pykaf.Admin.list_groups`."""
+        result: list[GroupListing] = self._run(self._admin.list_groups)
+        return result
+
+    def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
+        """Describe groups; see :meth:`pykaf.Admin.describe_groups`."""
+        result: dict[str, GroupDescription] = self._run(self._admin.describe_groups, group_ids)
+        return result
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """Describe one group; see :meth:`pykaf.Admin.describe_group`."""
+        result: GroupDescription = self._run(self._admin.describe_group, group_id)
+        return result
+
+    def delete_groups(self, group_ids: Sequence[str]) -> None:
+        """Delete groups; see :meth:`pykaf.Admin.delete_groups`."""
+        self._run(self._admin.delete_groups, group_ids)
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete one group; see :meth:`pykaf.Admin.delete_group`."""
+        self._run(self._admin.delete_group, group_id)
+
+    def list_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """A group's committed offsets; see :meth:`pykaf.Admin.list_group_offsets`."""
+        result: dict[TopicPartition, OffsetAndMetadata] = self._run(
+            self._admin.list_group_offsets, group_id, partitions
+        )
+        return result
+
+    def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> None:
+        """Set a group's offsets; see :meth:`pykaf.Admin.alter_group_offsets`."""
+        self._run(self._admin.alter_group_offsets, group_id, offsets)
+
+    def delete_group_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> None:
+        """Forget a group's offsets; see :meth:`pykaf.Admin.delete_group_offsets`."""
+        self._run(self._admin.delete_group_offsets, group_id, partitions)
+
+    def group_lag(self, group_id: str, topics: Sequence[str] | None = None) -> list[PartitionLag]:
+        """A group's lag; see :meth:`pykaf.Admin.group_lag`."""
+        result: list[PartitionLag] = self._run(self._admin.group_lag, group_id, topics)
+        return result
+
+    # -- offsets and records ------------------------------------------------------
+
+    def list_offsets(
+        self, specs: Mapping[TopicPartition, int], *, isolation_level: str = "read_committed"
+    ) -> dict[TopicPartition, int]:
+        """Partitions' offsets; see :meth:`pykaf.Admin.list_offsets`."""
+        result: dict[TopicPartition, int] = self._run(
+            self._admin.list_offsets, specs, isolation_level=isolation_level
+        )
+        return result
+
+    def delete_records(
+        self, before: Mapping[TopicPartition, int], *, timeout: float | None = None
+    ) -> dict[TopicPartition, int]:
+        """Delete records; see :meth:`pykaf.Admin.delete_records`."""
+        result: dict[TopicPartition, int] = self._run(
+            self._admin.delete_records, before, timeout=timeout
+        )
+        return result
+
+    # -- lifetime -----------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` has been called."""
+        return self._closed
+
+    def close(self, timeout: float | None = None) -> None:
+        """Close the connections. Idempotent."""
+        self._portal.check_caller()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._handle.exit(None, timeout)
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Close the admin client."""
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<pykaf.sync.Admin {'closed' if self._closed else 'open'}>"
+
+
+__all__ = ["Admin"]

@@ -1,0 +1,232 @@
+"""The admin client against Tansu and pykaf's fake cluster (and the mock where it answers)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+
+import pykaf
+from pykaf import errors
+
+bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(params=["tansu", "fake"])
+def admin_broker(request: pytest.FixtureRequest) -> Any:
+    """The session's Tansu, then a fresh fake cluster of three brokers."""
+    return bc.broker_from(request, request.param)
+
+
+async def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:
+    async with pykaf.open_producer(bootstrap) as producer:
+        for p in range(partitions):
+            await producer.send_batch(
+                topic, [b"v%d" % i for i in range(per_partition)], partition=p
+            )
+
+
+async def wait_for(cond: Callable[[], Any], timeout: float = 20.0) -> None:
+    with trio.fail_after(timeout):
+        while not await cond():
+            await trio.sleep(0.05)
+
+
+async def test_topics_are_created_described_and_deleted(admin_broker: Any) -> None:
+    a, b, c = unique("adm-a"), unique("adm-b"), unique("adm-c")
+    async with pykaf.open_admin(admin_broker.bootstrap) as admin:
+        await admin.create_topics([pykaf.NewTopic(a, 3), pykaf.NewTopic(b, 1)])
+        assert {a, b} <= set(await admin.list_topics())
+        described = await admin.describe_topics([a, b])
+        assert [p.partition for p in described[a].partitions] == [0, 1, 2]
+        assert len(described[b].partitions) == 1
+        brokers = {broker.node_id for broker in (await admin.describe_cluster()).brokers}
+        for part in described[a].partitions:
+            assert part.leader in brokers and part.leader in part.replicas
+
+        # one topic: its own error; several: AdminError naming each, the rest done
+        with pytest.raises(errors.TopicExistsError):
+            await admin.create_topic(a, 3)
+        with pytest.raises(pykaf.AdminError) as failed:
+            await admin.create_topics([pykaf.NewTopic(a, 1), pykaf.NewTopic(c, 2)])
+        assert set(failed.value.failures) == {a}
+        assert isinstance(failed.value.failures[a], errors.TopicExistsError)
+        assert len((await admin.describe_topic(c)).partitions) == 2
+
+        await admin.delete_topics([b, c])
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await admin.describe_topic(c)
+        with pytest.raises(errors.UnknownTopicOrPartitionError):
+            await admin.delete_topic(unique("never-made"))
+        assert b not in await admin.list_topics()
+
+
+async def test_describe_cluster(broker: Any) -> None:
+    """Tansu and the three-broker mock: brokers, controller and cluster id."""
+    async with pykaf.open_admin(broker.bootstrap) as admin:
+        cluster = await admin.describe_cluster()
+    expected = {"tansu": 1, "mock": 3}[broker.name]
+    assert len(cluster.brokers) == expected
+    assert all(b.host and b.port > 0 for b in cluster.brokers)
+    if broker.name == "tansu":
+        assert cluster.controller_id == cluster.brokers[0].node_id
+
+
+async def test_partitions_are_added_on_the_fake(fake_cluster: Any) -> None:
+    """CreatePartitions (Tansu does not have it)."""
+    topic = unique("grow")
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        await admin.create_topic(topic, 2)
+        await admin.create_partitions({topic: 5})
+        assert len((await admin.describe_topic(topic)).partitions) == 5
+        assert await admin.client.partitions(topic) == [0, 1, 2, 3, 4]
+        with pytest.raises(errors.InvalidPartitionsError):
+            await admin.create_partitions({topic: 3})
+
+
+async def test_topic_configs_on_tansu(tansu_broker: Any) -> None:
+    """DescribeConfigs (the fake does not have it)."""
+    topic = unique("configs")
+    async with pykaf.open_admin(tansu_broker.bootstrap) as admin:
+        await admin.create_topic(topic, 1, configs={"cleanup.policy": "compact"})
+        configs = await admin.describe_topic_configs([topic])
+    assert topic in configs
+    entries = configs[topic]
+    assert all(isinstance(e, pykaf.ConfigEntry) and e.name == k for k, e in entries.items())
+    if "cleanup.policy" in entries:  # Tansu answers with what it stores
+        assert entries["cleanup.policy"].value == "compact"
+
+
+async def test_records_are_deleted_and_offsets_listed(fake_cluster: Any) -> None:
+    """DeleteRecords (Tansu 0.6 closes the connection on it, at every version)."""
+    topic = unique("trim")
+    await trio.to_thread.run_sync(fake_cluster.create_topic, topic, 2)
+    await produce(fake_cluster.bootstrap, topic, 2, 20)
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        low = await admin.delete_records({(topic, 0): 15, (topic, 1): 5})
+        assert low == {(topic, 0): 15, (topic, 1): 5}
+        starts = await admin.list_offsets({(topic, 0): pykaf.OLDEST, (topic, 1): pykaf.OLDEST})
+        assert starts == {(topic, 0): 15, (topic, 1): 5}
+        with pytest.raises(errors.KafkaError):
+            await admin.delete_records({(topic, 0): 500})  # past the end
+        with pytest.raises(errors.ConfigError):
+            await admin.list_offsets({(topic, 0): pykaf.NEWEST}, isolation_level="dirty")
+    async with pykaf.open_consumer(fake_cluster.bootstrap) as consumer:
+        pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
+        first = await pc.next_batch()
+        assert first[0].offset == 15
+
+
+async def test_group_offsets_listed_altered_and_lag(admin_broker: Any) -> None:
+    topic, group = unique("lagging"), unique("g")
+    await trio.to_thread.run_sync(admin_broker.create, topic, 2)
+    await produce(admin_broker.bootstrap, topic, 2, 10)
+    async with pykaf.open_admin(admin_broker.bootstrap) as admin:
+        # a group with no members takes offsets from anyone (an admin's reset)
+        await admin.alter_group_offsets(
+            group, {(topic, 0): 4, (topic, 1): pykaf.OffsetAndMetadata(10, "all done")}
+        )
+        # Tansu 0.6 keeps no commit metadata
+        note = "all done" if admin_broker.name == "fake" else None
+        offsets = await admin.list_group_offsets(group)
+        assert offsets == {
+            (topic, 0): pykaf.OffsetAndMetadata(4),
+            (topic, 1): pykaf.OffsetAndMetadata(10, note),
+        }
+        assert await admin.list_group_offsets(group, [(topic, 1)]) == {
+            (topic, 1): pykaf.OffsetAndMetadata(10, note)
+        }
+        lag = await admin.group_lag(group)
+        assert [(x.partition, x.committed, x.end, x.lag) for x in lag] == [
+            (0, 4, 10, 6),
+            (1, 10, 10, 0),
+        ]
+        assert group in {g.group_id for g in await admin.list_groups()}
+
+
+async def test_a_live_group_is_described_then_deleted(admin_broker: Any) -> None:
+    topic, group = unique("live"), unique("g")
+    await trio.to_thread.run_sync(admin_broker.create, topic, 2)
+    fast = {"heartbeat_interval": 0.2, "session_timeout": 6.0, "rebalance_timeout": 4.0}
+
+    class Idle:
+        async def setup(self, session: Any) -> None:
+            pass
+
+        async def consume_claim(self, session: Any, claim: Any) -> None:
+            async for _ in claim:
+                pass
+
+        async def cleanup(self, session: Any) -> None:
+            pass
+
+    async with pykaf.open_admin(admin_broker.bootstrap) as admin:
+        async with (
+            pykaf.open_consumer_group(
+                admin_broker.bootstrap, group, [topic], client_id="member-one", **fast
+            ) as member,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(member.consume, Idle())
+
+            async def assigned() -> bool:
+                return bool(member.assignment().get(topic))
+
+            await wait_for(assigned)
+            description = await admin.describe_group(group)
+            assert description.state == "Stable"
+            assert description.protocol_type == "consumer"
+            [one] = description.members
+            assert one.member_id
+            if admin_broker.name == "fake":  # Tansu 0.6 reports no client id or assignment
+                assert one.client_id == "member-one"
+                assert one.assignment == {topic: [0, 1]}
+            if admin_broker.name == "fake":  # Tansu 0.6 deletes a group with members
+                with pytest.raises(errors.GroupNotEmptyError):
+                    await admin.delete_group(group)
+            nursery.cancel_scope.cancel()
+        await admin.delete_group(group)
+        assert group not in {g.group_id for g in await admin.list_groups()}
+        if admin_broker.name == "fake":  # Tansu 0.6 deletes unknown groups without a word
+            with pytest.raises(errors.GroupIdNotFoundError):
+                await admin.delete_group(group)
+
+
+async def test_group_offsets_are_deleted_on_the_fake(fake_cluster: Any) -> None:
+    """OffsetDelete (Tansu does not have it)."""
+    topic, group = unique("forget"), unique("g")
+    await trio.to_thread.run_sync(fake_cluster.create_topic, topic, 2)
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        await admin.alter_group_offsets(group, {(topic, 0): 1, (topic, 1): 2})
+        await admin.delete_group_offsets(group, [(topic, 0)])
+        assert await admin.list_group_offsets(group) == {(topic, 1): pykaf.OffsetAndMetadata(2)}
+        many = [unique("a"), unique("b")]
+        with pytest.raises(pykaf.AdminError) as failed:
+            await admin.delete_groups(many)
+        assert set(failed.value.failures) == set(many)
+
+
+def test_the_sync_admin_from_a_thread(tansu: Any) -> None:
+    import pykaf.sync
+
+    topic = unique("sync-admin")
+    with pykaf.sync.Admin(tansu.bootstrap) as admin:
+        admin.create_topic(topic, 2)
+        assert len(admin.describe_topic(topic).partitions) == 2
+        assert topic in admin.list_topics()
+        with pytest.raises(errors.TopicExistsError):
+            admin.create_topic(topic, 2)
+        admin.alter_group_offsets(unique("g"), {(topic, 0): 0})
+        assert admin.describe_cluster().brokers
+        admin.delete_topic(topic)
+        assert topic not in admin.list_topics()
+    assert admin.closed
+    with pytest.raises(errors.ClosedError):
+        admin.list_topics()
