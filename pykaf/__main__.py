@@ -1,0 +1,7 @@
+"""``python -m pykaf``: the ``pykaf`` command (see :mod:`pykaf.cli`)."""
+
+import sys
+
+from pykaf.cli import main
+
+sys.exit(main())

@@ -1,0 +1,93 @@
+"""What the subcommands share: connection options, ``-X`` settings, output, errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_BOOTSTRAP = "localhost:9092"
+
+
+class CliError(Exception):
+    """A usage problem found after parsing (printed, exit status 2)."""
+
+
+def add_connection(parser: argparse.ArgumentParser) -> None:
+    """``-b`` and ``-X``, which every subcommand that talks to a cluster takes."""
+    parser.add_argument(
+        "-b",
+        "--bootstrap-servers",
+        default=os.environ.get("PYKAF_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP),
+        metavar="HOST:PORT[,...]",
+        help="brokers to start from (default: $PYKAF_BOOTSTRAP_SERVERS or localhost:9092)",
+    )
+    parser.add_argument(
+        "-X",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pykaf option, e.g. -X request_timeout=5 -X sasl_mechanism=PLAIN (repeatable)",
+    )
+
+
+def parse_value(text: str) -> Any:
+    """A ``-X`` value: true/false, an int, a float, or the text itself."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    """``NAME=VALUE`` strings as a dict.
+
+    Raises:
+        CliError: an item without ``=``.
+    """
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise CliError(f"{what} must look like NAME=VALUE, not {item!r}")
+        out[name] = value
+    return out
+
+
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``-X`` options, typed."""
+    return {k: parse_value(v) for k, v in pairs(args.settings, "-X").items()}
+
+
+def print_json(value: Any) -> None:
+    """One JSON document on stdout."""
+    json.dump(value, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A plain aligned table on stdout."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def partitions_arg(text: str) -> list[int]:
+    """``0,2,5`` as partition indexes."""
+    try:
+        out = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected partitions like 0,1,2, not {text!r}") from None
+    if not out or any(p < 0 for p in out):
+        raise argparse.ArgumentTypeError(f"expected partitions like 0,1,2, not {text!r}")
+    return out

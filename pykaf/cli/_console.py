@@ -1,0 +1,271 @@
+"""``pykaf produce`` and ``pykaf consume``: the console producer and consumer."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import json
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO, Any, BinaryIO
+
+from pykaf import codec
+from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf.cli._common import CliError, add_connection, pairs, partitions_arg, settings
+
+#: Lines gathered before they go to the producer's bulk path as one batch.
+CHUNK = 10_000
+
+
+def add_produce(sub: Any) -> None:
+    """The ``produce`` subcommand's arguments."""
+    p = sub.add_parser(
+        "produce",
+        help="send lines from stdin (or a file) to a topic",
+        description="Each line becomes one record (without its line ending).",
+    )
+    add_connection(p)
+    p.add_argument("topic")
+    p.add_argument("-f", "--file", type=argparse.FileType("rb"), help="read this file, not stdin")
+    p.add_argument(
+        "-K", "--key-separator", metavar="SEP", help="split each line once at SEP: key SEP value"
+    )
+    p.add_argument(
+        "-H", "--header", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
+    )
+    p.add_argument("-p", "--partition", type=int, help="every record to this partition")
+    p.add_argument("-z", "--compression", choices=codec.COMPRESSION_NAMES, default="none")
+    p.add_argument("--acks", choices=["0", "1", "all"], default="all")
+    p.add_argument("--linger-ms", type=float, default=5.0)
+    p.set_defaults(run=run_produce)
+
+
+def _records(stream: BinaryIO, separator: bytes | None) -> Iterator[tuple[bytes | None, bytes]]:
+    for line in stream:
+        line = line.rstrip(b"\r\n")
+        if separator is None:
+            yield None, line
+            continue
+        key, sep, value = line.partition(separator)
+        if not sep:
+            raise CliError(f"a line has no key separator {separator!r}: {line[:60]!r}")
+        yield key, value
+
+
+def run_produce(args: argparse.Namespace) -> int:
+    """Send every line; report the count on stderr; exit 1 if any record failed."""
+    import pykaf.sync
+
+    headers = [(k, v.encode()) for k, v in pairs(args.header, "--header").items()]
+    separator = args.key_separator.encode() if args.key_separator is not None else None
+    stream = args.file or sys.stdin.buffer
+    options: dict[str, Any] = {
+        "acks": "all" if args.acks == "all" else int(args.acks),
+        "linger": args.linger_ms / 1000,
+        "compression": args.compression,
+        **settings(args),
+    }
+    if options["acks"] != "all":
+        options.setdefault("idempotence", False)
+    started = time.monotonic()
+    sent = 0
+    with pykaf.sync.Producer(args.bootstrap_servers, **options) as producer:
+        keys: list[bytes | None] = []
+        values: list[bytes] = []
+
+        def flush_chunk() -> int:
+            if not values:
+                return 0
+            count = producer.send_many(
+                args.topic,
+                values,
+                keys=keys if separator is not None else None,
+                headers=[headers] * len(values) if headers else None,
+                partition=args.partition,
+            )
+            keys.clear()
+            values.clear()
+            return count
+
+        for key, value in _records(stream, separator):
+            keys.append(key)
+            values.append(value)
+            if len(values) >= CHUNK:
+                sent += flush_chunk()
+        sent += flush_chunk()
+    seconds = time.monotonic() - started
+    print(f"produced {sent} records to {args.topic} in {seconds:.2f} s", file=sys.stderr)
+    return 0
+
+
+def add_consume(sub: Any) -> None:
+    """The ``consume`` subcommand's arguments."""
+    c = sub.add_parser(
+        "consume",
+        help="print a topic's records",
+        description="Print a topic's records (all partitions, --partitions, or as a group member).",
+    )
+    add_connection(c)
+    c.add_argument("topic")
+    c.add_argument("-p", "--partitions", type=partitions_arg, help="e.g. 0,2 (default: all)")
+    start = c.add_mutually_exclusive_group()
+    start.add_argument(
+        "--from",
+        dest="start",
+        default="end",
+        metavar="beginning|end|OFFSET",
+        help="where to start (default: end; with --group: when nothing is committed)",
+    )
+    start.add_argument(
+        "--from-time",
+        metavar="TIME",
+        help="start at the first record at or after TIME (ms since the epoch, or ISO 8601)",
+    )
+    c.add_argument("-g", "--group", help="consume as a member of this group (commits offsets)")
+    c.add_argument("-n", "--max-messages", type=int, help="stop after this many records")
+    c.add_argument(
+        "-t", "--timeout", type=float, help="stop when no record came for this many seconds"
+    )
+    c.add_argument(
+        "--format",
+        choices=["value", "json"],
+        default="value",
+        help="value: each value on a line; json: one JSON object per record",
+    )
+    c.add_argument("--isolation-level", choices=["read_committed", "read_uncommitted"])
+    c.set_defaults(run=run_consume)
+
+
+def _start(args: argparse.Namespace) -> int:
+    if args.from_time is not None:
+        return _time_ms(args.from_time)
+    if args.start == "beginning":
+        return OLDEST
+    if args.start == "end":
+        return NEWEST
+    try:
+        offset = int(args.start)
+    except ValueError:
+        raise CliError(f"--from must be beginning, end or an offset, not {args.start!r}") from None
+    if offset < 0:
+        raise CliError("--from takes an offset >= 0")
+    return offset
+
+
+def _time_ms(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(
+            f"--from-time must be ms since the epoch or ISO 8601, not {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def _text(data: bytes | None) -> dict[str, Any]:
+    if data is None:
+        return {"text": None}
+    try:
+        return {"text": data.decode()}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode()}
+
+
+def _write(out: IO[bytes], record: Any, fmt: str) -> None:
+    if fmt == "value":
+        out.write((record.value or b"") + b"\n")
+        return
+    key, value = _text(record.key), _text(record.value)
+    doc = {
+        "topic": record.topic,
+        "partition": record.partition,
+        "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": key.get("text"),
+        "value": value.get("text"),
+        "headers": [[k, _text(v).get("text")] for k, v in record.headers],
+    }
+    if "base64" in key:
+        doc["key_base64"] = key["base64"]
+    if "base64" in value:
+        doc["value_base64"] = value["base64"]
+    out.write(json.dumps(doc).encode() + b"\n")
+
+
+def run_consume(args: argparse.Namespace) -> int:
+    """Print records until --max-messages, --timeout idle seconds, or Ctrl-C."""
+    import pykaf.sync
+
+    options = settings(args)
+    if args.isolation_level:
+        options["isolation_level"] = args.isolation_level
+    start = _start(args)
+    out = sys.stdout.buffer
+    count = 0
+    limit = args.max_messages
+    if args.group is not None:
+        if args.from_time is not None or start >= 0:
+            raise CliError("with --group, --from is beginning or end (where nothing is committed)")
+        options.setdefault("auto_offset_reset", "earliest" if start == OLDEST else "latest")
+        reader: Any = pykaf.sync.ConsumerGroup(
+            args.bootstrap_servers, args.group, [args.topic], **options
+        )
+    elif args.from_time is not None or start == NEWEST:
+        reader = _consumer_at(args, options, start)
+    else:
+        parts = args.partitions or _all_partitions(args)
+        reader = pykaf.sync.Consumer(args.bootstrap_servers, **options)
+        reader.assign([(args.topic, p, start) for p in parts])
+    try:
+        while limit is None or count < limit:
+            record = reader.poll(timeout=args.timeout)
+            if record is None:
+                break
+            _write(out, record, args.format)
+            count += 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        out.flush()
+        reader.close()
+    print(f"consumed {count} records", file=sys.stderr)
+    return 0
+
+
+def _all_partitions(args: argparse.Namespace) -> list[int]:
+    import pykaf.sync
+
+    with pykaf.sync.Admin(args.bootstrap_servers, **settings(args)) as admin:
+        return [p.partition for p in admin.describe_topic(args.topic).partitions]
+
+
+def _consumer_at(args: argparse.Namespace, options: dict[str, Any], when: int) -> Any:
+    """A consumer assigned at the end (``NEWEST``) or at a time, offsets looked up first.
+
+    The admin client's ``NEWEST`` is checked against a Fetch (right on Tansu,
+    whose ListOffsets(latest) lands inside the last batch).
+    """
+    import pykaf.sync
+
+    parts = args.partitions or _all_partitions(args)
+    level = options.get("isolation_level", "read_committed")
+    with pykaf.sync.Admin(args.bootstrap_servers, **settings(args)) as admin:
+        ends = admin.list_offsets({(args.topic, p): NEWEST for p in parts}, isolation_level=level)
+        found = ends
+        if when != NEWEST:
+            found = admin.list_offsets({(args.topic, p): when for p in parts})
+    starts = []
+    for p in parts:
+        offset = found[(args.topic, p)]  # -1: no record that late, so the end
+        starts.append((args.topic, p, offset if offset >= 0 else ends[(args.topic, p)]))
+    consumer = pykaf.sync.Consumer(args.bootstrap_servers, **options)
+    consumer.assign(starts)
+    return consumer

@@ -1,0 +1,156 @@
+"""``pykaf topics`` and ``pykaf groups``: the admin client from the shell."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf.cli._common import add_connection, pairs, print_json, print_table, settings
+
+
+def add_topics(sub: Any) -> None:
+    """The ``topics`` subcommand and its actions."""
+    t = sub.add_parser("topics", help="list, describe, create and delete topics")
+    actions = t.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ls = actions.add_parser("list", help="topic names")
+    ls.add_argument("--internal", action="store_true", help="include internal topics")
+    describe = actions.add_parser("describe", help="partitions, leaders and replicas")
+    describe.add_argument("topics", nargs="+")
+    create = actions.add_parser("create", help="create a topic")
+    create.add_argument("topic")
+    create.add_argument("-p", "--partitions", type=int, default=-1, help="default: the broker's")
+    create.add_argument("-r", "--replication-factor", type=int, default=-1)
+    create.add_argument("-c", "--config", action="append", default=[], metavar="NAME=VALUE")
+    delete = actions.add_parser("delete", help="delete topics")
+    delete.add_argument("topics", nargs="+")
+    for p in (ls, describe, create, delete):
+        add_connection(p)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+    t.set_defaults(run=run_topics)
+
+
+def run_topics(args: argparse.Namespace) -> int:
+    """Carry out one ``topics`` action."""
+    import pykaf.sync
+
+    configs = pairs(args.config, "--config") if args.action == "create" else {}
+    with pykaf.sync.Admin(args.bootstrap_servers, **settings(args)) as admin:
+        if args.action == "list":
+            names = admin.list_topics(internal=args.internal)
+            if args.json:
+                print_json(names)
+            else:
+                print("\n".join(names))
+        elif args.action == "describe":
+            described = admin.describe_topics(args.topics)
+            if args.json:
+                print_json({n: dataclasses.asdict(d) for n, d in described.items()})
+            else:
+                rows = [
+                    (d.name, p.partition, p.leader, _ids(p.replicas), _ids(p.isr))
+                    for d in described.values()
+                    for p in d.partitions
+                ]
+                print_table(["topic", "partition", "leader", "replicas", "isr"], rows)
+        elif args.action == "create":
+            admin.create_topic(args.topic, args.partitions, args.replication_factor, configs)
+            _done(args, {"created": args.topic})
+        else:
+            admin.delete_topics(args.topics)
+            _done(args, {"deleted": args.topics})
+    return 0
+
+
+def add_groups(sub: Any) -> None:
+    """The ``groups`` subcommand and its actions."""
+    g = sub.add_parser("groups", help="list, describe and delete groups; lag; reset offsets")
+    actions = g.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ls = actions.add_parser("list", help="every group")
+    describe = actions.add_parser("describe", help="state and members with their assignments")
+    describe.add_argument("group")
+    lag = actions.add_parser("lag", help="committed offset, end and lag per partition")
+    lag.add_argument("group")
+    delete = actions.add_parser("delete", help="delete groups (and their offsets)")
+    delete.add_argument("groups", nargs="+")
+    reset = actions.add_parser("reset-offsets", help="set a group's offsets (no active members)")
+    reset.add_argument("group")
+    reset.add_argument("--topic", required=True)
+    to = reset.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    for p in (ls, describe, lag, delete, reset):
+        add_connection(p)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+    g.set_defaults(run=run_groups)
+
+
+def run_groups(args: argparse.Namespace) -> int:
+    """Carry out one ``groups`` action."""
+    import pykaf.sync
+
+    with pykaf.sync.Admin(args.bootstrap_servers, **settings(args)) as admin:
+        if args.action == "list":
+            groups = admin.list_groups()
+            if args.json:
+                print_json([dataclasses.asdict(g) for g in groups])
+            else:
+                print_table(
+                    ["group", "state", "protocol type"],
+                    [(g.group_id, g.state, g.protocol_type) for g in groups],
+                )
+        elif args.action == "describe":
+            d = admin.describe_group(args.group)
+            if args.json:
+                print_json(dataclasses.asdict(d))
+            else:
+                print(f"group {d.group_id}: {d.state} ({d.protocol_type} {d.protocol})".rstrip())
+                print_table(
+                    ["member", "client", "host", "assignment"],
+                    [
+                        (m.member_id, m.client_id, m.client_host, _assignment(m.assignment))
+                        for m in d.members
+                    ],
+                )
+        elif args.action == "lag":
+            lags = admin.group_lag(args.group)
+            if args.json:
+                print_json([dataclasses.asdict(x) for x in lags])
+            else:
+                print_table(
+                    ["topic", "partition", "committed", "end", "lag"],
+                    [(x.topic, x.partition, x.committed, x.end, x.lag) for x in lags],
+                )
+                print(f"total lag {sum(x.lag for x in lags)}")
+        elif args.action == "delete":
+            admin.delete_groups(args.groups)
+            _done(args, {"deleted": args.groups})
+        else:
+            parts = [p.partition for p in admin.describe_topic(args.topic).partitions]
+            if args.to_offset is not None:
+                offsets = {(args.topic, p): args.to_offset for p in parts}
+            else:
+                which = OLDEST if args.to_earliest else NEWEST
+                offsets = admin.list_offsets({(args.topic, p): which for p in parts})
+            admin.alter_group_offsets(args.group, offsets)
+            _done(
+                args, {"group": args.group, "offsets": {str(p): o for (_, p), o in offsets.items()}}
+            )
+    return 0
+
+
+def _ids(ids: list[int]) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def _assignment(assignment: dict[str, list[int]]) -> str:
+    return " ".join(f"{t}:{_ids(ps)}" for t, ps in sorted(assignment.items())) or "-"
+
+
+def _done(args: argparse.Namespace, what: dict[str, Any]) -> None:
+    if args.json:
+        print_json(what)
+    else:
+        print(", ".join(f"{k} {v}" for k, v in what.items()))

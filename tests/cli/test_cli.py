@@ -1,0 +1,157 @@
+"""The ``pykaf`` command, run as a user runs it (``python -m pykaf``), against real brokers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import pytest
+
+bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def pykaf_command(
+    *args: str, bootstrap: str | None = None, stdin: str = "", check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pykaf ARGS`` as a user would (the brokers from ``bootstrap``)."""
+    env = dict(os.environ)
+    if bootstrap is not None:
+        env["PYKAF_BOOTSTRAP_SERVERS"] = bootstrap
+    done = subprocess.run(
+        [sys.executable, "-m", "pykaf", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    if check and done.returncode != 0:
+        raise AssertionError(f"pykaf {' '.join(args)}: exit {done.returncode}\n{done.stderr}")
+    return done
+
+
+@pytest.fixture(params=["tansu", "fake"])
+def cli(request: pytest.FixtureRequest) -> tuple[Any, Run]:
+    """A broker, and a function running ``python -m pykaf ARGS`` against it."""
+    broker = bc.broker_from(request, request.param)
+    return broker, partial(pykaf_command, bootstrap=broker.bootstrap)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_topics_commands(cli: tuple[Any, Run]) -> None:
+    _, run = cli
+    topic = unique("cli-topic")
+    assert run("topics", "create", topic, "-p", "3").stdout.strip() == f"created {topic}"
+    assert topic in run("topics", "list").stdout.split()
+    assert topic in json.loads(run("topics", "list", "--json").stdout)
+    described = json.loads(run("topics", "describe", topic, "--json").stdout)
+    assert [p["partition"] for p in described[topic]["partitions"]] == [0, 1, 2]
+    table = run("topics", "describe", topic).stdout.splitlines()
+    assert table[0].split() == ["topic", "partition", "leader", "replicas", "isr"]
+    assert len(table) == 4
+    again = run("topics", "create", topic, "-p", "3", check=False)
+    assert again.returncode == 1 and "TopicExistsError" in again.stderr
+    run("topics", "delete", topic)
+    assert topic not in run("topics", "list").stdout.split()
+
+
+def test_produce_then_consume(cli: tuple[Any, Run]) -> None:
+    _, run = cli
+    topic = unique("cli-data")
+    run("topics", "create", topic, "-p", "2")
+    lines = "".join(f"k{i}:value {i}\n" for i in range(20))
+    produced = run("produce", topic, "-K", ":", "-H", "source=cli", "-p", "1", stdin=lines)
+    assert "produced 20 records" in produced.stderr
+    run("produce", topic, "-p", "0", stdin="plain one\nplain two\n")
+
+    docs = [
+        json.loads(line)
+        for line in run(
+            "consume", topic, "--from", "beginning", "-n", "22", "--format", "json"
+        ).stdout.splitlines()
+    ]
+    by_partition = {p: [d for d in docs if d["partition"] == p] for p in (0, 1)}
+    assert [d["value"] for d in by_partition[0]] == ["plain one", "plain two"]
+    assert [d["key"] for d in by_partition[0]] == [None, None]
+    assert [(d["key"], d["value"]) for d in by_partition[1]] == [
+        (f"k{i}", f"value {i}") for i in range(20)
+    ]
+    assert all(d["headers"] == [["source", "cli"]] for d in by_partition[1])
+    assert [d["offset"] for d in by_partition[1]] == list(range(20))
+
+    values = run("consume", topic, "-p", "1", "--from", "15", "-n", "5").stdout.splitlines()
+    assert values == [f"value {i}" for i in range(15, 20)]
+    # nothing new after the end: --timeout ends it
+    idle = run("consume", topic, "-t", "1")
+    assert idle.stdout == "" and "consumed 0 records" in idle.stderr
+
+
+def test_groups_commands(cli: tuple[Any, Run]) -> None:
+    _, run = cli
+    topic, group = unique("cli-grp"), unique("cli-g")
+    run("topics", "create", topic, "-p", "1")
+    run("produce", topic, stdin="".join(f"{i}\n" for i in range(5)))
+    # Quick group timings (a lone member's first join waits out the rebalance on Tansu)
+    fast = ("-X", "rebalance_timeout=4", "-X", "session_timeout=6", "-X", "heartbeat_interval=0.2")
+    got = run("consume", topic, "-g", group, "--from", "beginning", "-n", "5", *fast)
+    assert got.stdout.splitlines() == [str(i) for i in range(5)]
+    assert group in run("groups", "list").stdout
+    lag = json.loads(run("groups", "lag", group, "--json").stdout)
+    assert [(x["partition"], x["committed"], x["end"], x["lag"]) for x in lag] == [(0, 5, 5, 0)]
+    run("groups", "reset-offsets", group, "--topic", topic, "--to-earliest")
+    assert "total lag 5" in run("groups", "lag", group).stdout
+    run("groups", "reset-offsets", group, "--topic", topic, "--to-offset", "3")
+    again = run("consume", topic, "-g", group, "-n", "2", *fast)
+    assert again.stdout.splitlines() == ["3", "4"]
+    described = json.loads(run("groups", "describe", group, "--json").stdout)
+    assert described["group_id"] == group and described["members"] == []
+    run("groups", "delete", group)
+    assert group not in run("groups", "list").stdout
+
+
+def test_consume_from_a_time(fake_cluster: Any) -> None:
+    """The fake looks offsets up by time (Tansu answers 0 to any time)."""
+    topic = unique("cli-time")
+    fake_cluster.create_topic(topic, 1)
+    run = partial(pykaf_command, bootstrap=fake_cluster.bootstrap)
+    run("produce", topic, stdin="early\n")
+    time.sleep(0.05)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    run("produce", topic, stdin="late\n")
+    assert run("consume", topic, "--from-time", str(middle), "-n", "1").stdout == "late\n"
+    future = "2999-01-01T00:00:00"
+    assert run("consume", topic, "--from-time", future, "-t", "0.5").stdout == ""
+
+
+def test_usage_errors_exit_2() -> None:
+    run = partial(pykaf_command, check=False)
+    for args, message in [
+        ((), "required"),
+        (("consume",), "topic"),
+        (("consume", "t", "--from", "soon"), "--from must be beginning, end or an offset"),
+        (("topics", "create", "t", "-c", "novalue"), "--config must look like NAME=VALUE"),
+        (("consume", "t", "-X", "oops"), "-X must look like NAME=VALUE"),
+    ]:
+        done = run(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+    unreachable = run("topics", "list", "-b", "127.0.0.1:1", "-X", "request_timeout=1")
+    assert unreachable.returncode == 1 and "pykaf: " in unreachable.stderr
+
+
+def test_demo_subcommand() -> None:
+    done = pykaf_command("demo", "codec", "--records", "1000", "--repeat", "1")
+    assert "zstd" in done.stdout
