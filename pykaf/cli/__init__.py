@@ -1,4 +1,4 @@
-"""The ``pykaf`` command: console producer and consumer, topics, groups, the demo.
+"""The ``pykaf`` command: console producer and consumer, topics, groups, perf, the demo.
 
 ::
 
@@ -6,6 +6,7 @@
     seq 1000 | pykaf produce orders
     pykaf consume orders --from beginning -n 10 --format json
     pykaf groups lag billing
+    pykaf perf produce bench -n 1000000 -s 100 --json
 
 Also ``python -m pykaf``. Exit status: 0 done, 1 a Kafka or connection error
 (printed as ``pykaf: ErrorClass: message``), 2 a usage error, 130 Ctrl-C.
@@ -20,6 +21,7 @@ from pykaf import errors
 from pykaf.cli._common import CliError
 from pykaf.cli._console import add_consume, add_produce
 from pykaf.cli._manage import add_groups, add_topics
+from pykaf.cli._perf import add_perf
 
 
 def parser() -> argparse.ArgumentParser:
@@ -30,6 +32,7 @@ def parser() -> argparse.ArgumentParser:
     add_consume(sub)
     add_topics(sub)
     add_groups(sub)
+    add_perf(sub)
     sub.add_parser(
         "demo", help="the demo: an embedded broker, produce, consume, summary (pykaf demo -h)"
     )

@@ -155,3 +155,34 @@ def test_usage_errors_exit_2() -> None:
 def test_demo_subcommand() -> None:
     done = pykaf_command("demo", "codec", "--records", "1000", "--repeat", "1")
     assert "zstd" in done.stdout
+
+
+def test_perf_produce_then_consume(cli: tuple[Any, Run]) -> None:
+    _, run = cli
+    topic = unique("cli-perf")
+    run("topics", "create", topic, "-p", "2")
+    produced = json.loads(
+        run("perf", "produce", topic, "-n", "20000", "-s", "50", "--chunk", "500", "--json").stdout
+    )
+    assert produced["records"] == 20000 and produced["failed"] == 0
+    assert produced["records_per_s"] > 0
+    latency = produced["chunk_latency_ms"]
+    assert 0 <= latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
+    consumed = json.loads(run("perf", "consume", topic, "-n", "20000", "--json").stdout)
+    assert consumed["records"] == 20000 and consumed["value_bytes"] == 20000 * 50
+    assert consumed["batches"] >= 1
+    table = run("perf", "produce", topic, "-n", "1000").stdout.splitlines()
+    assert table[0].split()[:3] == ["test", "records", "seconds"]
+    assert table[1].split()[:2] == ["produce", "1,000"]
+    # a consume that cannot reach its count fails after the idle timeout
+    short = run("perf", "consume", topic, "-n", "999999", "-t", "1", "--json", check=False)
+    assert short.returncode == 1 and json.loads(short.stdout)["records"] == 21000
+
+
+def test_percentiles() -> None:
+    from pykaf.cli._perf import percentiles
+
+    assert percentiles([]) == {}
+    assert percentiles([5.0]) == {"p50": 5.0, "p95": 5.0, "p99": 5.0, "max": 5.0}
+    many = percentiles([float(i) for i in range(1, 101)])
+    assert many == {"p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0}
