@@ -91,3 +91,28 @@ def partitions_arg(text: str) -> list[int]:
     if not out or any(p < 0 for p in out):
         raise argparse.ArgumentTypeError(f"expected partitions like 0,1,2, not {text!r}")
     return out
+
+
+def add_producer_options(parser: argparse.ArgumentParser) -> None:
+    """``-z``, ``--acks`` and ``--linger-ms``: what the producing commands share."""
+    from pykaf import codec
+
+    parser.add_argument("-z", "--compression", choices=codec.COMPRESSION_NAMES, default="none")
+    parser.add_argument("--acks", choices=["0", "1", "all"], default="all")
+    parser.add_argument("--linger-ms", type=float, default=5.0)
+
+
+def producer_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Producer options from :func:`add_producer_options`' arguments and ``-X``.
+
+    acks 0 or 1 turn idempotence off (it needs acks=all) unless ``-X`` says otherwise.
+    """
+    options: dict[str, Any] = {
+        "acks": "all" if args.acks == "all" else int(args.acks),
+        "linger": args.linger_ms / 1000,
+        "compression": args.compression,
+        **settings(args),
+    }
+    if options["acks"] != "all":
+        options.setdefault("idempotence", False)
+    return options

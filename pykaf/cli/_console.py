@@ -11,9 +11,16 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any, BinaryIO
 
-from pykaf import codec
 from pykaf._cluster.client import NEWEST, OLDEST
-from pykaf.cli._common import CliError, add_connection, pairs, partitions_arg, settings
+from pykaf.cli._common import (
+    CliError,
+    add_connection,
+    add_producer_options,
+    pairs,
+    partitions_arg,
+    producer_options,
+    settings,
+)
 
 #: Lines gathered before they go to the producer's bulk path as one batch.
 CHUNK = 10_000
@@ -36,9 +43,7 @@ def add_produce(sub: Any) -> None:
         "-H", "--header", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
     )
     p.add_argument("-p", "--partition", type=int, help="every record to this partition")
-    p.add_argument("-z", "--compression", choices=codec.COMPRESSION_NAMES, default="none")
-    p.add_argument("--acks", choices=["0", "1", "all"], default="all")
-    p.add_argument("--linger-ms", type=float, default=5.0)
+    add_producer_options(p)
     p.set_defaults(run=run_produce)
 
 
@@ -61,14 +66,7 @@ def run_produce(args: argparse.Namespace) -> int:
     headers = [(k, v.encode()) for k, v in pairs(args.header, "--header").items()]
     separator = args.key_separator.encode() if args.key_separator is not None else None
     stream = args.file or sys.stdin.buffer
-    options: dict[str, Any] = {
-        "acks": "all" if args.acks == "all" else int(args.acks),
-        "linger": args.linger_ms / 1000,
-        "compression": args.compression,
-        **settings(args),
-    }
-    if options["acks"] != "all":
-        options.setdefault("idempotence", False)
+    options = producer_options(args)
     started = time.monotonic()
     sent = 0
     with pykaf.sync.Producer(args.bootstrap_servers, **options) as producer:

@@ -20,9 +20,16 @@ from typing import Any
 
 import trio
 
-from pykaf import codec
 from pykaf._cluster.client import OLDEST
-from pykaf.cli._common import CliError, add_connection, print_json, print_table, settings
+from pykaf.cli._common import (
+    CliError,
+    add_connection,
+    add_producer_options,
+    print_json,
+    print_table,
+    producer_options,
+    settings,
+)
 
 
 def add_perf(sub: Any) -> None:
@@ -35,9 +42,7 @@ def add_perf(sub: Any) -> None:
     p.add_argument("-s", "--size", type=int, default=100, help="value bytes (default 100)")
     p.add_argument("--chunk", type=int, default=1000, help="records per send_batch call")
     p.add_argument("--rate", type=float, help="records per second at most")
-    p.add_argument("-z", "--compression", choices=codec.COMPRESSION_NAMES, default="none")
-    p.add_argument("--acks", choices=["0", "1", "all"], default="all")
-    p.add_argument("--linger-ms", type=float, default=5.0)
+    add_producer_options(p)
     c = tests.add_parser("consume", help="read a topic from the start")
     c.add_argument("topic")
     c.add_argument("-n", "--records", type=int, default=1_000_000)
@@ -95,14 +100,7 @@ async def perf_produce(bootstrap: str, args: argparse.Namespace) -> dict[str, An
 
     if args.records < 1 or args.size < 0 or args.chunk < 1:
         raise CliError("--records and --chunk must be >= 1, --size >= 0")
-    options: dict[str, Any] = {
-        "acks": "all" if args.acks == "all" else int(args.acks),
-        "linger": args.linger_ms / 1000,
-        "compression": args.compression,
-        **settings(args),
-    }
-    if options["acks"] != "all":
-        options.setdefault("idempotence", False)
+    options = producer_options(args)
     value = os.urandom(args.size)
     latencies: list[float] = []
     acknowledged = 0
