@@ -15,6 +15,7 @@ Also ``python -m pykaf``. Exit status: 0 done, 1 a Kafka or connection error
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pykaf import errors
@@ -53,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except CliError as exc:
         ap.error(str(exc))
+    except BrokenPipeError:
+        # The reader went away (``pykaf consume ... | head``): a normal end.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (errors.PykafError, OSError) as exc:
         print(f"pykaf: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -68,6 +68,13 @@ def settings(args: argparse.Namespace) -> dict[str, Any]:
     return {k: parse_value(v) for k, v in pairs(args.settings, "-X").items()}
 
 
+def client_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``-X`` options a client takes (for the admin calls a command makes on the side)."""
+    from pykaf._config import ClientConfig
+
+    return {k: v for k, v in settings(args).items() if k in ClientConfig.__dataclass_fields__}
+
+
 def print_json(value: Any) -> None:
     """One JSON document on stdout."""
     json.dump(value, sys.stdout, indent=2, sort_keys=True, default=str)

@@ -16,6 +16,7 @@ from pykaf.cli._common import (
     CliError,
     add_connection,
     add_producer_options,
+    client_settings,
     pairs,
     partitions_arg,
     producer_options,
@@ -232,8 +233,10 @@ def run_consume(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        out.flush()
-        reader.close()
+        try:
+            out.flush()  # (BrokenPipeError when the reader of stdout went away)
+        finally:
+            reader.close()
     print(f"consumed {count} records", file=sys.stderr)
     return 0
 
@@ -241,7 +244,7 @@ def run_consume(args: argparse.Namespace) -> int:
 def _all_partitions(args: argparse.Namespace) -> list[int]:
     import pykaf.sync
 
-    with pykaf.sync.Admin(args.bootstrap_servers, **settings(args)) as admin:
+    with pykaf.sync.Admin(args.bootstrap_servers, **client_settings(args)) as admin:
         return [p.partition for p in admin.describe_topic(args.topic).partitions]
 
 
@@ -255,7 +258,7 @@ def _consumer_at(args: argparse.Namespace, options: dict[str, Any], when: int) -
 
     parts = args.partitions or _all_partitions(args)
     level = options.get("isolation_level", "read_committed")
-    with pykaf.sync.Admin(args.bootstrap_servers, **settings(args)) as admin:
+    with pykaf.sync.Admin(args.bootstrap_servers, **client_settings(args)) as admin:
         ends = admin.list_offsets({(args.topic, p): NEWEST for p in parts}, isolation_level=level)
         found = ends
         if when != NEWEST:

@@ -91,7 +91,10 @@ def test_produce_then_consume(cli: tuple[Any, Run]) -> None:
     assert all(d["headers"] == [["source", "cli"]] for d in by_partition[1])
     assert [d["offset"] for d in by_partition[1]] == list(range(20))
 
-    values = run("consume", topic, "-p", "1", "--from", "15", "-n", "5").stdout.splitlines()
+    # consumer options through -X (the side calls to the admin client leave them out)
+    values = run(
+        "consume", topic, "-p", "1", "--from", "15", "-n", "5", "-X", "fetch_max_wait=0.05"
+    ).stdout.splitlines()
     assert values == [f"value {i}" for i in range(15, 20)]
     # nothing new after the end: --timeout ends it
     idle = run("consume", topic, "-t", "1")
@@ -150,6 +153,23 @@ def test_usage_errors_exit_2() -> None:
         assert message in done.stderr, (args, done.stderr)
     unreachable = run("topics", "list", "-b", "127.0.0.1:1", "-X", "request_timeout=1")
     assert unreachable.returncode == 1 and "pykaf: " in unreachable.stderr
+
+
+def test_a_closed_pipe_ends_consume_quietly(fake_cluster: Any) -> None:
+    topic = unique("cli-pipe")
+    fake_cluster.create_topic(topic, 1)
+    pykaf_command("produce", topic, bootstrap=fake_cluster.bootstrap, stdin="x\n" * 50_000)
+    env = {**os.environ, "PYKAF_BOOTSTRAP_SERVERS": fake_cluster.bootstrap}
+    pipeline = subprocess.run(
+        f"{sys.executable} -m pykaf consume {topic} --from beginning -n 50000 | head -n 2",
+        shell=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert pipeline.stdout == "x\nx\n"
+    assert "Traceback" not in pipeline.stderr and "BrokenPipe" not in pipeline.stderr
 
 
 def test_demo_subcommand() -> None:
