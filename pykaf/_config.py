@@ -157,6 +157,12 @@ class ClientConfig(BaseConfig):
     sasl_oauth_token_provider: TokenProvider | None = opt(
         None, "OAUTHBEARER: a callable returning a token string or an object with .value."
     )
+    on_request: Callable[[Any], object] | None = opt(
+        None,
+        "Called with a pykaf.RequestEvent after every request (API, broker, seconds, bytes, "
+        "error): a hook for metrics libraries. It runs in the connection's reader task: keep "
+        "it quick.",
+    )
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap_servers)
@@ -175,6 +181,12 @@ class ClientConfig(BaseConfig):
             positive(name, getattr(self, name))
         positive("retry_backoff", self.retry_backoff, allow_zero=True)
         positive("reconnect_backoff", self.reconnect_backoff, allow_zero=True)
+        check(
+            self.on_request is None or callable(self.on_request),
+            "on_request",
+            self.on_request,
+            "must be callable (or None)",
+        )
         check(
             isinstance(self.max_in_flight_per_connection, int)
             and self.max_in_flight_per_connection >= 1,

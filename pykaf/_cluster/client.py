@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import trio
@@ -24,6 +24,7 @@ from pykaf._cluster.metadata import BrokerInfo, Metadata, PartitionInfo
 from pykaf._cluster.pool import ConnectionPool
 from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
+from pykaf._net.metrics import RequestStatistics, merge
 from pykaf._util import open_service_nursery
 
 log = logging.getLogger("pykaf.cluster")
@@ -51,6 +52,8 @@ class ClientStatistics:
     requests_sent: int
     bytes_sent: int
     bytes_received: int
+    #: Per broker and API: count, errors, mean and longest round trip (open connections).
+    requests: list[RequestStatistics] = field(default_factory=list)
 
 
 class Client:
@@ -377,6 +380,7 @@ class Client:
             requests_sent=sum(c.requests_sent for c in conns),
             bytes_sent=sum(c.bytes_sent for c in conns),
             bytes_received=sum(c.bytes_received for c in conns),
+            requests=merge([c.api_counters for c in conns]),
         )
 
 

@@ -67,11 +67,13 @@ class ConnectionPool:
         conn = slot.conn
         if conn is not None and not conn.broken:
             if conn.expires_at is None or time.monotonic() < conn.expires_at:
+                conn.learn_node_id(node_id)
                 return conn
             conn.close()  # the SASL session is ending: authenticate afresh
         async with slot.lock:
             conn = slot.conn
             if conn is not None and not conn.broken:
+                conn.learn_node_id(node_id)
                 return conn
             wait = slot.next_attempt - time.monotonic()
             if wait > 0:

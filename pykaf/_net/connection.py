@@ -19,6 +19,7 @@ import trio
 
 from pykaf import protocol as P
 from pykaf._config import ClientConfig
+from pykaf._net.metrics import ApiCounters
 from pykaf.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -58,12 +59,16 @@ def _fresh(error: BaseException) -> BaseException:
 class _Slot:
     """Where the reader task leaves one response for the task waiting on it."""
 
-    __slots__ = ("error", "event", "response")
+    __slots__ = ("api", "api_key", "error", "event", "response", "sent_at", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, api_key: int, api: str) -> None:
         self.event = trio.Event()
         self.response: Any = None
         self.error: BaseException | None = None
+        self.api_key = api_key
+        self.api = api
+        self.sent_at = 0.0
+        self.size = 0
 
 
 class PendingResponse:
@@ -126,6 +131,14 @@ class BrokerConnection:
         self.requests_sent = 0
         self.bytes_sent = 0
         self.bytes_received = 0
+        #: Requests per API: count, errors, round trips (``pykaf/_net/metrics.py``).
+        self.api_counters = ApiCounters(node_id, config.on_request)
+
+    def learn_node_id(self, node_id: int) -> None:
+        """A bootstrap connection (-1) turned out to reach broker ``node_id``."""
+        if node_id >= 0 and self.node_id < 0:
+            self.node_id = node_id
+            self.api_counters.node_id = node_id
 
     # -- opening --------------------------------------------------------------
 
@@ -275,7 +288,8 @@ class BrokerConnection:
 
     async def _send(self, request: Any, version: int | None, *, expect_response: bool) -> Any:
         self._check()
-        slot = _Slot() if expect_response else None
+        cls = type(request)
+        slot = _Slot(cls.API_KEY, _api_name(cls)) if expect_response else None
         async with self._send_lock:
             self._check()
             self._proto.send_request(
@@ -294,6 +308,9 @@ class BrokerConnection:
                     self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
             self.requests_sent += 1
             self.bytes_sent += len(data)
+            if slot is not None:
+                slot.sent_at = trio.current_time()
+                slot.size = len(data)
         self._check()
         return slot
 
@@ -326,10 +343,13 @@ class BrokerConnection:
                             self._fail(KafkaConnectionError(f"{self}: closed by the broker"))
                             break
                         self.bytes_received += len(data)
+                        now = trio.current_time()
+                        record = self.api_counters.record
                         for resp in self._proto.receive_data(data):
                             slot = resp.context
                             slot.response = resp
                             slot.event.set()
+                            record(slot.api_key, slot.api, now - slot.sent_at, slot.size, None)
                 except ProtocolError as exc:
                     self._fail(exc)
                 except _IO_ERRORS as exc:
@@ -352,6 +372,9 @@ class BrokerConnection:
             if slot is not None and not slot.event.is_set():
                 slot.error = error
                 slot.event.set()
+                if slot.sent_at:
+                    seconds = trio.current_time() - slot.sent_at
+                    self.api_counters.record(slot.api_key, slot.api, seconds, slot.size, error)
         self._reader_scope.cancel()
 
     def close(self) -> None:
@@ -365,3 +388,9 @@ class BrokerConnection:
 
     def __repr__(self) -> str:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
+
+
+def _api_name(cls: type) -> str:
+    """``ProduceRequest`` -> ``Produce``."""
+    name = cls.__name__
+    return name[: -len("Request")] if name.endswith("Request") else name
