@@ -373,9 +373,15 @@ class BrokerConnection:
                 slot.error = error
                 slot.event.set()
                 if slot.sent_at:
-                    seconds = trio.current_time() - slot.sent_at
-                    self.api_counters.record(slot.api_key, slot.api, seconds, slot.size, error)
+                    self._record_failure(slot, error)
         self._reader_scope.cancel()
+
+    def _record_failure(self, slot: _Slot, error: PykafError) -> None:
+        try:
+            seconds = trio.current_time() - slot.sent_at
+        except RuntimeError:  # closed from outside the loop: no clock to read
+            return
+        self.api_counters.record(slot.api_key, slot.api, seconds, slot.size, error)
 
     def close(self) -> None:
         """Close the connection; pending requests fail with KafkaConnectionError."""
