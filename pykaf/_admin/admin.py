@@ -16,8 +16,6 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-import trio
-
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._admin.results import (
@@ -38,7 +36,7 @@ from pykaf._admin.results import (
 )
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._config import ClientConfig
-from pykaf._consumer.ends import end_offsets
+from pykaf._consumer.ends import list_offsets
 from pykaf._group.assignors import decode_assignment
 from pykaf._net.connection import BrokerConnection
 
@@ -657,8 +655,10 @@ class Admin:
         committed = await self.list_group_offsets(group_id)
         wanted = set(topics) if topics is not None else {t for t, _ in committed}
         parts = [(t, p) for t in sorted(wanted) for p in await self.client.partitions(t)]
-        ends = await end_offsets(self.client, parts, 1)
-        starts = await self.list_offsets({tp: OLDEST for tp in parts if tp not in committed})
+        ends = await list_offsets(self.client, dict.fromkeys(parts, NEWEST))
+        starts = await list_offsets(
+            self.client, {tp: OLDEST for tp in parts if tp not in committed}
+        )
         out = []
         for tp in parts:
             end = ends[tp]
@@ -687,18 +687,7 @@ class Admin:
         """
         if isolation_level not in _ISOLATION:
             raise errors.ConfigError(f"isolation_level must be one of {', '.join(_ISOLATION)}")
-        level = _ISOLATION[isolation_level]
-        newest = [tp for tp, spec in specs.items() if spec == NEWEST]
-        out = await end_offsets(self.client, newest, level)
-
-        async def one(tp: TopicPartition, spec: int) -> None:
-            out[tp] = await self.client.get_offset(tp[0], tp[1], spec, isolation_level=level)
-
-        async with trio.open_nursery() as nursery:
-            for tp, spec in specs.items():
-                if spec != NEWEST:
-                    nursery.start_soon(one, tp, spec)
-        return {tp: out[tp] for tp in specs}
+        return await list_offsets(self.client, specs, _ISOLATION[isolation_level])
 
     async def delete_records(
         self, before: Mapping[TopicPartition, int], *, timeout: float | None = None

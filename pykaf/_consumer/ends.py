@@ -1,4 +1,4 @@
-"""Partitions' ends: ListOffsets(latest), checked against the watermarks of a Fetch.
+"""Partitions' offsets by position or time; ends checked against the watermarks of a Fetch.
 
 Kafka answers ListOffsets(latest) with the high watermark (the last stable
 offset under read_committed). Some brokers get it wrong: Tansu 0.6 answers
@@ -10,7 +10,7 @@ partition leader, which planning reads and lag reports can afford.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import trio
 
@@ -19,6 +19,41 @@ from pykaf._cluster.client import NEWEST, Client
 
 TopicPartition = tuple[str, int]
 _LEVELS = {0: "read_uncommitted", 1: "read_committed"}
+
+
+async def list_offsets(
+    client: Client, specs: Mapping[TopicPartition, int], isolation_level: int = 1
+) -> dict[TopicPartition, int]:
+    """Each partition's offset for its spec: ``OLDEST``, ``NEWEST`` or a timestamp (ms).
+
+    ``NEWEST`` goes through :func:`end_offsets`; the others are ListOffsets
+    answers (for a time, the first offset at or after it; -1 if none), asked
+    for all partitions at once.
+
+    Raises:
+        as :func:`end_offsets`.
+    """
+    newest = [tp for tp, spec in specs.items() if spec == NEWEST]
+    out = await end_offsets(client, newest, isolation_level) if newest else {}
+    out.update(
+        await _listed(client, {tp: s for tp, s in specs.items() if s != NEWEST}, isolation_level)
+    )
+    return {tp: out[tp] for tp in specs}
+
+
+async def _listed(
+    client: Client, specs: Mapping[TopicPartition, int], isolation_level: int
+) -> dict[TopicPartition, int]:
+    """ListOffsets' answers for every partition's spec, asked concurrently."""
+    out: dict[TopicPartition, int] = {}
+
+    async def one(tp: TopicPartition, spec: int) -> None:
+        out[tp] = await client.get_offset(tp[0], tp[1], spec, isolation_level=isolation_level)
+
+    async with trio.open_nursery() as nursery:
+        for tp, spec in specs.items():
+            nursery.start_soon(one, tp, spec)
+    return out
 
 
 async def end_offsets(
@@ -35,14 +70,7 @@ async def end_offsets(
     """
     from pykaf._consumer.consumer import open_consumer
 
-    listed: dict[TopicPartition, int] = {}
-
-    async def one(tp: TopicPartition) -> None:
-        listed[tp] = await client.get_offset(tp[0], tp[1], NEWEST, isolation_level=isolation_level)
-
-    async with trio.open_nursery() as nursery:
-        for tp in parts:
-            nursery.start_soon(one, tp)
+    listed = await _listed(client, dict.fromkeys(parts, NEWEST), isolation_level)
     if not listed:
         return {}
     # A short max wait, not 0: Tansu never answers a Fetch whose max wait is 0.

@@ -26,7 +26,7 @@ import trio
 from pykaf import errors
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._consumer.consumer import Consumer, open_consumer
-from pykaf._consumer.ends import end_offsets
+from pykaf._consumer.ends import list_offsets
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._portal import get_portal
 from pykaf.spark._options import EARLIEST, LATEST, OffsetSpec, ReadOptions, Subscription
@@ -127,16 +127,15 @@ class _Planner:
     async def partitions(self, sub: Subscription, *, missing_ok: bool) -> list[TopicPartition]:
         client = self.client
         if sub.assign:
+            assigned = []
             for topic, partition in sub.assign:
-                if partition not in await self._partitions_of(topic, missing_ok):
-                    if missing_ok:
-                        continue
+                if partition in await self._partitions_of(topic, missing_ok):
+                    assigned.append((topic, partition))
+                elif not missing_ok:
                     raise errors.UnknownTopicOrPartitionError(
                         f"assign: topic {topic!r} has no partition {partition}"
                     )
-            return [
-                (t, p) for t, p in sub.assign if p in await self._partitions_of(t, missing_ok=True)
-            ]
+            return assigned
         if sub.pattern is not None:
             await client.refresh_metadata()
             topics = [t for t in await client.topics() if sub.matches(t)]
@@ -162,17 +161,7 @@ class _Planner:
 
         ``NEWEST`` is checked against a Fetch's watermarks (``end_offsets``).
         """
-        if which == NEWEST:
-            return await end_offsets(self.client, parts, self.isolation_level)
-        out: dict[TopicPartition, int] = {}
-
-        async def one(tp: TopicPartition) -> None:
-            out[tp] = await self.client.get_offset(tp[0], tp[1], which)
-
-        async with trio.open_nursery() as nursery:
-            for tp in parts:
-                nursery.start_soon(one, tp)
-        return out
+        return await list_offsets(self.client, dict.fromkeys(parts, which), self.isolation_level)
 
 
 class Planner:
@@ -220,38 +209,11 @@ class Planner:
         result: dict[TopicPartition, int] = self._portal.run(self._planner.offsets, parts, which)
         return result
 
-    def resolve(
-        self, parts: Sequence[TopicPartition], spec: OffsetSpec, default: int
-    ) -> dict[TopicPartition, int]:
-        """Concrete offsets for ``spec``: EARLIEST, LATEST or per partition.
-
-        ``default`` is for the partitions a JSON spec leaves out.
-
-        Raises:
-            ConfigError: a JSON spec names a partition that is not read, or an
-                offset past the partition's end.
-        """
-        if isinstance(spec, dict):
-            stray = sorted(set(spec) - set(parts))
-            if stray:
-                named = ", ".join(f"{t}/{p}" for t, p in stray)
-                raise errors.ConfigError(f"offsets given for partitions that are not read: {named}")
-        earliest = self.offsets(parts, OLDEST)
-        latest = self.offsets(parts, NEWEST)
-        out = {}
-        for tp in parts:
-            code = spec.get(tp, default) if isinstance(spec, dict) else spec
-            if code == EARLIEST:
-                out[tp] = earliest[tp]
-            elif code == LATEST:
-                out[tp] = latest[tp]
-            elif code > latest[tp]:
-                raise errors.ConfigError(
-                    f"{tp[0]}/{tp[1]}: offset {code} is past the partition's end {latest[tp]}"
-                )
-            else:
-                out[tp] = code
-        return out
+    def bounds(
+        self, parts: Sequence[TopicPartition]
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+        """Each partition's earliest and latest offsets (for :func:`resolve`)."""
+        return self.earliest(parts), self.latest(parts)
 
     def earliest(self, parts: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """Each partition's log start offset."""
@@ -260,6 +222,43 @@ class Planner:
     def latest(self, parts: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
         """Each partition's end (its last stable offset under read_committed)."""
         return self.offsets(parts, NEWEST)
+
+
+def resolve(
+    parts: Sequence[TopicPartition],
+    spec: OffsetSpec,
+    default: int,
+    bounds: tuple[dict[TopicPartition, int], dict[TopicPartition, int]],
+) -> dict[TopicPartition, int]:
+    """Concrete offsets for ``spec``: EARLIEST, LATEST or per partition.
+
+    ``default`` is for the partitions a JSON spec leaves out; ``bounds`` are
+    the partitions' earliest and latest offsets (:meth:`Planner.bounds`).
+
+    Raises:
+        ConfigError: a JSON spec names a partition that is not read, or an
+            offset past the partition's end.
+    """
+    if isinstance(spec, dict):
+        stray = sorted(set(spec) - set(parts))
+        if stray:
+            named = ", ".join(f"{t}/{p}" for t, p in stray)
+            raise errors.ConfigError(f"offsets given for partitions that are not read: {named}")
+    earliest, latest = bounds
+    out = {}
+    for tp in parts:
+        code = spec.get(tp, default) if isinstance(spec, dict) else spec
+        if code == EARLIEST:
+            out[tp] = earliest[tp]
+        elif code == LATEST:
+            out[tp] = latest[tp]
+        elif code > latest[tp]:
+            raise errors.ConfigError(
+                f"{tp[0]}/{tp[1]}: offset {code} is past the partition's end {latest[tp]}"
+            )
+        else:
+            out[tp] = code
+    return out
 
 
 # -- reading a range in a task -----------------------------------------------------

@@ -22,6 +22,7 @@ from pykaf.spark._read import (
     Planner,
     input_partitions,
     read_partition,
+    resolve,
     spark_schema,
 )
 from pykaf.spark._stream import PykafStreamReader
@@ -49,8 +50,9 @@ class PykafReader(DataSourceReader):
         opts = self.opts
         with Planner(opts.config) as planner:
             parts = planner.partitions(opts.subscription)
-            start = planner.resolve(parts, opts.starting, EARLIEST)
-            end = planner.resolve(parts, opts.ending, LATEST)
+            bounds = planner.bounds(parts)
+        start = resolve(parts, opts.starting, EARLIEST, bounds)
+        end = resolve(parts, opts.ending, LATEST, bounds)
         ranges = []
         for topic, partition in parts:
             first, last = start[(topic, partition)], end[(topic, partition)]

@@ -34,6 +34,7 @@ from pykaf.spark._read import (
     TopicPartition,
     input_partitions,
     read_partition,
+    resolve,
 )
 
 Offsets = dict[TopicPartition, int]
@@ -81,7 +82,6 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.opts = read_options(options, streaming=True)
-        self.config = self.opts.config
         #: trigger(availableNow=True): the offsets not to read past.
         self.target: Offsets | None = None
 
@@ -90,13 +90,13 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
         """Where a new query starts: ``startingOffsets`` (latest by default)."""
-        with Planner(self.config) as planner:
+        with Planner(self.opts.config) as planner:
             parts = self._parts(planner)
-            return to_json(planner.resolve(parts, self.opts.starting, LATEST))
+            return to_json(resolve(parts, self.opts.starting, LATEST, planner.bounds(parts)))
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Note the current end of every partition: the query reads up to it and stops."""
-        with Planner(self.config) as planner:
+        with Planner(self.opts.config) as planner:
             self.target = planner.latest(self._parts(planner))
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -110,7 +110,7 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ) -> dict[str, dict[str, int]]:
         """The end of the next micro-batch: what is available, within ``limit``."""
         begin = from_json(start or {})
-        with Planner(self.config) as planner:
+        with Planner(self.opts.config) as planner:
             parts = self._parts(planner)
             latest = planner.latest(parts)
             new = [tp for tp in parts if tp not in begin]
@@ -131,7 +131,7 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         """The current end of every partition (for the query's progress reports)."""
-        with Planner(self.config) as planner:
+        with Planner(self.opts.config) as planner:
             return to_json(planner.latest(self._parts(planner)))
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -142,7 +142,7 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin, stop = from_json(start), from_json(end)
         new = [tp for tp in stop if tp not in begin]
         if new:
-            with Planner(self.config) as planner:
+            with Planner(self.opts.config) as planner:
                 begin.update(planner.earliest(new))
         ranges = [OffsetRange(t, p, begin[(t, p)], offset) for (t, p), offset in stop.items()]
         return input_partitions(self.opts, ranges)
