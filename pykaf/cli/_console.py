@@ -217,12 +217,11 @@ def run_consume(args: argparse.Namespace) -> int:
         reader: Any = pykaf.sync.ConsumerGroup(
             args.bootstrap_servers, args.group, [args.topic], **options
         )
-    elif args.from_time is not None or start == NEWEST:
-        reader = _consumer_at(args, options, start)
     else:
-        parts = args.partitions or _all_partitions(args)
+        level = options.get("isolation_level", "read_committed")
+        assignment = _assignment(args, start, level)
         reader = pykaf.sync.Consumer(args.bootstrap_servers, **options)
-        reader.assign([(args.topic, p, start) for p in parts])
+        reader.assign(assignment)
     try:
         while limit is None or count < limit:
             record = reader.poll(timeout=args.timeout)
@@ -241,32 +240,28 @@ def run_consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _all_partitions(args: argparse.Namespace) -> list[int]:
-    import pykaf.sync
+def _assignment(args: argparse.Namespace, start: int, level: str) -> list[tuple[str, int, int]]:
+    """Where each partition starts: ``start`` as it is, or looked up by one admin client.
 
-    with pykaf.sync.Admin(args.bootstrap_servers, **client_settings(args)) as admin:
-        return [p.partition for p in admin.describe_topic(args.topic).partitions]
-
-
-def _consumer_at(args: argparse.Namespace, options: dict[str, Any], when: int) -> Any:
-    """A consumer assigned at the end (``NEWEST``) or at a time, offsets looked up first.
-
-    The admin client's ``NEWEST`` is checked against a Fetch (right on Tansu,
-    whose ListOffsets(latest) lands inside the last batch).
+    ``NEWEST`` and times (``--from-time``) are looked up here: the admin
+    client's ``NEWEST`` is checked against a Fetch (right on Tansu, whose
+    ListOffsets(latest) lands inside the last batch); a time with no record
+    that late starts at the end.
     """
     import pykaf.sync
 
-    parts = args.partitions or _all_partitions(args)
-    level = options.get("isolation_level", "read_committed")
+    topic = args.topic
+    look_up = args.from_time is not None or start == NEWEST
+    if args.partitions and not look_up:
+        return [(topic, p, start) for p in args.partitions]
     with pykaf.sync.Admin(args.bootstrap_servers, **client_settings(args)) as admin:
-        ends = admin.list_offsets({(args.topic, p): NEWEST for p in parts}, isolation_level=level)
+        parts = args.partitions or [p.partition for p in admin.describe_topic(topic).partitions]
+        if not look_up:
+            return [(topic, p, start) for p in parts]
+        ends = admin.list_offsets({(topic, p): NEWEST for p in parts}, isolation_level=level)
         found = ends
-        if when != NEWEST:
-            found = admin.list_offsets({(args.topic, p): when for p in parts})
-    starts = []
-    for p in parts:
-        offset = found[(args.topic, p)]  # -1: no record that late, so the end
-        starts.append((args.topic, p, offset if offset >= 0 else ends[(args.topic, p)]))
-    consumer = pykaf.sync.Consumer(args.bootstrap_servers, **options)
-    consumer.assign(starts)
-    return consumer
+        if args.from_time is not None:
+            found = admin.list_offsets({(topic, p): start for p in parts})
+    return [
+        (topic, p, found[(topic, p)] if found[(topic, p)] >= 0 else ends[(topic, p)]) for p in parts
+    ]
