@@ -396,7 +396,14 @@ class BrokerConnection:
         return f"<BrokerConnection node={self.node_id} {self.host}:{self.port}>"
 
 
+_API_NAMES: dict[int, str] = {}
+
+
 def _api_name(cls: type) -> str:
-    """``ProduceRequest`` -> ``Produce``."""
-    name = cls.__name__
-    return name[: -len("Request")] if name.endswith("Request") else name
+    """``ProduceRequest`` -> ``Produce`` (worked out once per API: this is on every request)."""
+    key: int = cls.API_KEY  # type: ignore[attr-defined]
+    name = _API_NAMES.get(key)
+    if name is None:
+        name = cls.__name__
+        name = _API_NAMES[key] = name[: -len("Request")] if name.endswith("Request") else name
+    return name
