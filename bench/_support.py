@@ -81,6 +81,25 @@ def note_rate(benchmark: Any, records: int) -> None:
         benchmark.extra_info["records_per_s"] = round(records / median)
 
 
+def confluent_produce_all(producer: Any, topic: str, values: Any) -> int:
+    """``produce()`` each value with confluent-kafka, serving the queue when it is full.
+
+    Returns how many times the local queue was full (each one a ``poll(0)``
+    and a retry). The caller flushes.
+    """
+    produce, poll = producer.produce, producer.poll
+    full = 0
+    for value in values:
+        while True:
+            try:
+                produce(topic, value)
+                break
+            except BufferError:  # the local queue is full: serve it and retry
+                full += 1
+                poll(0)
+    return full
+
+
 # -- data ---------------------------------------------------------------------
 _EVENTS = ("click", "view", "purchase", "login", "logout", "scroll", "search", "share")
 _FILL = b"abcdefghijklmnopqrstuvwxyz0123456789"

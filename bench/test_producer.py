@@ -89,7 +89,7 @@ from typing import Any
 import pytest
 import trio
 
-from bench._support import AIOKAFKA, PYKAF, bulk_values, note_rate, tag
+from bench._support import AIOKAFKA, PYKAF, bulk_values, confluent_produce_all, note_rate, tag
 
 CONFLUENT = "confluent-kafka"
 RECORDS = 1_000_000
@@ -304,17 +304,7 @@ class ConfluentRound(Round):
         assert left == 0, "confluent-kafka: the warm-up records were not acknowledged"
 
     def run(self) -> None:
-        topic = self.topic
-        produce, poll = self.producer.produce, self.producer.poll
-        full = 0
-        for value in self.values:
-            while True:
-                try:
-                    produce(topic, value)
-                    break
-                except BufferError:  # the local queue is full: serve it and retry
-                    full += 1
-                    poll(0)
+        full = confluent_produce_all(self.producer, self.topic, self.values)
         self.left = self.producer.flush(ROUND_TIMEOUT_S)
         self.notes["buffer_full_retries"] = full
 

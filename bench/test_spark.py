@@ -35,7 +35,7 @@ from typing import Any
 
 import pytest
 
-from bench._support import PYKAF, note_rate, tag
+from bench._support import PYKAF, confluent_produce_all, note_rate, tag
 
 CONFLUENT = "confluent-kafka"
 RECORDS = 1_000_000
@@ -110,14 +110,7 @@ def _write(client: str, variant: str, df: Any, bootstrap: str, topic: str) -> No
                 "enable.idempotence": True,
             }
         )
-        produce, poll = producer.produce, producer.poll
-        for value in df.toArrow().column("value").to_pylist():
-            while True:
-                try:
-                    produce(topic, value)
-                    break
-                except BufferError:
-                    poll(0)
+        confluent_produce_all(producer, topic, df.toArrow().column("value").to_pylist())
         assert producer.flush(120) == 0, "confluent-kafka: records unacknowledged"
 
 

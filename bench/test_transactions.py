@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 import trio
 
-from bench._support import PYKAF, bulk_values, note_rate, tag
+from bench._support import PYKAF, bulk_values, confluent_produce_all, note_rate, tag
 from bench.test_producer import (
     LINGER_S,
     PARTITIONS,
@@ -94,17 +94,10 @@ class ConfluentTxnRound(ConfluentRound):
         self.producer.commit_transaction(ROUND_TIMEOUT_S)
 
     def run(self) -> None:
-        topic, producer = self.topic, self.producer
-        produce, poll = producer.produce, producer.poll
+        producer = self.producer
         for chunk in _chunks(self.values):
             producer.begin_transaction()
-            for value in chunk:
-                while True:
-                    try:
-                        produce(topic, value)
-                        break
-                    except BufferError:
-                        poll(0)
+            confluent_produce_all(producer, self.topic, chunk)
             producer.commit_transaction(ROUND_TIMEOUT_S)  # raises if anything failed
         self.left = 0
 

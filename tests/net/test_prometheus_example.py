@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 from types import ModuleType
 
 import pytest
+from doc_examples import load_example
 
 from pykaf.testing import open_fake_cluster
 
 pytest.importorskip("prometheus_client")
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "prometheus_metrics.py"
 
 
 def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("prometheus_metrics", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("prometheus_metrics.py")
 
 
 async def test_the_scrape_counts_every_produce_request() -> None:

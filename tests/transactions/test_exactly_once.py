@@ -8,22 +8,20 @@ read_committed, must hold each input record's result exactly once.
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from collections import Counter
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 import trio
+from doc_examples import load_example
 
 import pykaf
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf.testing import FakeCluster, open_fake_cluster
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "exactly_once.py"
 SOURCE, SINK, GROUP = "input", "output", "transformers"
 PARTITIONS = 3
 RECORDS = 1500
@@ -50,11 +48,7 @@ ABORTING_FAULTS = [
 
 
 def _example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("exactly_once_example", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("exactly_once.py")
 
 
 def _expected() -> Counter[tuple[bytes | None, bytes]]:
