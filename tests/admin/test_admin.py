@@ -79,6 +79,19 @@ async def test_describe_cluster(broker: Any) -> None:
         assert cluster.controller_id == cluster.brokers[0].node_id
 
 
+async def test_validate_only_creates_nothing_on_the_fake(fake_cluster: Any) -> None:
+    """validate_only (Tansu 0.6 creates the topic anyway)."""
+    topic = unique("checked")
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        await admin.create_topic(topic, 2, validate_only=True)
+        assert topic not in await admin.list_topics()
+        with pytest.raises(errors.InvalidPartitionsError):
+            await admin.create_topic(topic, 0, validate_only=True)
+        await admin.create_topic(topic, 2)
+        await admin.create_partitions({topic: 4}, validate_only=True)
+        assert len((await admin.describe_topic(topic)).partitions) == 2
+
+
 async def test_partitions_are_added_on_the_fake(fake_cluster: Any) -> None:
     """CreatePartitions (Tansu does not have it)."""
     topic = unique("grow")
@@ -97,6 +110,9 @@ async def test_topic_configs_on_tansu(tansu_broker: Any) -> None:
     async with pykaf.open_admin(tansu_broker.bootstrap) as admin:
         await admin.create_topic(topic, 1, configs={"cleanup.policy": "compact"})
         configs = await admin.describe_topic_configs([topic])
+        # each broker answers for itself, keyed by its id (Tansu 0.6 lists no configs)
+        brokers = await admin.describe_broker_configs()
+        assert set(brokers) == {b.node_id for b in (await admin.describe_cluster()).brokers}
     assert topic in configs
     entries = configs[topic]
     assert all(isinstance(e, pykaf.ConfigEntry) and e.name == k for k, e in entries.items())
