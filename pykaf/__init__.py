@@ -4,11 +4,20 @@ This module only re-exports the public names; the code lives in private modules.
 """
 
 from pykaf import codec, errors
+from pykaf._admin.acls import (
+    AclBinding,
+    AclFilter,
+    AclOperation,
+    AclPermission,
+    PatternType,
+    ResourceType,
+)
 from pykaf._admin.admin import Admin, open_admin
 from pykaf._admin.results import (
     AdminError,
     BrokerDescription,
     ClusterDescription,
+    ConfigChange,
     ConfigEntry,
     GroupDescription,
     GroupListing,
@@ -75,6 +84,10 @@ from pykaf._version import __version__
 __all__ = [
     "NEWEST",
     "OLDEST",
+    "AclBinding",
+    "AclFilter",
+    "AclOperation",
+    "AclPermission",
     "Admin",
     "AdminError",
     "Assignor",
@@ -88,6 +101,7 @@ __all__ = [
     "ClientStatistics",
     "ClusterDescription",
     "CommitError",
+    "ConfigChange",
     "ConfigEntry",
     "Consumer",
     "ConsumerConfig",
@@ -113,6 +127,7 @@ __all__ = [
     "PartitionStatistics",
     "Partitioner",
     "PartitionerError",
+    "PatternType",
     "Producer",
     "ProducerConfig",
     "ProducerError",
@@ -122,6 +137,7 @@ __all__ = [
     "RecordMetadata",
     "RequestEvent",
     "RequestStatistics",
+    "ResourceType",
     "RoundRobinAssignor",
     "StickyAssignor",
     "TopicDescription",

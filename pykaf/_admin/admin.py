@@ -1,4 +1,4 @@
-"""The admin client: topics, partitions, configs, consumer groups, offsets, records.
+"""The admin client: topics, partitions, configs, ACLs, consumer groups, offsets, records.
 
 Each call builds the protocol request, sends it to the broker that must
 answer it (the controller for topic changes, a group's coordinator for group
@@ -18,12 +18,16 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._admin import acls
+from pykaf._admin.acls import AclBinding, AclFilter
 from pykaf._admin.results import (
     CONFIG_SOURCES,
     AdminError,
     BrokerDescription,
     ClusterDescription,
+    ConfigChange,
     ConfigEntry,
+    ConfigValue,
     GroupDescription,
     GroupListing,
     MemberDescription,
@@ -84,6 +88,27 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     for topic, partition in partitions:
         out.setdefault(topic, []).append(partition)
     return out
+
+
+def _alter_request(
+    kind: int, resources: Sequence[tuple[str, Mapping[str, ConfigValue]]], validate_only: bool
+) -> Any:
+    R = P.IncrementalAlterConfigsRequest
+    out = []
+    for name, configs in resources:
+        entries = []
+        for key, value in configs.items():
+            if isinstance(value, ConfigChange):
+                change = value
+            elif value is None:
+                change = ConfigChange("delete")
+            else:
+                change = ConfigChange("set", value)
+            entries.append(
+                R.AlterableConfig(name=key, config_operation=change.code, value=change.value)
+            )
+        out.append(R.AlterConfigsResource(resource_type=kind, resource_name=name, configs=entries))
+    return R(resources=out, validate_only=validate_only)
 
 
 class Admin:
@@ -411,6 +436,115 @@ class Admin:
             out[name] = entries
         _raise_one(operation, failures, len(response.results))
         return out
+
+    async def alter_topic_configs(
+        self,
+        changes: Mapping[str, Mapping[str, ConfigValue]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Change topics' configs incrementally (IncrementalAlterConfigs).
+
+        ``changes`` maps a topic to its changes: a config name to a value to
+        set, None to delete its own value (back to the default), or a
+        :class:`ConfigChange` (``append``/``subtract`` for list configs).
+        Configs not named keep their values. Each topic's changes are applied
+        all together or not at all.
+
+        Raises:
+            AdminError: some topics' changes were refused; one topic's error
+                directly (``InvalidConfigurationError``, ``UnknownTopicOrPartitionError``, ...).
+            UnsupportedVersionError: the broker has no IncrementalAlterConfigs.
+        """
+        request = _alter_request(_TOPIC, [(n, c) for n, c in changes.items()], validate_only)
+        response = await self._to_any(request)
+        failures = {}
+        for r in response.responses:
+            error = _error(r.error_code, f"configs of {r.resource_name!r}", r.error_message)
+            if error is not None:
+                failures[r.resource_name] = error
+        _raise_one("alter_topic_configs", failures, len(response.responses))
+
+    async def alter_broker_configs(
+        self,
+        changes: Mapping[int | None, Mapping[str, ConfigValue]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Change brokers' dynamic configs incrementally; ``None`` is every broker's default.
+
+        A broker's own changes are sent to that broker; the cluster-wide
+        defaults to any broker. Values are as for :meth:`alter_topic_configs`.
+
+        Raises:
+            AdminError: some brokers' changes were refused; one broker's error directly.
+        """
+        failures: dict[Any, BaseException] = {}
+        for node_id, configs in changes.items():
+            name = "" if node_id is None else str(node_id)
+            request = _alter_request(_BROKER, [(name, configs)], validate_only)
+            if node_id is None:
+                response = await self._to_any(request)
+            else:
+                response = await self._send(await self.client.broker_connection(node_id), request)
+            for r in response.responses:
+                what = "the brokers' defaults" if node_id is None else f"broker {node_id}"
+                error = _error(r.error_code, f"configs of {what}", r.error_message)
+                if error is not None:
+                    failures[node_id] = error
+        _raise_one("alter_broker_configs", failures, len(changes))
+
+    # -- ACLs ---------------------------------------------------------------------
+
+    async def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
+        """The ACL bindings ``acl_filter`` matches (every binding by default).
+
+        Raises:
+            SecurityDisabledError: the cluster has no authorizer.
+            InvalidRequestError: an invalid filter.
+        """
+        response = await self._to_any(acls.describe_request(acl_filter or AclFilter()))
+        error = _error(response.error_code, "describe_acls", response.error_message)
+        if error is not None:
+            raise error
+        return acls.described(response)
+
+    async def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Add ACL bindings (one already there is kept once).
+
+        Raises:
+            AdminError: some bindings were refused, keyed by binding; one
+                binding's error directly (``InvalidRequestError``, ``SecurityDisabledError``).
+        """
+        if not bindings:
+            return
+        response = await self._to_any(acls.create_request(bindings))
+        failures = {}
+        for binding, result in zip(bindings, response.results, strict=True):
+            error = _error(result.error_code, f"ACL {binding}", result.error_message)
+            if error is not None:
+                failures[binding] = error
+        _raise_one("create_acls", failures, len(bindings))
+
+    async def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclBinding]:
+        """Delete the ACL bindings each filter matches; returns the bindings deleted.
+
+        Raises:
+            AdminError: some filters were refused, keyed by filter (the other
+                filters' bindings are deleted); one filter's error directly.
+        """
+        if not filters:
+            return []
+        response = await self._to_any(acls.delete_request(filters))
+        gone: list[AclBinding] = []
+        failures = {}
+        for f, result in zip(filters, response.filter_results, strict=True):
+            error = _error(result.error_code, f"ACL filter {f}", result.error_message)
+            if error is not None:
+                failures[f] = error
+            gone.extend(b for b in acls.deleted(result) if b not in gone)
+        _raise_one("delete_acls", failures, len(filters))
+        return gone
 
     # -- consumer groups ----------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from pykaf import errors
 
@@ -89,6 +89,58 @@ class ConfigEntry:
     read_only: bool
     sensitive: bool
     default: bool
+
+
+_CONFIG_OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """One incremental change to a config (IncrementalAlterConfigs).
+
+    In the mappings :meth:`pykaf.Admin.alter_topic_configs` takes, a plain
+    string sets a value and None deletes it (back to its default); use
+    ``ConfigChange.append(...)`` and ``ConfigChange.subtract(...)`` for list
+    configs such as ``cleanup.policy``.
+    """
+
+    op: Literal["set", "delete", "append", "subtract"]
+    value: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in _CONFIG_OPS:
+            raise ValueError(f"unknown config operation {self.op!r}")
+        if (self.op == "delete") != (self.value is None):
+            raise ValueError(f"{self.op} {'takes no' if self.op == 'delete' else 'needs a'} value")
+
+    @classmethod
+    def set(cls, value: str) -> ConfigChange:
+        """Set the config to ``value``."""
+        return cls("set", value)
+
+    @classmethod
+    def delete(cls) -> ConfigChange:
+        """Remove the config's own value: it falls back to its default."""
+        return cls("delete")
+
+    @classmethod
+    def append(cls, *values: str) -> ConfigChange:
+        """Add ``values`` to a list config (those already in it are kept once)."""
+        return cls("append", ",".join(values))
+
+    @classmethod
+    def subtract(cls, *values: str) -> ConfigChange:
+        """Remove ``values`` from a list config."""
+        return cls("subtract", ",".join(values))
+
+    @property
+    def code(self) -> int:
+        """Kafka's code for the operation (SET 0, DELETE 1, APPEND 2, SUBTRACT 3)."""
+        return _CONFIG_OPS[self.op]
+
+
+#: What a config maps to in an alteration: a value to set, None to delete, or a change.
+ConfigValue: TypeAlias = str | ConfigChange | None
 
 
 @dataclass(frozen=True)

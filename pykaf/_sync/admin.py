@@ -8,10 +8,12 @@ from functools import partial
 from types import TracebackType
 from typing import Any
 
+from pykaf._admin.acls import AclBinding, AclFilter
 from pykaf._admin.admin import open_admin
 from pykaf._admin.results import (
     ClusterDescription,
     ConfigEntry,
+    ConfigValue,
     GroupDescription,
     GroupListing,
     NewTopic,
@@ -153,6 +155,40 @@ class Admin:
         result: dict[int, dict[str, ConfigEntry]] = self._run(
             self._admin.describe_broker_configs, node_ids, keys=keys
         )
+        return result
+
+    def alter_topic_configs(
+        self,
+        changes: Mapping[str, Mapping[str, ConfigValue]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Change topics' configs; see :meth:`pykaf.Admin.alter_topic_configs`."""
+        self._run(self._admin.alter_topic_configs, changes, validate_only=validate_only)
+
+    def alter_broker_configs(
+        self,
+        changes: Mapping[int | None, Mapping[str, ConfigValue]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Change brokers' configs; see :meth:`pykaf.Admin.alter_broker_configs`."""
+        self._run(self._admin.alter_broker_configs, changes, validate_only=validate_only)
+
+    # -- ACLs ---------------------------------------------------------------------
+
+    def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
+        """The bindings a filter matches; see :meth:`pykaf.Admin.describe_acls`."""
+        result: list[AclBinding] = self._run(self._admin.describe_acls, acl_filter)
+        return result
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Add ACL bindings; see :meth:`pykaf.Admin.create_acls`."""
+        self._run(self._admin.create_acls, bindings)
+
+    def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclBinding]:
+        """Delete matching bindings; see :meth:`pykaf.Admin.delete_acls`."""
+        result: list[AclBinding] = self._run(self._admin.delete_acls, filters)
         return result
 
     # -- groups -------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The ``pykaf`` command: console producer and consumer, topics, groups, perf, the demo.
+"""The ``pykaf`` command: console producer and consumer, topics, groups, ACLs, perf, the demo.
 
 ::
 
@@ -6,6 +6,7 @@
     seq 1000 | pykaf produce orders
     pykaf consume orders --from beginning -n 10 --format json
     pykaf groups lag billing
+    pykaf acls create --resource-type topic --name orders --principal User:alice --operation read
     pykaf perf produce bench -n 1000000 -s 100 --json
 
 Also ``python -m pykaf``. Exit status: 0 done, 1 a Kafka or connection error
@@ -19,6 +20,7 @@ import os
 import sys
 
 from pykaf import errors
+from pykaf.cli._acls import add_acls
 from pykaf.cli._common import CliError
 from pykaf.cli._console import add_consume, add_produce
 from pykaf.cli._manage import add_groups, add_topics
@@ -33,6 +35,7 @@ def parser() -> argparse.ArgumentParser:
     add_consume(sub)
     add_topics(sub)
     add_groups(sub)
+    add_acls(sub)
     add_perf(sub)
     sub.add_parser(
         "demo", help="the demo: an embedded broker, produce, consume, summary (pykaf demo -h)"

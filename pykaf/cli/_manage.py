@@ -6,13 +6,23 @@ import argparse
 import dataclasses
 from typing import Any
 
+from pykaf._admin.results import ConfigChange, ConfigValue
 from pykaf._cluster.client import NEWEST, OLDEST
-from pykaf.cli._common import add_connection, pairs, print_json, print_table, settings
+from pykaf.cli._common import (
+    CliError,
+    add_connection,
+    pairs,
+    print_json,
+    print_table,
+    settings,
+)
 
 
 def add_topics(sub: Any) -> None:
     """The ``topics`` subcommand and its actions."""
-    t = sub.add_parser("topics", help="list, describe, create and delete topics")
+    t = sub.add_parser(
+        "topics", help="list, describe, create, delete topics; show and alter configs"
+    )
     actions = t.add_subparsers(dest="action", required=True, metavar="ACTION")
     ls = actions.add_parser("list", help="topic names")
     ls.add_argument("--internal", action="store_true", help="include internal topics")
@@ -25,7 +35,27 @@ def add_topics(sub: Any) -> None:
     create.add_argument("-c", "--config", action="append", default=[], metavar="NAME=VALUE")
     delete = actions.add_parser("delete", help="delete topics")
     delete.add_argument("topics", nargs="+")
-    for p in (ls, describe, create, delete):
+    configs = actions.add_parser("configs", help="a topic's configs with their sources")
+    configs.add_argument("topic")
+    configs.add_argument("--all", action="store_true", help="defaults too, not only what is set")
+    alter = actions.add_parser("alter", help="change a topic's configs (only those named)")
+    alter.add_argument("topic")
+    alter.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    alter.add_argument(
+        "--delete", action="append", default=[], metavar="NAME", help="back to the default"
+    )
+    alter.add_argument(
+        "--append", action="append", default=[], metavar="NAME=VALUE", help="add to a list config"
+    )
+    alter.add_argument(
+        "--subtract",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="remove from a list config",
+    )
+    alter.add_argument("--validate-only", action="store_true", help="check, change nothing")
+    for p in (ls, describe, create, delete, configs, alter):
         add_connection(p)
         p.add_argument("--json", action="store_true", help="machine-readable output")
     t.set_defaults(run=run_topics)
@@ -57,6 +87,20 @@ def run_topics(args: argparse.Namespace) -> int:
         elif args.action == "create":
             admin.create_topic(args.topic, args.partitions, args.replication_factor, configs)
             _done(args, {"created": args.topic})
+        elif args.action == "configs":
+            entries = admin.describe_topic_configs([args.topic])[args.topic]
+            shown = [e for _, e in sorted(entries.items()) if args.all or not e.default]
+            if args.json:
+                print_json({e.name: dataclasses.asdict(e) for e in shown})
+            else:
+                print_table(
+                    ["config", "value", "source"], [(e.name, e.value, e.source) for e in shown]
+                )
+        elif args.action == "alter":
+            changes = _changes(args)
+            admin.alter_topic_configs({args.topic: changes}, validate_only=args.validate_only)
+            verb = "valid" if args.validate_only else "altered"
+            _done(args, {verb: f"{args.topic} ({len(changes)} configs)"})
         else:
             admin.delete_topics(args.topics)
             _done(args, {"deleted": args.topics})
@@ -139,6 +183,24 @@ def run_groups(args: argparse.Namespace) -> int:
                 args, {"group": args.group, "offsets": {str(p): o for (_, p), o in offsets.items()}}
             )
     return 0
+
+
+def _changes(args: argparse.Namespace) -> dict[str, ConfigValue]:
+    """The ``topics alter`` options as one change per config name."""
+    changes: dict[str, ConfigValue] = {}
+    given = [
+        *((k, v) for k, v in pairs(args.set, "--set").items()),
+        *((k, None) for k in args.delete),
+        *((k, ConfigChange.append(v)) for k, v in pairs(args.append, "--append").items()),
+        *((k, ConfigChange.subtract(v)) for k, v in pairs(args.subtract, "--subtract").items()),
+    ]
+    for name, change in given:
+        if name in changes:
+            raise CliError(f"{name} is changed twice")
+        changes[name] = change
+    if not changes:
+        raise CliError("nothing to change: give --set, --delete, --append or --subtract")
+    return changes
 
 
 def _ids(ids: list[int]) -> str:

@@ -12,17 +12,9 @@ import trio
 import pykaf
 from pykaf import errors
 
-bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
-
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(params=["tansu", "fake"])
-def admin_broker(request: pytest.FixtureRequest) -> Any:
-    """The session's Tansu, then a fresh fake cluster of three brokers."""
-    return bc.broker_from(request, request.param)
 
 
 async def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> None:

@@ -206,3 +206,49 @@ def test_percentiles() -> None:
     assert percentiles([5.0]) == {"p50": 5.0, "p95": 5.0, "p99": 5.0, "max": 5.0}
     many = percentiles([float(i) for i in range(1, 101)])
     assert many == {"p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0}
+
+
+def test_topic_configs_are_shown_and_altered(cli: tuple[Any, Run]) -> None:
+    _, run = cli
+    topic = unique("cli-cfg")
+    run("topics", "create", topic, "-p", "1", "-c", "cleanup.policy=compact")
+    altered = run(
+        "topics", "alter", topic, "--set", "retention.ms=5000", "--append", "cleanup.policy=delete"
+    )
+    assert altered.stdout.strip() == f"altered {topic} (2 configs)"
+    shown = json.loads(run("topics", "configs", topic, "--all", "--json").stdout)
+    assert shown["retention.ms"]["value"] == "5000"
+    assert shown["cleanup.policy"]["value"] == "compact,delete"
+    run(
+        "topics", "alter", topic, "--subtract", "cleanup.policy=compact", "--delete", "retention.ms"
+    )
+    table = run("topics", "configs", topic, "--all").stdout
+    assert any(line.split()[:2] == ["cleanup.policy", "delete"] for line in table.splitlines())
+    usage = run("topics", "alter", topic, check=False)
+    assert usage.returncode == 2 and "nothing to change" in usage.stderr
+
+
+def test_acls_commands_on_the_fake(fake_cluster: Any) -> None:
+    run = partial(pykaf_command, bootstrap=fake_cluster.bootstrap)
+    grant = ("--resource-type", "topic", "--name", "orders", "--principal", "User:alice")
+    run("acls", "create", *grant, "--operation", "read")
+    run("acls", "create", *grant, "--operation", "write", "--permission", "deny", "--host", "h1")
+    listed = json.loads(run("acls", "list", "--principal", "User:alice", "--json").stdout)
+    assert sorted((b["operation"], b["permission"], b["host"]) for b in listed) == [
+        ("READ", "ALLOW", "*"),
+        ("WRITE", "DENY", "h1"),
+    ]
+    table = run(
+        "acls", "list", "--resource-type", "topic", "--name", "orders", "--pattern", "match"
+    )
+    assert len(table.stdout.strip().splitlines()) == 1 + 2  # the header and two bindings
+    deleted = json.loads(run("acls", "delete", "--permission", "deny", "--json").stdout)
+    assert [b["operation"] for b in deleted] == ["WRITE"]
+    assert len(json.loads(run("acls", "list", "--json").stdout)) == 1
+    bad = run("acls", "create", *grant, "--operation", "juggle", check=False)
+    assert bad.returncode == 2 and "'juggle' is not one of" in bad.stderr
+    refused = run(
+        "acls", "create", "--resource-type", "topic", "--name", "t", "--principal", "alice",
+        "--operation", "read", check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "InvalidRequestError" in refused.stderr

@@ -22,7 +22,9 @@ import trio
 
 from pykaf import errors
 from pykaf.protocol import ApiVersion, ApiVersionsResponse
+from pykaf.testing._fake.acls import AclEntry
 from pykaf.testing._fake.api import Api
+from pykaf.testing._fake.configs import ConfigStore
 from pykaf.testing._fake.groups import GroupCoordinator
 from pykaf.testing._fake.model import BrokerNode, InjectedError, Partition, RequestRecord, Topic
 from pykaf.testing._fake.sasl import SaslServer
@@ -84,6 +86,8 @@ class FakeCluster:
     Attributes:
         nodes: the brokers by id.
         topics: the topics by name.
+        configs: the dynamic broker configs IncrementalAlterConfigs set.
+        acls: the ACL bindings CreateAcls stored (kept, not enforced).
         handler_errors: exceptions raised inside request handlers (a bug of the
             fake cluster; its fixture fails the test when this is not empty).
     """
@@ -136,6 +140,8 @@ class FakeCluster:
         self._servers: dict[int, BrokerServer] = {}
         self._next_leader = 0
         self.groups = GroupCoordinator(self)
+        self.configs = ConfigStore()
+        self.acls: list[AclEntry] = []
         self.transactions = TransactionCoordinator(self)
         self.apis: dict[int, Api] = {}
         from pykaf.testing._fake.handlers import all_apis

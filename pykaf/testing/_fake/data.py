@@ -23,6 +23,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf.errors import CorruptRecordError
 from pykaf.testing._fake.api import Api, RequestContext
+from pykaf.testing._fake.configs import validate_topic_configs
 from pykaf.testing._fake.log import PartitionLog, split_batches, stamp_log_append_time
 from pykaf.testing._fake.model import Partition
 
@@ -30,7 +31,6 @@ _UNKNOWN = errors.UnknownTopicOrPartitionError.code
 _NOT_LEADER = errors.NotLeaderOrFollowerError.code
 _NOT_CONTROLLER = errors.NotControllerError.code
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
-_TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 READ_COMMITTED = 1
 
@@ -395,9 +395,9 @@ def _create_check(ctx: RequestContext, t: P.CreateTopicsRequest.CreatableTopic) 
                 errors.InvalidReplicationFactorError.code,
                 f"replication factor {t.replication_factor} larger than {brokers} brokers",
             )
-    for c in t.configs:
-        if c.name == "message.timestamp.type" and c.value not in _TIMESTAMP_TYPES:
-            return errors.InvalidConfigurationError.code, f"bad {c.name} {c.value!r}"
+    problem = validate_topic_configs({c.name: c.value for c in t.configs})
+    if problem is not None:
+        return errors.InvalidConfigurationError.code, problem
     return 0, ""
 
 

@@ -1,0 +1,484 @@
+"""Topic and broker configs on the fake cluster: DescribeConfigs and IncrementalAlterConfigs.
+
+A topic's config resolves as Kafka's does: the topic's own value, else the
+cluster-wide dynamic broker default of its synonym (set through the broker
+resource named ``""``), else the built-in default. Broker configs are the
+static ones every broker reports (read-only here) and the dynamic ones an
+IncrementalAlterConfigs may set per broker or cluster-wide. Values are
+checked by type before anything is stored; a resource's changes are applied
+all together or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pykaf import errors
+from pykaf import protocol as P
+from pykaf.testing._fake.api import Api, RequestContext
+
+if TYPE_CHECKING:
+    from pykaf.testing._fake.cluster import FakeCluster
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# Kafka's ConfigSource codes.
+DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
+# Kafka's ConfigType codes (DescribeConfigs v3+).
+_BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
+
+_INVALID_CONFIG = errors.InvalidConfigurationError.code
+_INVALID_REQUEST = errors.InvalidRequestError.code
+_LONG_MAX = str(2**63 - 1)
+
+
+class ConfigValueError(ValueError):
+    """A config value that does not parse as its type."""
+
+
+def _check_int(value: str, lo: int) -> None:
+    try:
+        n = int(value)
+    except ValueError:
+        raise ConfigValueError(f"{value!r} is not an integer") from None
+    if n < lo:
+        raise ConfigValueError(f"{value} is below the minimum {lo}")
+
+
+def _check_double(value: str) -> None:
+    try:
+        float(value)
+    except ValueError:
+        raise ConfigValueError(f"{value!r} is not a number") from None
+
+
+def _check_bool(value: str) -> None:
+    if value.lower() not in ("true", "false"):
+        raise ConfigValueError(f"{value!r} is not true or false")
+
+
+def _one_of(*choices: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if value not in choices:
+            raise ConfigValueError(f"{value!r} is not one of {', '.join(choices)}")
+
+    return check
+
+
+def _list_of(*choices: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        bad = [v for v in _split(value) if choices and v not in choices]
+        if bad:
+            raise ConfigValueError(f"{', '.join(bad)} not among {', '.join(choices)}")
+
+    return check
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One config the fake knows: its default, type, check and broker synonym."""
+
+    name: str
+    default: str
+    kind: int
+    check: Callable[[str], None]
+    synonym: str | None = None  # the broker config a topic config defaults to
+    dynamic: bool = True  # broker configs: may be altered at run time
+
+    def validate(self, value: str) -> None:
+        """Raise :class:`ConfigValueError` when ``value`` is not valid for this config."""
+        self.check(value)
+
+
+def _long(name: str, default: str, lo: int = -1, synonym: str | None = None) -> ConfigDef:
+    return ConfigDef(name, default, _LONG, lambda v: _check_int(v, lo), synonym)
+
+
+def _int(name: str, default: str, lo: int = 0, synonym: str | None = None) -> ConfigDef:
+    return ConfigDef(name, default, _INT, lambda v: _check_int(v, lo), synonym)
+
+
+_CODECS = ("uncompressed", "gzip", "snappy", "lz4", "zstd", "producer")
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    c.name: c
+    for c in [
+        ConfigDef(
+            "cleanup.policy",
+            "delete",
+            _LIST,
+            _list_of("delete", "compact"),
+            "log.cleanup.policy",
+        ),
+        ConfigDef("compression.type", "producer", _STRING, _one_of(*_CODECS), "compression.type"),
+        _long("delete.retention.ms", "86400000", 0),
+        _long("file.delete.delay.ms", "60000", 0),
+        _long("flush.messages", _LONG_MAX, 1),
+        _long("flush.ms", _LONG_MAX, 0),
+        ConfigDef("follower.replication.throttled.replicas", "", _LIST, _list_of()),
+        _int("index.interval.bytes", "4096"),
+        ConfigDef("leader.replication.throttled.replicas", "", _LIST, _list_of()),
+        _long("local.retention.bytes", "-2", -2),
+        _long("local.retention.ms", "-2", -2),
+        _long("max.compaction.lag.ms", _LONG_MAX, 1),
+        _int("max.message.bytes", "1048588", 0, "message.max.bytes"),
+        _long("message.timestamp.after.max.ms", _LONG_MAX, 0),
+        _long("message.timestamp.before.max.ms", _LONG_MAX, 0),
+        ConfigDef(
+            "message.timestamp.type",
+            "CreateTime",
+            _STRING,
+            _one_of("CreateTime", "LogAppendTime"),
+            "log.message.timestamp.type",
+        ),
+        ConfigDef("min.cleanable.dirty.ratio", "0.5", _DOUBLE, _check_double),
+        _long("min.compaction.lag.ms", "0", 0),
+        _int("min.insync.replicas", "1", 1, "min.insync.replicas"),
+        ConfigDef("preallocate", "false", _BOOLEAN, _check_bool),
+        _long("retention.bytes", "-1", -1, "log.retention.bytes"),
+        _long("retention.ms", "604800000", -1, "log.retention.ms"),
+        _int("segment.bytes", "1073741824", 14, "log.segment.bytes"),
+        _int("segment.index.bytes", "10485760", 4),
+        _long("segment.jitter.ms", "0", 0),
+        _long("segment.ms", "604800000", 1, "log.roll.ms"),
+        ConfigDef("unclean.leader.election.enable", "false", _BOOLEAN, _check_bool),
+    ]
+}
+
+
+def _broker_configs(cluster: FakeCluster) -> dict[str, ConfigDef]:
+    """The broker configs: dynamic ones (topic defaults, limits) and static read-only ones."""
+    dynamic = [
+        ConfigDef("log.cleanup.policy", "delete", _LIST, _list_of("delete", "compact")),
+        ConfigDef("compression.type", "producer", _STRING, _one_of(*_CODECS)),
+        _int("log.cleaner.threads", "1", 0),
+        ConfigDef(
+            "log.message.timestamp.type",
+            "CreateTime",
+            _STRING,
+            _one_of("CreateTime", "LogAppendTime"),
+        ),
+        _long("log.retention.bytes", "-1"),
+        _long("log.retention.ms", "604800000"),
+        _long("log.roll.ms", "604800000", 1),
+        _int("log.segment.bytes", "1073741824", 14),
+        _int("message.max.bytes", "1048588"),
+        _int("min.insync.replicas", "1", 1),
+    ]
+    static = [
+        ConfigDef("auto.create.topics.enable", str(cluster.auto_create_topics).lower(), _BOOLEAN,
+                  _check_bool, dynamic=False),
+        ConfigDef("num.partitions", str(cluster.default_partitions), _INT,
+                  lambda v: _check_int(v, 1), dynamic=False),
+        ConfigDef("transaction.max.timeout.ms", str(cluster.max_transaction_timeout_ms), _INT,
+                  lambda v: _check_int(v, 1), dynamic=False),
+    ]  # fmt: skip
+    return {c.name: c for c in [*dynamic, *static]}
+
+
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
+    """Why ``configs`` (as CreateTopics gives them) are invalid, or None when they are valid."""
+    for name, value in configs.items():
+        spec = TOPIC_CONFIGS.get(name)
+        if spec is None:
+            return f"unknown topic config {name!r}"
+        if value is None:
+            continue
+        try:
+            spec.validate(value)
+        except ConfigValueError as exc:
+            return f"invalid value for {name}: {exc}"
+    return None
+
+
+class ConfigStore:
+    """The cluster's dynamic broker configs: per broker and cluster-wide (key ``None``)."""
+
+    def __init__(self) -> None:
+        self.broker: dict[int | None, dict[str, str]] = {}
+
+    def broker_value(self, node_id: int | None, name: str) -> tuple[str, int] | None:
+        """A dynamic broker config's value and source, the broker's own before the default."""
+        own = self.broker.get(node_id, {}) if node_id is not None else {}
+        if name in own:
+            return own[name], DYNAMIC_BROKER
+        default = self.broker.get(None, {})
+        if name in default:
+            return default[name], DYNAMIC_DEFAULT_BROKER
+        return None
+
+
+# -- DescribeConfigs ---------------------------------------------------------------
+
+_DR = P.DescribeConfigsResponse
+
+
+def _entry(
+    name: str,
+    value: str,
+    source: int,
+    kind: int,
+    read_only: bool,
+    synonyms: list[tuple[str, str, int]],
+) -> Any:
+    return _DR.DescribeConfigsResourceResult(
+        name=name,
+        value=value,
+        read_only=read_only,
+        is_default=source == DEFAULT,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=[_DR.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in synonyms],
+        config_type=kind,
+        documentation=None,
+    )
+
+
+def _topic_entries(cluster: FakeCluster, name: str, synonyms: bool) -> list[Any]:
+    topic = cluster.topics[name]
+    out = []
+    for spec in TOPIC_CONFIGS.values():
+        chain: list[tuple[str, str, int]] = []
+        if spec.name in topic.configs:
+            chain.append((spec.name, topic.configs[spec.name], DYNAMIC_TOPIC))
+        if spec.synonym is not None:
+            found = cluster.configs.broker_value(None, spec.synonym)
+            if found is not None:
+                chain.append((spec.synonym, found[0], found[1]))
+        chain.append((spec.synonym or spec.name, spec.default, DEFAULT))
+        value, source = chain[0][1], chain[0][2]
+        out.append(_entry(spec.name, value, source, spec.kind, False, chain if synonyms else []))
+    return out
+
+
+def _broker_entries(cluster: FakeCluster, node_id: int | None, synonyms: bool) -> list[Any]:
+    out = []
+    for spec in _broker_configs(cluster).values():
+        chain: list[tuple[str, str, int]] = []
+        if spec.dynamic:
+            own = cluster.configs.broker.get(node_id, {}) if node_id is not None else {}
+            if spec.name in own:
+                chain.append((spec.name, own[spec.name], DYNAMIC_BROKER))
+            default = cluster.configs.broker.get(None, {})
+            if spec.name in default:
+                chain.append((spec.name, default[spec.name], DYNAMIC_DEFAULT_BROKER))
+        if node_id is None and not chain:
+            continue  # the cluster-default resource lists only what was set
+        chain.append((spec.name, spec.default, DEFAULT if spec.dynamic else STATIC_BROKER))
+        out.append(
+            _entry(
+                spec.name,
+                chain[0][1],
+                chain[0][2],
+                spec.kind,
+                not spec.dynamic,
+                chain if synonyms else [],
+            )
+        )
+    if node_id is not None:
+        out.append(_entry("broker.id", str(node_id), STATIC_BROKER, _INT, True, []))
+    return sorted(out, key=lambda e: e.name)
+
+
+def _broker_target(ctx: RequestContext, name: str) -> tuple[int | None, str | None]:
+    """The broker id a broker resource names (None: cluster-wide), or why it is refused."""
+    if name == "":
+        return None, None
+    try:
+        node_id = int(name)
+    except ValueError:
+        return None, f"broker resource name {name!r} is not a broker id"
+    if node_id != ctx.broker.node_id:
+        return None, f"unexpected broker id: this is {ctx.broker.node_id}, asked about {node_id}"
+    return node_id, None
+
+
+def _describe_one(ctx: RequestContext, res: Any, synonyms: bool) -> Any:
+    out = _DR.DescribeConfigsResult(
+        error_code=0,
+        error_message=None,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+        configs=[],
+    )
+    cluster = ctx.cluster
+    if res.resource_type == TOPIC:
+        if res.resource_name not in cluster.topics:
+            out.error_code = errors.UnknownTopicOrPartitionError.code
+            out.error_message = f"topic {res.resource_name!r} does not exist"
+            return out
+        entries = _topic_entries(cluster, res.resource_name, synonyms)
+    elif res.resource_type == BROKER:
+        node_id, why = _broker_target(ctx, res.resource_name)
+        if why is not None:
+            out.error_code, out.error_message = _INVALID_REQUEST, why
+            return out
+        entries = _broker_entries(cluster, node_id, synonyms)
+    else:
+        out.error_code = _INVALID_REQUEST
+        out.error_message = f"resource type {res.resource_type} is not supported"
+        return out
+    keys = res.configuration_keys
+    out.configs = entries if keys is None else [e for e in entries if e.name in keys]
+    return out
+
+
+async def describe_configs(ctx: RequestContext, req: P.DescribeConfigsRequest, version: int) -> Any:
+    """Each resource's configs with their sources (synonyms on request)."""
+    synonyms = bool(getattr(req, "include_synonyms", False))
+    return _DR(
+        throttle_time_ms=0,
+        results=[_describe_one(ctx, r, synonyms) for r in req.resources],
+    )
+
+
+def _describe_configs_error(req: Any, version: int, code: int) -> Any:
+    return _DR(
+        throttle_time_ms=0,
+        results=[
+            _DR.DescribeConfigsResult(
+                error_code=code,
+                error_message="injected",
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=[],
+            )
+            for r in req.resources
+        ],
+    )
+
+
+# -- IncrementalAlterConfigs -------------------------------------------------------
+
+_AR = P.IncrementalAlterConfigsResponse
+
+
+class _Refused(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _apply(current: dict[str, str], defs: dict[str, ConfigDef], changes: Sequence[Any]) -> None:
+    """Apply ``changes`` to ``current`` in place, or raise :class:`_Refused` leaving it alone."""
+    names = [c.name for c in changes]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise _Refused(_INVALID_REQUEST, f"configs given more than once: {', '.join(dup)}")
+    result = dict(current)
+    for c in changes:
+        spec = defs.get(c.name)
+        if spec is None:
+            raise _Refused(_INVALID_CONFIG, f"unknown config {c.name!r}")
+        if not spec.dynamic:
+            raise _Refused(_INVALID_REQUEST, f"{c.name} cannot be updated dynamically")
+        op = c.config_operation
+        if op == DELETE:
+            result.pop(c.name, None)
+            continue
+        if op not in (SET, APPEND, SUBTRACT):
+            raise _Refused(_INVALID_REQUEST, f"unknown config operation {op}")
+        if c.value is None:
+            raise _Refused(_INVALID_REQUEST, f"a null value for {c.name}")
+        if op == SET:
+            value = c.value
+        elif spec.kind != _LIST:
+            verb = "append" if op == APPEND else "subtract"
+            raise _Refused(_INVALID_CONFIG, f"{verb} needs a list config; {c.name} is not one")
+        else:
+            items = _split(result.get(c.name, spec.default))
+            given = _split(c.value)
+            if op == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            value = ",".join(items)
+        try:
+            spec.validate(value)
+        except ConfigValueError as exc:
+            raise _Refused(_INVALID_CONFIG, f"invalid value for {c.name}: {exc}") from None
+        result[c.name] = value
+    current.clear()
+    current.update(result)
+
+
+def _alter_one(ctx: RequestContext, res: Any, validate_only: bool) -> Any:
+    out = _AR.AlterConfigsResourceResponse(
+        error_code=0,
+        error_message=None,
+        resource_type=res.resource_type,
+        resource_name=res.resource_name,
+    )
+    cluster = ctx.cluster
+    try:
+        if res.resource_type == TOPIC:
+            topic = cluster.topics.get(res.resource_name)
+            if topic is None:
+                raise _Refused(
+                    errors.UnknownTopicOrPartitionError.code,
+                    f"topic {res.resource_name!r} does not exist",
+                )
+            target, defs = topic.configs, TOPIC_CONFIGS
+        elif res.resource_type == BROKER:
+            node_id, why = _broker_target(ctx, res.resource_name)
+            if why is not None:
+                raise _Refused(_INVALID_REQUEST, why)
+            target = cluster.configs.broker.setdefault(node_id, {})
+            defs = _broker_configs(cluster)
+        else:
+            raise _Refused(_INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
+        _apply(dict(target) if validate_only else target, defs, res.configs)
+    except _Refused as exc:
+        out.error_code, out.error_message = exc.code, str(exc)
+    return out
+
+
+async def incremental_alter_configs(
+    ctx: RequestContext, req: P.IncrementalAlterConfigsRequest, version: int
+) -> Any:
+    """Set, delete, append to or subtract from configs; each resource all or nothing."""
+    return _AR(
+        throttle_time_ms=0,
+        responses=[_alter_one(ctx, r, req.validate_only) for r in req.resources],
+    )
+
+
+def _alter_error(req: Any, version: int, code: int) -> Any:
+    return _AR(
+        throttle_time_ms=0,
+        responses=[
+            _AR.AlterConfigsResourceResponse(
+                error_code=code,
+                error_message="injected",
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in req.resources
+        ],
+    )
+
+
+APIS = [
+    Api(
+        P.DescribeConfigsRequest,
+        P.DescribeConfigsResponse,
+        describe_configs,
+        0,
+        4,
+        error=_describe_configs_error,
+    ),
+    Api(
+        P.IncrementalAlterConfigsRequest,
+        P.IncrementalAlterConfigsResponse,
+        incremental_alter_configs,
+        0,
+        1,
+        error=_alter_error,
+    ),
+]

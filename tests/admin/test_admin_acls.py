@@ -1,0 +1,168 @@
+"""ACLs through the admin client, on pykaf's fake cluster.
+
+Neither real broker can run these: Tansu 0.6 answers CreateAcls with a
+truncated body and DescribeAcls with nothing; librdkafka's mock cluster has no
+ACL APIs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+import pykaf
+from pykaf import errors
+from pykaf import protocol as P
+from pykaf.testing import FakeCluster, open_fake_cluster
+
+Op, Perm, Res, Pat = (
+    pykaf.AclOperation,
+    pykaf.AclPermission,
+    pykaf.ResourceType,
+    pykaf.PatternType,
+)
+
+ALICE_READS_ORDERS = pykaf.AclBinding(Res.TOPIC, "orders", "User:alice", Op.READ)
+ALICE_WRITES_PREFIX = pykaf.AclBinding(
+    Res.TOPIC, "ord", "User:alice", Op.WRITE, pattern_type=Pat.PREFIXED
+)
+BOB_DENIED_ALL = pykaf.AclBinding(Res.TOPIC, "*", "User:bob", Op.ALL, Perm.DENY, host="10.0.0.1")
+GROUP_READ = pykaf.AclBinding(Res.GROUP, "billing", "User:alice", Op.READ)
+CLUSTER = pykaf.AclBinding(Res.CLUSTER, "kafka-cluster", "User:ops", Op.ALTER_CONFIGS)
+ALL = [ALICE_READS_ORDERS, ALICE_WRITES_PREFIX, BOB_DENIED_ALL, GROUP_READ, CLUSTER]
+
+
+async def test_acls_are_created_described_and_deleted(fake_cluster: Any) -> None:
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        assert await admin.describe_acls() == []
+        await admin.create_acls(ALL)
+        await admin.create_acls([ALICE_READS_ORDERS])  # again: kept once
+        assert sorted(await admin.describe_acls(), key=repr) == sorted(ALL, key=repr)
+        assert fake_cluster.cluster.acls[0].principal == "User:alice"
+
+        def f(**kw: Any) -> pykaf.AclFilter:
+            return pykaf.AclFilter(**kw)
+
+        by = admin.describe_acls
+        assert set(await by(f(principal="User:alice"))) == {
+            ALICE_READS_ORDERS,
+            ALICE_WRITES_PREFIX,
+            GROUP_READ,
+        }
+        assert await by(f(resource_type=Res.GROUP)) == [GROUP_READ]
+        assert await by(f(permission=Perm.DENY)) == [BOB_DENIED_ALL]
+        assert await by(f(host="10.0.0.1")) == [BOB_DENIED_ALL]
+        assert await by(f(operation=Op.ALTER_CONFIGS)) == [CLUSTER]
+        assert await by(f(pattern_type=Pat.PREFIXED)) == [ALICE_WRITES_PREFIX]
+        # LITERAL "orders": only the binding named exactly so
+        assert await by(f(name="orders", pattern_type=Pat.LITERAL)) == [ALICE_READS_ORDERS]
+        # MATCH "orders": everything that applies to topic "orders"
+        assert set(await by(f(resource_type=Res.TOPIC, name="orders", pattern_type=Pat.MATCH))) == {
+            ALICE_READS_ORDERS,
+            ALICE_WRITES_PREFIX,
+            BOB_DENIED_ALL,
+        }
+        assert set(await by(f(name="other", pattern_type=Pat.MATCH))) == {BOB_DENIED_ALL}
+
+        gone = await admin.delete_acls([f(principal="User:alice", resource_type=Res.TOPIC)])
+        assert set(gone) == {ALICE_READS_ORDERS, ALICE_WRITES_PREFIX}
+        assert set(await admin.describe_acls()) == {BOB_DENIED_ALL, GROUP_READ, CLUSTER}
+        # one binding's own filter removes exactly it; a filter matching nothing removes nothing
+        assert await admin.delete_acls([CLUSTER.to_filter(), f(principal="User:nobody")]) == [
+            CLUSTER
+        ]
+        assert await admin.delete_acls([f()]) == [BOB_DENIED_ALL, GROUP_READ]
+        assert await admin.describe_acls() == []
+
+
+async def test_bindings_the_broker_refuses_are_named(fake_cluster: Any) -> None:
+    bad_principal = pykaf.AclBinding(Res.TOPIC, "t", "alice", Op.READ)
+    bad_cluster = pykaf.AclBinding(Res.CLUSTER, "my-cluster", "User:ops", Op.ALTER)
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        with pytest.raises(errors.InvalidRequestError, match="Type:name"):
+            await admin.create_acls([bad_principal])
+        with pytest.raises(pykaf.AdminError) as failed:
+            await admin.create_acls([bad_principal, ALICE_READS_ORDERS, bad_cluster])
+        assert set(failed.value.failures) == {bad_principal, bad_cluster}
+        assert all(
+            isinstance(e, errors.InvalidRequestError) for e in failed.value.failures.values()
+        )
+        assert await admin.describe_acls() == [ALICE_READS_ORDERS]
+        # an injected error reaches the caller as its own class
+        await trio.to_thread.run_sync(
+            fake_cluster.push_request_errors, P.DescribeAclsRequest.API_KEY, 54
+        )
+        with pytest.raises(errors.SecurityDisabledError):
+            await admin.describe_acls()
+        await trio.to_thread.run_sync(
+            fake_cluster.push_request_errors, P.DeleteAclsRequest.API_KEY, 31
+        )
+        with pytest.raises(errors.ClusterAuthorizationError):
+            await admin.delete_acls([pykaf.AclFilter()])
+        assert await admin.describe_acls() == [ALICE_READS_ORDERS]
+
+
+def test_bindings_are_checked_when_made() -> None:
+    with pytest.raises(ValueError, match="ANY"):
+        pykaf.AclBinding(Res.ANY, "t", "User:a", Op.READ)
+    with pytest.raises(ValueError, match="LITERAL or PREFIXED"):
+        pykaf.AclBinding(Res.TOPIC, "t", "User:a", Op.READ, pattern_type=Pat.MATCH)
+    with pytest.raises(ValueError, match="operation"):
+        pykaf.AclBinding(Res.TOPIC, "t", "User:a", Op.ANY)
+    with pytest.raises(ValueError, match="ALLOW or DENY"):
+        pykaf.AclBinding(Res.TOPIC, "t", "User:a", Op.READ, Perm.ANY)
+    with pytest.raises(ValueError, match="principal"):
+        pykaf.AclBinding(Res.TOPIC, "t", "", Op.READ)
+
+
+async def test_invalid_filters_are_refused_by_the_broker() -> None:
+    """Raw requests with UNKNOWN (0) codes, which the typed API cannot build."""
+    async with open_fake_cluster(1) as cluster, pykaf.open_client(cluster.bootstrap) as client:
+        assert isinstance(cluster, FakeCluster)
+        request = P.DescribeAclsRequest(
+            resource_type_filter=0,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        )
+        response = await client.request(1, request)
+        assert response.error_code == errors.InvalidRequestError.code
+        D = P.DeleteAclsRequest
+        deleted = await client.request(
+            1,
+            D(
+                filters=[
+                    D.DeleteAclsFilter(
+                        resource_type_filter=1,
+                        resource_name_filter=None,
+                        pattern_type_filter=1,
+                        principal_filter=None,
+                        host_filter=None,
+                        operation=0,
+                        permission_type=1,
+                    )
+                ]
+            ),
+        )
+        assert deleted.filter_results[0].error_code == errors.InvalidRequestError.code
+
+
+def test_the_sync_admin_manages_acls(fake_cluster: Any) -> None:
+    import pykaf.sync
+
+    with pykaf.sync.Admin(fake_cluster.bootstrap) as admin:
+        admin.create_acls([GROUP_READ])
+        assert admin.describe_acls(pykaf.AclFilter(resource_type=Res.GROUP)) == [GROUP_READ]
+        assert admin.delete_acls([GROUP_READ.to_filter()]) == [GROUP_READ]
+        admin.create_topic("synced", 1)
+        admin.alter_topic_configs({"synced": {"retention.ms": "5000"}})
+        configs = admin.describe_topic_configs(["synced"], keys=["retention.ms"])
+        assert configs["synced"]["retention.ms"].value == "5000"
+        admin.alter_broker_configs({None: {"log.cleaner.threads": "3"}}, validate_only=True)
+        threads = admin.describe_broker_configs([1], keys=["log.cleaner.threads"])
+        assert threads[1]["log.cleaner.threads"].value == "1"
