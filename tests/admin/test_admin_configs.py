@@ -199,3 +199,21 @@ async def test_configs_round_trip_on_both(admin_broker: Any) -> None:
         await admin.alter_topic_configs({topic: {"retention.ms": None}})
         # deleted: back to the default (the fake), or no longer listed (Tansu)
         assert await value("retention.ms") in ("604800000", None)
+
+
+async def test_the_fake_enforces_what_the_configs_say(fake_cluster: Any) -> None:
+    """max.message.bytes refuses a larger batch; a cluster-wide LogAppendTime stamps batches."""
+    topic, stamped = unique("small"), unique("stamped")
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        await admin.create_topics([pykaf.NewTopic(topic, 1), pykaf.NewTopic(stamped, 1)])
+        await admin.alter_topic_configs({topic: {"max.message.bytes": "1000"}})
+        await admin.alter_broker_configs({None: {"log.message.timestamp.type": "LogAppendTime"}})
+    async with pykaf.open_producer(fake_cluster.bootstrap) as producer:
+        await producer.send(topic, b"x" * 100, partition=0)
+        with pytest.raises(errors.RecordTooLargeError, match=r"max\.message\.bytes 1000"):
+            await producer.send(topic, b"x" * 2000, partition=0)
+        await producer.send(stamped, b"old", partition=0, timestamp=1_000)
+    async with pykaf.open_consumer(fake_cluster.bootstrap) as consumer:
+        pc = await consumer.consume_partition(stamped, 0, pykaf.OLDEST)
+        (record,) = await pc.next_batch()
+        assert record.timestamp > 1_000_000_000_000  # the broker's clock, not 1000

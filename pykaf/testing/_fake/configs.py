@@ -21,6 +21,7 @@ from pykaf.testing._fake.api import Api, RequestContext
 
 if TYPE_CHECKING:
     from pykaf.testing._fake.cluster import FakeCluster
+    from pykaf.testing._fake.model import Topic
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -195,6 +196,18 @@ def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
         except ConfigValueError as exc:
             return f"invalid value for {name}: {exc}"
     return None
+
+
+def topic_value(cluster: FakeCluster, topic: Topic, name: str) -> str:
+    """A topic config's value in force: the topic's, else the cluster-wide broker default's."""
+    if name in topic.configs:
+        return topic.configs[name]
+    spec = TOPIC_CONFIGS[name]
+    if spec.synonym is not None:
+        found = cluster.configs.broker_value(None, spec.synonym)
+        if found is not None:
+            return found[0]
+    return spec.default
 
 
 class ConfigStore:

@@ -23,7 +23,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf.errors import CorruptRecordError
 from pykaf.testing._fake.api import Api, RequestContext
-from pykaf.testing._fake.configs import validate_topic_configs
+from pykaf.testing._fake.configs import topic_value, validate_topic_configs
 from pykaf.testing._fake.log import PartitionLog, split_batches, stamp_log_append_time
 from pykaf.testing._fake.model import Partition
 
@@ -86,6 +86,12 @@ def _produce_partition(
         out.error_code = errors.InvalidRecordError.code
         return out
     header, raw = batches[0]
+    topic_obj = ctx.cluster.topics[topic]
+    limit = int(topic_value(ctx.cluster, topic_obj, "max.message.bytes"))
+    if len(raw) > limit:
+        out.error_code = errors.RecordTooLargeError.code
+        out.error_message = f"a batch of {len(raw)} bytes is over max.message.bytes {limit}"
+        return out
     if header.transactional:
         code = ctx.cluster.transactions.verify_produce(
             header.producer_id, header.producer_epoch, topic, data.index
@@ -100,8 +106,7 @@ def _produce_partition(
     if duplicate is not None:
         out.base_offset = duplicate
         return out
-    topic_obj = ctx.cluster.topics[topic]
-    if topic_obj.log_append_time:
+    if topic_value(ctx.cluster, topic_obj, "message.timestamp.type") == "LogAppendTime":
         now = _now_ms()
         raw = stamp_log_append_time(header, raw, now)
         out.log_append_time_ms = now

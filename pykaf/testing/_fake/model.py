@@ -57,11 +57,6 @@ class Topic:
     configs: dict[str, str] = field(default_factory=dict)
     internal: bool = False
 
-    @property
-    def log_append_time(self) -> bool:
-        """Whether the broker stamps batches with its own time (``message.timestamp.type``)."""
-        return self.configs.get("message.timestamp.type") == "LogAppendTime"
-
 
 @dataclass
 class InjectedError:
