@@ -7,12 +7,13 @@ STAMP := $(VENV)/.pykaf-installed
 EXT_STAMP := $(VENV)/.pykaf-ext-built
 PYTEST_ARGS ?=
 
-.PHONY: help install ext test lint unit demo bench bench-check clean
+.PHONY: help install ext test lint docs unit demo bench bench-check clean
 
 help:
 	@echo "make demo         run the demo (produce 1M records to an embedded Tansu, read back, report)"
-	@echo "make test         lint, type-check and run the whole test suite"
-	@echo "make bench        run bench/ against the peers and save the run"
+	@echo "make test         lint, type-check, build the docs and run the whole test suite"
+	@echo "make docs         build the docs site into site/ (mkdocs, warnings are errors)"
+	@echo "make bench        run bench/ against the peers, save the run, redraw docs/img/bench-*.svg"
 	@echo "make bench-check  compare the pykaf/peer ratios with bench/baseline.json"
 
 $(STAMP): pyproject.toml setup.py
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install -q -U pip setuptools wheel "Cython>=3.0.10"
 	# compat: the checkout itself goes on sys.path, so PySpark's search for
 	# pyspark_* modules (automatic data source registration) finds pyspark_pykaf.
-	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,lint,spark]" \
+	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,lint,spark,docs]" \
 		--config-settings editable_mode=compat
 	touch $(STAMP)
 
@@ -37,9 +38,14 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict docs/examples
 
+# The docs site (mkdocs.yml): a broken link, a missing anchor or a page left
+# out of the nav fails the build. The site goes to site/ (git ignores it).
+docs: install
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
 # pytest exits 5 when it collected no test; treat that as a failure of its own
 # kind with a clear message instead of a silent pass.
-test: lint
+test: lint docs
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
@@ -49,10 +55,11 @@ demo: install
 bench: install
 	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly
 	$(PY) bench/ratios.py bench/results/latest.json
+	$(PY) tools/plot_bench.py bench/baseline.json bench/results/ratios.json
 
 bench-check: install
 	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly
 	$(PY) bench/ratios.py bench/results/latest.json --check bench/baseline.json
 
 clean:
-	rm -rf $(VENV) build pykaf/*.so pykaf/_codec.c .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build site pykaf/*.so pykaf/_codec.c .pytest_cache .mypy_cache .ruff_cache
