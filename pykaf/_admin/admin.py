@@ -163,6 +163,13 @@ class Admin:
         )
         return await self._to_any(request)
 
+    async def _topics_changed(self) -> None:
+        """Refresh the client's metadata: it, and all that share it, see the topics as they are."""
+        try:
+            await self.client.refresh_metadata()
+        except errors.KafkaConnectionError as exc:
+            log.debug("metadata refresh after a topic change failed: %s", exc)
+
     # -- topics -------------------------------------------------------------------
 
     async def create_topics(
@@ -205,6 +212,8 @@ class Admin:
             error = _error(result.error_code, f"create topic {result.name!r}", result.error_message)
             if error is not None:
                 failures[result.name] = error
+        if not validate_only and len(failures) < len(specs):
+            await self._topics_changed()
         _raise_one("create_topics", failures, len(specs))
 
     async def create_topic(
@@ -251,6 +260,8 @@ class Admin:
             )
             if error is not None:
                 failures[result.name] = error
+        if len(failures) < len(names):
+            await self._topics_changed()
         _raise_one("delete_topics", failures, len(names))
 
     async def delete_topic(self, name: str, *, timeout: float | None = None) -> None:

@@ -34,8 +34,11 @@ async def wait_for(cond: Callable[[], Any], timeout: float = 20.0) -> None:
 async def test_topics_are_created_described_and_deleted(admin_broker: Any) -> None:
     a, b, c = unique("adm-a"), unique("adm-b"), unique("adm-c")
     async with pykaf.open_admin(admin_broker.bootstrap) as admin:
+        assert a not in await admin.client.topics()  # the client has its metadata
         await admin.create_topics([pykaf.NewTopic(a, 3), pykaf.NewTopic(b, 1)])
         assert {a, b} <= set(await admin.list_topics())
+        # the shared client's metadata knows them at once (no wait for its refresh)
+        assert {a, b} <= set(await admin.client.topics())
         described = await admin.describe_topics([a, b])
         assert [p.partition for p in described[a].partitions] == [0, 1, 2]
         assert len(described[b].partitions) == 1
@@ -58,6 +61,7 @@ async def test_topics_are_created_described_and_deleted(admin_broker: Any) -> No
         with pytest.raises(errors.UnknownTopicOrPartitionError):
             await admin.delete_topic(unique("never-made"))
         assert b not in await admin.list_topics()
+        assert not {b, c} & set(await admin.client.topics())
 
 
 async def test_describe_cluster(broker: Any) -> None:
