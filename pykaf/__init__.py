@@ -61,7 +61,7 @@ from pykaf._group.group import (
 )
 from pykaf._group.offsets import CommitError
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
-from pykaf._net.metrics import RequestEvent, RequestStatistics
+from pykaf._net.metrics import BatchEvent, RequestEvent, RequestStatistics
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.partitioner import Partitioner, PartitionerError
 from pykaf._producer.producer import Producer, open_producer
@@ -92,6 +92,7 @@ __all__ = [
     "AdminError",
     "Assignor",
     "BatchDelivery",
+    "BatchEvent",
     "BrokerDescription",
     "BrokerInfo",
     "BrokerStatistics",

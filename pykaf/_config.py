@@ -163,6 +163,13 @@ class ClientConfig(BaseConfig):
         "error): a hook for metrics libraries. It runs in the connection's reader task: keep "
         "it quick.",
     )
+    on_batch: Callable[[Any], object] | None = opt(
+        None,
+        "Called with a pykaf.BatchEvent for every record batch a producer settles "
+        "(acknowledged or failed for good) or a consumer hands out (topic, partition, broker, "
+        "records, bytes, compression, offset, error, seconds, retries): a hook for metrics "
+        "libraries. It runs in the producer's or consumer's tasks: keep it quick.",
+    )
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap_servers)
@@ -185,6 +192,12 @@ class ClientConfig(BaseConfig):
             self.on_request is None or callable(self.on_request),
             "on_request",
             self.on_request,
+            "must be callable (or None)",
+        )
+        check(
+            self.on_batch is None or callable(self.on_batch),
+            "on_batch",
+            self.on_batch,
             "must be callable (or None)",
         )
         check(

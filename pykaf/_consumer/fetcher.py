@@ -5,20 +5,25 @@ buffer, decodes each partition's record set, filters it (read_committed:
 aborted transactions and control records), and hands each partition consumer
 one list of records. Errors that a leader lookup may cure detach the
 partition (its partition task finds the new leader); an offset out of range is
-reset as configured; a batch larger than the fetch size grows the size.
+reset as configured; a batch larger than the fetch size grows the size. With
+an ``on_batch`` hook, each batch whose records were handed over is reported.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf.codec import decode_record_set
+from pykaf._net.metrics import BatchEvent, report_batch
+from pykaf.codec import Record, RecordBatch, decode_record_set
 
 if TYPE_CHECKING:
     from pykaf._consumer.consumer import Consumer
@@ -42,6 +47,7 @@ _LEADER_ERRORS = (
 # baseOffset int64, batchLength int32, leaderEpoch int32, magic int8, crc uint32,
 # attributes int16, lastOffsetDelta int32: enough of a v2 header to skip a batch.
 _HEADER = struct.Struct(">qiibIhi")
+_OFFSET = attrgetter("offset")
 
 
 class BrokerFetcher:
@@ -56,6 +62,7 @@ class BrokerFetcher:
         self.bytes = 0
         self.errors = 0
         self.aborted_records = 0
+        self.batch_hook: Callable[[BatchEvent], object] | None = consumer.config.on_batch
 
     def wake(self) -> None:
         """Something changed (a partition attached, resumed, or has room again)."""
@@ -187,8 +194,57 @@ class BrokerFetcher:
         result = pc.filter.filter(record_set.batches, aborted, lso, start)
         pc.max_bytes = consumer.config.max_partition_fetch_bytes  # back from any growth
         self.aborted_records += result.skipped_aborted
-        if result.records or result.next_offset > start:
-            pc.deliver(pc.generation, result.records, start, result.next_offset)
+        if (
+            (result.records or result.next_offset > start)
+            and pc.deliver(pc.generation, result.records, start, result.next_offset)
+            and self.batch_hook is not None
+        ):
+            limit = lso if pc.filter.read_committed and lso >= 0 else -1
+            self._report_batches(pc, record_set.batches, result.records, limit)
+
+    def _report_batches(
+        self,
+        pc: PartitionConsumer,
+        batches: Sequence[RecordBatch],
+        handed: list[Record],
+        limit: int,
+    ) -> None:
+        """A BatchEvent for each batch the filter went through, with what it handed out of it.
+
+        Batches at or above ``limit`` (the last stable offset, read_committed)
+        were not gone through: the next fetch brings them again. Of the others,
+        each record was handed out (it is in ``handed``), waits beyond the
+        limit, or was dropped (before the fetch position, aborted, a marker).
+        """
+        hook = self.batch_hook
+        assert hook is not None
+        for batch in batches:
+            base = batch.base_offset
+            if 0 <= limit <= base:
+                break
+            last = base + batch.last_offset_delta
+            first = bisect_left(handed, base, key=_OFFSET)
+            count = bisect_right(handed, last, lo=first, key=_OFFSET) - first
+            records = batch.records
+            later = 0
+            if 0 <= limit <= last:
+                later = len(records) - bisect_left(records, limit, key=_OFFSET)
+            event = BatchEvent(
+                kind="fetch",
+                topic=pc.topic,
+                partition=pc.partition,
+                node_id=self.node_id,
+                records=count,
+                bytes=batch.size,
+                uncompressed_bytes=None,
+                compression=batch.compression,
+                base_offset=base,
+                error=None,
+                seconds=None,
+                retries=0,
+                dropped=len(records) - count - later,
+            )
+            report_batch(hook, event)
 
     def _oversized(self, pc: PartitionConsumer, data: bytes, size: int) -> None:
         """One batch is larger than the partition's fetch size: grow it, or skip it."""

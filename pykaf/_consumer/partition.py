@@ -217,22 +217,24 @@ class PartitionConsumer:
         self._position = offset
         self.filter.reset()
 
-    def deliver(self, generation: int, records: list[Record], start: int, end: int) -> None:
+    def deliver(self, generation: int, records: list[Record], start: int, end: int) -> bool:
         """Hand the records fetched from ``start`` up to ``end`` to the reader.
 
         Never blocks: the fetcher only asks for partitions with room. If the
         channel is full anyway, the fetch position goes back to ``start`` and
-        the next fetch brings the records again.
+        the next fetch brings the records again. Returns whether the reader
+        got them.
         """
         try:
             self._send.send_nowait((generation, records, end))
         except trio.WouldBlock:
             self.fetch_offset = start
-            return
+            return False
         except trio.ClosedResourceError:
-            return
+            return False
         self.fetch_offset = end
         self.records_fetched += len(records)
+        return True
 
     def report(self, error: BaseException) -> None:
         """Put an error on this partition's errors() channel."""

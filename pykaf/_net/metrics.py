@@ -1,4 +1,4 @@
-"""Per-request measurements: what each broker connection counts, and the request hook.
+"""Measurements for metrics libraries: the request hook, and the batch hook's event.
 
 Every request a connection answers (or fails) updates its counters per API
 (count, errors, total and longest round trip), and, when the client's
@@ -7,6 +7,10 @@ Every request a connection answers (or fails) updates its counters per API
 for metrics libraries (``docs/observability.md``) and must be quick: it runs
 in the connection's reader task. A hook that raises is logged and left in
 place; it never breaks the connection.
+
+The ``on_batch`` hook gets a :class:`BatchEvent` per record batch; the
+producer raises it where a batch settles, the consumer where a fetched batch
+is handed to its reader, both through :func:`report_batch`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,67 @@ class RequestEvent:
     seconds: float
     bytes_sent: int
     error: BaseException | None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEvent:
+    """One record batch, produced or fetched, as the ``on_batch`` hook gets it.
+
+    A produced batch gives one event when it settles: acknowledged, or failed
+    for good (retries exhausted, a fatal error, the delivery timeout, an
+    aborted transaction, the producer closing), never once per attempt. A
+    fetched batch gives one event when the consumer hands its records to the
+    partition's reader.
+
+    Attributes:
+        kind: ``"produce"`` or ``"fetch"``.
+        topic, partition: the batch's partition.
+        node_id: the broker it was last sent to or fetched from (-1: a
+            produced batch that failed before it was ever sent).
+        records: records in a produced batch; records of a fetched batch
+            handed to the reader (``dropped`` are not).
+        bytes: the batch's size on the wire, compressed, header included.
+        uncompressed_bytes: a produced batch's size before compression,
+            header included (None for a fetched batch, or a produced batch
+            that failed before it was ever sent).
+        compression: the codec's name: ``"none"``, ``"gzip"``, ``"snappy"``,
+            ``"lz4"`` or ``"zstd"``.
+        base_offset: the offset of the batch's first record; None for a
+            produced batch that failed, was sent with ``acks=0``, or was a
+            duplicate the broker had already written.
+        error: why a produced batch failed; None when it was acknowledged,
+            and always for a fetched batch.
+        seconds: a produced batch: from its first write to a broker until it
+            settled, retries and their backoff included (None when it was
+            never sent); None for a fetched batch.
+        retries: times a produced batch was sent again after its first
+            attempt (0 for a fetched batch).
+        dropped: records of a fetched batch not handed out: before the fetch
+            position, in an aborted transaction, or transaction markers (0
+            for a produced batch).
+    """
+
+    kind: str
+    topic: str
+    partition: int
+    node_id: int
+    records: int
+    bytes: int
+    uncompressed_bytes: int | None
+    compression: str
+    base_offset: int | None
+    error: BaseException | None
+    seconds: float | None
+    retries: int
+    dropped: int
+
+
+def report_batch(hook: Callable[[BatchEvent], object], event: BatchEvent) -> None:
+    """Call the ``on_batch`` hook; if it raises, log that and carry on."""
+    try:
+        hook(event)
+    except Exception:
+        log.exception("the on_batch hook raised")
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,23 @@ def restamp(raw: bytes, producer_id: int, producer_epoch: int, base_sequence: in
     return bytes(buf)
 
 
+class SendTrace:
+    """A batch's sends as the ``on_batch`` hook reports them (made only while one is set).
+
+    Attributes:
+        node_id: the broker of the latest send.
+        first_sent: trio time of the first send.
+        uncompressed: the built batch's size before compression (None if unknown).
+    """
+
+    __slots__ = ("first_sent", "node_id", "uncompressed")
+
+    def __init__(self, node_id: int, first_sent: float, uncompressed: int | None) -> None:
+        self.node_id = node_id
+        self.first_sent = first_sent
+        self.uncompressed = uncompressed
+
+
 class ProducerBatch:
     """Records for one partition, from the first append until they are settled.
 
@@ -58,6 +75,7 @@ class ProducerBatch:
             goes to a callback or a channel message.
         deliveries: ``[BatchDelivery, records]`` pairs for ``send_batch`` calls.
         timestamps: every record's timestamp, kept only for interceptors.
+        trace: where and when it was sent, kept only for the ``on_batch`` hook.
     """
 
     __slots__ = (
@@ -80,6 +98,7 @@ class ProducerBatch:
         "raw",
         "timestamps",
         "topic",
+        "trace",
     )
 
     def __init__(
@@ -104,6 +123,7 @@ class ProducerBatch:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.event: trio.Event | None = None
+        self.trace: SendTrace | None = None
 
     def size(self) -> int:
         """Bytes on the wire (built) or so far (open, uncompressed)."""
@@ -119,6 +139,19 @@ class ProducerBatch:
             self.deliveries[-1][1] += records
         else:
             self.deliveries.append([delivery, records])
+
+    def note_send(self, node_id: int, now: float) -> None:
+        """Remember, for the ``on_batch`` hook, that the batch is being sent to ``node_id``.
+
+        Called only while a hook is set, before the batch is built: the first
+        send keeps its time and the batch's size before compression.
+        """
+        trace = self.trace
+        if trace is None:
+            builder = self.builder
+            self.trace = SendTrace(node_id, now, None if builder is None else builder.size)
+        else:
+            trace.node_id = node_id
 
     async def wait(self) -> None:
         """Return once the batch is acknowledged or has failed."""

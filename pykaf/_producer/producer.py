@@ -33,6 +33,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.client import Client, client_for
 from pykaf._columns import BinaryColumn
+from pykaf._net.metrics import BatchEvent, report_batch
 from pykaf._producer.batch import ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.partitioner import (
@@ -52,7 +53,7 @@ from pykaf._producer.sender import BrokerSender
 from pykaf._producer.state import PartitionState, TopicState
 from pykaf._txn.manager import Offsets, TransactionManager, TransactionStateError, TxnStatus
 from pykaf._util import open_service_nursery
-from pykaf.codec import BatchBuilder, record_size
+from pykaf.codec import COMPRESSION_NAMES, BatchBuilder, record_size
 
 log = logging.getLogger("pykaf.producer")
 
@@ -121,6 +122,8 @@ class Producer:
         self._brokers: dict[int, BrokerSender] = {}
         self._compression = config.compression_code
         self._level = config.compression_level
+        #: The ``on_batch`` hook: checked once per request sent and once per batch settled.
+        self.batch_hook: Callable[[BatchEvent], object] | None = config.on_batch
         # A batch is sealed once it holds flush_bytes (when set), never above batch_bytes.
         self._fill_bytes = min(config.flush_bytes or config.batch_bytes, config.batch_bytes)
         self._max_message = config.max_message_bytes
@@ -1146,6 +1149,8 @@ class Producer:
         delivery._sink = self._unreported
 
     def _settle(self, batch: ProducerBatch, error: BaseException | None) -> None:
+        if self.batch_hook is not None:
+            report_batch(self.batch_hook, self._batch_event(batch, error))
         batch.done = True
         batch.builder = None
         self._release(batch.count, batch.buffered)
@@ -1166,6 +1171,32 @@ class Producer:
                         fn(md, error)
                     except Exception:
                         log.exception("on_acknowledgement interceptor failed")
+
+    def _batch_event(self, batch: ProducerBatch, error: BaseException | None) -> BatchEvent:
+        """The ``on_batch`` hook's view of a batch that is settling now."""
+        trace = batch.trace
+        if trace is None:  # never sent: nothing reached a broker
+            builder = batch.builder
+            node_id, seconds = -1, None
+            uncompressed = None if builder is None else builder.size
+        else:
+            node_id, uncompressed = trace.node_id, trace.uncompressed
+            seconds = trio.current_time() - trace.first_sent
+        return BatchEvent(
+            kind="produce",
+            topic=batch.topic,
+            partition=batch.partition,
+            node_id=node_id,
+            records=batch.count,
+            bytes=0 if batch.raw is None else len(batch.raw),
+            uncompressed_bytes=uncompressed,
+            compression=COMPRESSION_NAMES[self._compression],
+            base_offset=batch.base_offset if error is None and batch.base_offset >= 0 else None,
+            error=error,
+            seconds=seconds,
+            retries=max(0, batch.attempts - 1),
+            dropped=0,
+        )
 
     def _metadata(self, batch: ProducerBatch, delta: int, timestamp: int) -> RecordMetadata:
         offset = batch.base_offset + delta if batch.base_offset >= 0 else -1

@@ -158,6 +158,10 @@ class BrokerSender:
         batches: list[ProducerBatch] = []
         topics: dict[str, list[Any]] = {}
         partition_data = P.ProduceRequest.PartitionProduceData
+        if pr.batch_hook is not None:  # one check per request while no hook is set
+            now = trio.current_time()
+            for part in ready:
+                part.queue[0].note_send(self.node_id, now)
         for part in ready:
             batch = part.queue.popleft()
             raw = pr.build(part, batch)
