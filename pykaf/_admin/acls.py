@@ -60,6 +60,7 @@ class AclOperation(IntEnum):
     IDEMPOTENT_WRITE = 12
     CREATE_TOKENS = 13
     DESCRIBE_TOKENS = 14
+    TWO_PHASE_COMMIT = 15
 
 
 class AclPermission(IntEnum):
@@ -92,8 +93,11 @@ class AclBinding:
         host: the client address it applies to (``"*"``: any).
         pattern_type: ``LITERAL`` (the default) or ``PREFIXED``.
 
+    The enum fields also take their codes or names (``"topic"``, ``"read"``).
+
     Raises:
-        ValueError: a filter-only value (``ANY``, ``MATCH``) or an empty field.
+        ValueError: a filter-only value (``ANY``, ``MATCH``), an empty field,
+            or a code or name the enum does not have.
     """
 
     resource_type: ResourceType
@@ -105,6 +109,7 @@ class AclBinding:
     pattern_type: PatternType = PatternType.LITERAL
 
     def __post_init__(self) -> None:
+        _coerce(self)
         if self.resource_type == ResourceType.ANY:
             raise ValueError("a binding names one resource type, not ANY")
         if self.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -159,6 +164,9 @@ class AclFilter:
     operation: AclOperation = AclOperation.ANY
     permission: AclPermission = AclPermission.ANY
 
+    def __post_init__(self) -> None:
+        _coerce(self)
+
     def __str__(self) -> str:
         parts = [
             f"{what}={code_name(value)}"
@@ -174,6 +182,31 @@ class AclFilter:
             if value is not None and value != 1  # 1 is ANY in every enum
         ]
         return f"AclFilter({', '.join(parts) or 'everything'})"
+
+
+_ENUMS: dict[str, type[IntEnum]] = {
+    "resource_type": ResourceType,
+    "pattern_type": PatternType,
+    "operation": AclOperation,
+    "permission": AclPermission,
+}
+
+
+def _coerce(obj: AclBinding | AclFilter) -> None:
+    """Turn codes and names given for the enum fields into the enums (frozen: set in place)."""
+    for field_name, enum in _ENUMS.items():
+        value = getattr(obj, field_name)
+        if isinstance(value, enum):
+            continue
+        try:
+            if isinstance(value, str):
+                member = enum[value.upper().replace("-", "_")]
+            else:
+                member = enum(value)
+        except (KeyError, ValueError, TypeError):
+            known = ", ".join(m.name for m in enum)
+            raise ValueError(f"{field_name} {value!r} is not one of {known}") from None
+        object.__setattr__(obj, field_name, member)
 
 
 def code_name(value: object) -> str:
@@ -233,15 +266,23 @@ def _binding(
     operation: int,
     permission: int,
 ) -> AclBinding:
-    return AclBinding(
-        resource_type=_enum(ResourceType, resource_type),
-        name=name,
-        principal=principal,
-        operation=_enum(AclOperation, operation),
-        permission=_enum(AclPermission, permission),
-        host=host,
-        pattern_type=_enum(PatternType, pattern_type),
-    )
+    """A binding as the broker described it, taken as it is.
+
+    What a broker stores is not re-checked here; a code this pykaf does not
+    know stays a bare int.
+    """
+    binding = object.__new__(AclBinding)
+    for field_name, value in (
+        ("resource_type", _enum(ResourceType, resource_type)),
+        ("name", name),
+        ("principal", principal),
+        ("operation", _enum(AclOperation, operation)),
+        ("permission", _enum(AclPermission, permission)),
+        ("host", host),
+        ("pattern_type", _enum(PatternType, pattern_type)),
+    ):
+        object.__setattr__(binding, field_name, value)
+    return binding
 
 
 def described(response: Any) -> list[AclBinding]:
@@ -261,10 +302,14 @@ def described(response: Any) -> list[AclBinding]:
     ]
 
 
-def deleted(result: Any) -> list[AclBinding]:
-    """The bindings one DeleteAcls filter result removed (those without an error)."""
-    return [
-        _binding(
+def deleted(result: Any) -> tuple[list[AclBinding], list[tuple[AclBinding, int, str | None]]]:
+    """One DeleteAcls filter result: the bindings removed, and those refused.
+
+    A refused binding comes with the broker's error code and message.
+    """
+    gone, failed = [], []
+    for m in result.matching_acls:
+        binding = _binding(
             m.resource_type,
             m.resource_name,
             getattr(m, "pattern_type", PatternType.LITERAL),
@@ -273,6 +318,8 @@ def deleted(result: Any) -> list[AclBinding]:
             m.operation,
             m.permission_type,
         )
-        for m in result.matching_acls
-        if not m.error_code
-    ]
+        if m.error_code:
+            failed.append((binding, m.error_code, m.error_message))
+        else:
+            gone.append(binding)
+    return gone, failed

@@ -167,7 +167,7 @@ class Admin:
         """Refresh the client's metadata: it, and all that share it, see the topics as they are."""
         try:
             await self.client.refresh_metadata()
-        except errors.KafkaConnectionError as exc:
+        except errors.PykafError as exc:  # the change itself was made: do not fail it
             log.debug("metadata refresh after a topic change failed: %s", exc)
 
     # -- topics -------------------------------------------------------------------
@@ -488,16 +488,22 @@ class Admin:
         defaults to any broker. Values are as for :meth:`alter_topic_configs`.
 
         Raises:
-            AdminError: some brokers' changes were refused; one broker's error directly.
+            AdminError: some brokers' changes were refused or could not be sent
+                (the others were made); one broker's error directly.
         """
         failures: dict[Any, BaseException] = {}
         for node_id, configs in changes.items():
             name = "" if node_id is None else str(node_id)
             request = _alter_request(_BROKER, [(name, configs)], validate_only)
-            if node_id is None:
-                response = await self._to_any(request)
-            else:
-                response = await self._send(await self.client.broker_connection(node_id), request)
+            try:
+                if node_id is None:
+                    response = await self._to_any(request)
+                else:
+                    conn = await self.client.broker_connection(node_id)
+                    response = await self._send(conn, request)
+            except errors.KafkaConnectionError as exc:  # the other brokers still get theirs
+                failures[node_id] = exc
+                continue
             for r in response.responses:
                 what = "the brokers' defaults" if node_id is None else f"broker {node_id}"
                 error = _error(r.error_code, f"configs of {what}", r.error_message)
@@ -541,20 +547,27 @@ class Admin:
         """Delete the ACL bindings each filter matches; returns the bindings deleted.
 
         Raises:
-            AdminError: some filters were refused, keyed by filter (the other
-                filters' bindings are deleted); one filter's error directly.
+            AdminError: some filters were refused, keyed by filter, or some
+                matching bindings could not be deleted, keyed by binding (the
+                others were deleted); one filter's own error directly.
         """
         if not filters:
             return []
         response = await self._to_any(acls.delete_request(filters))
         gone: list[AclBinding] = []
-        failures = {}
+        failures: dict[Any, BaseException] = {}
+        refused_count = 0
         for f, result in zip(filters, response.filter_results, strict=True):
             error = _error(result.error_code, f"ACL filter {f}", result.error_message)
             if error is not None:
                 failures[f] = error
-            gone.extend(b for b in acls.deleted(result) if b not in gone)
-        _raise_one("delete_acls", failures, len(filters))
+            removed, refused = acls.deleted(result)
+            gone.extend(b for b in removed if b not in gone)
+            refused_count += len(refused)
+            for binding, code, message in refused:
+                failures[binding] = _error(code, f"ACL {binding}", message) or errors.KafkaError()
+        # a refused binding makes it an AdminError (naming it) even for one filter
+        _raise_one("delete_acls", failures, len(filters) + refused_count)
         return gone
 
     # -- consumer groups ----------------------------------------------------------

@@ -78,7 +78,8 @@ class ConfigEntry:
 
     Attributes:
         value: the value (None for a sensitive one, which brokers do not show).
-        source: where it comes from: "topic", "broker", "default", ... (Kafka's
+        source: where it comes from: "dynamic_topic", "dynamic_broker",
+            "dynamic_default_broker", "static_broker", "default", ... (Kafka's
             ConfigSource, lower-cased; "unknown" when the broker does not say).
         read_only, sensitive, default: as the broker reports them.
     """
@@ -125,18 +126,24 @@ class ConfigChange:
 
     @classmethod
     def append(cls, *values: str) -> ConfigChange:
-        """Add ``values`` to a list config (those already in it are kept once)."""
-        return cls("append", ",".join(values))
+        """Add ``values`` (one or more) to a list config (those already in it are kept once)."""
+        return cls("append", _list_value(values))
 
     @classmethod
     def subtract(cls, *values: str) -> ConfigChange:
-        """Remove ``values`` from a list config."""
-        return cls("subtract", ",".join(values))
+        """Remove ``values`` (one or more) from a list config."""
+        return cls("subtract", _list_value(values))
 
     @property
     def code(self) -> int:
         """Kafka's code for the operation (SET 0, DELETE 1, APPEND 2, SUBTRACT 3)."""
         return _CONFIG_OPS[self.op]
+
+
+def _list_value(values: Sequence[str]) -> str:
+    if not values or not all(values):
+        raise ValueError("give one or more non-empty values")
+    return ",".join(values)
 
 
 #: What a config maps to in an alteration: a value to set, None to delete, or a change.

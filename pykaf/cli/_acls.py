@@ -55,6 +55,9 @@ def add_acls(sub: Any) -> None:
         )
         add_connection(p)
         p.add_argument("--json", action="store_true", help="machine-readable output")
+    delete.add_argument(
+        "--all", action="store_true", help="with no filter option: delete every binding"
+    )
     a.set_defaults(run=run_acls)
 
 
@@ -123,6 +126,8 @@ def run_acls(args: argparse.Namespace) -> int:
     import pykaf.sync
 
     request = _binding(args) if args.action == "create" else _filter(args)
+    if args.action == "delete" and request == AclFilter() and not args.all:
+        raise CliError("no filter option would delete every binding: give --all to mean that")
     with pykaf.sync.Admin(args.bootstrap_servers, **settings(args)) as admin:
         if isinstance(request, AclBinding):
             admin.create_acls([request])

@@ -186,21 +186,43 @@ def run_groups(args: argparse.Namespace) -> int:
 
 
 def _changes(args: argparse.Namespace) -> dict[str, ConfigValue]:
-    """The ``topics alter`` options as one change per config name."""
+    """The ``topics alter`` options as one change per config name.
+
+    Repeated ``--append`` (or ``--subtract``) of one config add up; any other
+    repeat is refused rather than one of its values silently winning.
+    """
     changes: dict[str, ConfigValue] = {}
-    given = [
-        *((k, v) for k, v in pairs(args.set, "--set").items()),
-        *((k, None) for k in args.delete),
-        *((k, ConfigChange.append(v)) for k, v in pairs(args.append, "--append").items()),
-        *((k, ConfigChange.subtract(v)) for k, v in pairs(args.subtract, "--subtract").items()),
-    ]
-    for name, change in given:
+    listed: dict[str, tuple[str, list[str]]] = {}  # name -> (op, values)
+
+    def take(name: str, change: ConfigValue) -> None:
         if name in changes:
             raise CliError(f"{name} is changed twice")
         changes[name] = change
+
+    for item in args.set:
+        take(*_pair(item, "--set"))
+    for name in args.delete:
+        take(name, None)
+    for op, items in (("append", args.append), ("subtract", args.subtract)):
+        for item in items:
+            name, value = _pair(item, f"--{op}")
+            if (name in listed and listed[name][0] != op) or name in changes:
+                raise CliError(f"{name} is changed twice")
+            listed.setdefault(name, (op, []))[1].append(value)
+    for name, (op, values) in listed.items():
+        make = ConfigChange.append if op == "append" else ConfigChange.subtract
+        try:
+            changes[name] = make(*values)
+        except ValueError as exc:
+            raise CliError(f"--{op} {name}: {exc}") from None
     if not changes:
         raise CliError("nothing to change: give --set, --delete, --append or --subtract")
     return changes
+
+
+def _pair(item: str, what: str) -> tuple[str, str]:
+    ((name, value),) = pairs([item], what).items()
+    return name, value
 
 
 def _ids(ids: list[int]) -> str:

@@ -15,6 +15,7 @@ import trio
 import pykaf
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._admin import acls
 from pykaf.testing import FakeCluster, open_fake_cluster
 
 Op, Perm, Res, Pat = (
@@ -31,6 +32,7 @@ ALICE_WRITES_PREFIX = pykaf.AclBinding(
 BOB_DENIED_ALL = pykaf.AclBinding(Res.TOPIC, "*", "User:bob", Op.ALL, Perm.DENY, host="10.0.0.1")
 GROUP_READ = pykaf.AclBinding(Res.GROUP, "billing", "User:alice", Op.READ)
 CLUSTER = pykaf.AclBinding(Res.CLUSTER, "kafka-cluster", "User:ops", Op.ALTER_CONFIGS)
+TWO_PHASE = pykaf.AclBinding(Res.TOPIC, "tx", "User:tx", Op.TWO_PHASE_COMMIT)
 ALL = [ALICE_READS_ORDERS, ALICE_WRITES_PREFIX, BOB_DENIED_ALL, GROUP_READ, CLUSTER]
 
 
@@ -166,3 +168,76 @@ def test_the_sync_admin_manages_acls(fake_cluster: Any) -> None:
         admin.alter_broker_configs({None: {"log.cleaner.threads": "3"}}, validate_only=True)
         threads = admin.describe_broker_configs([1], keys=["log.cleaner.threads"])
         assert threads[1]["log.cleaner.threads"].value == "1"
+
+
+def test_enum_fields_take_codes_and_names() -> None:
+    by_name = pykaf.AclBinding("topic", "t", "User:a", "read", "deny", pattern_type="prefixed")
+    by_code = pykaf.AclBinding(2, "t", "User:a", 3, 2, pattern_type=4)
+    assert by_name == by_code
+    assert by_name.resource_type is Res.TOPIC and by_name.permission is Perm.DENY
+    assert pykaf.AclFilter(operation="describe-configs").operation is Op.DESCRIBE_CONFIGS
+    with pytest.raises(ValueError, match="operation 'juggle' is not one of"):
+        pykaf.AclBinding(Res.TOPIC, "t", "User:a", "juggle")
+    with pytest.raises(ValueError, match="resource_type 99"):
+        pykaf.AclFilter(resource_type=99)
+    with pytest.raises(ValueError, match="one or more"):
+        pykaf.ConfigChange.append()
+
+
+async def test_overlapping_delete_filters_each_list_the_binding(fake_cluster: Any) -> None:
+    """Kafka matches every filter of a DeleteAcls against the bindings as they were."""
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        await admin.create_acls([ALICE_READS_ORDERS, GROUP_READ, TWO_PHASE])
+        request = acls.delete_request(
+            [pykaf.AclFilter(principal="User:alice"), pykaf.AclFilter(resource_type=Res.TOPIC)]
+        )
+        response = await admin.client.request(1, request)
+        listed = [[m.resource_name for m in r.matching_acls] for r in response.filter_results]
+        assert listed == [["orders", "billing"], ["orders", "tx"]]
+        assert await admin.describe_acls() == []
+
+
+async def test_answers_the_typed_api_cannot_build(
+    fake_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A binding the broker could not delete is an error, not a silent omission; a code
+    this pykaf does not know comes back as a bare int instead of failing the call."""
+    R = P.DeleteAclsResponse
+
+    def matching(code: int, operation: int) -> Any:
+        return R.DeleteAclsMatchingAcl(
+            error_code=code,
+            error_message="no" if code else None,
+            resource_type=2,
+            resource_name="t",
+            pattern_type=3,
+            principal="User:a",
+            host="*",
+            operation=operation,
+            permission_type=3,
+        )
+
+    answer = R(
+        throttle_time_ms=0,
+        filter_results=[
+            R.DeleteAclsFilterResult(
+                error_code=0,
+                error_message=None,
+                matching_acls=[matching(0, 3), matching(31, 4), matching(0, 99)],
+            )
+        ],
+    )
+
+    async def crafted(request: Any) -> Any:
+        return answer
+
+    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+        monkeypatch.setattr(admin, "_to_any", crafted)
+        with pytest.raises(pykaf.AdminError) as failed:
+            await admin.delete_acls([pykaf.AclFilter()])
+        ((binding, error),) = failed.value.failures.items()
+        assert binding.operation is Op.WRITE
+        assert isinstance(error, errors.ClusterAuthorizationError)
+        gone, refused = acls.deleted(answer.filter_results[0])
+        assert [b.operation for b in gone] == [Op.READ, 99]
+        assert "99" in str(gone[1]) and len(refused) == 1

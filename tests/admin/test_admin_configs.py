@@ -81,6 +81,8 @@ async def test_a_refused_change_changes_nothing(fake_cluster: Any) -> None:
             )
         with pytest.raises(errors.UnknownTopicOrPartitionError):
             await admin.alter_topic_configs({unique("nope"): {"retention.ms": "1"}})
+        # deleting a name that cannot be set changes nothing, as on Kafka
+        await admin.alter_topic_configs({topic: {"no.such.config": None}})
         await admin.alter_topic_configs({topic: {"retention.ms": "1000"}}, validate_only=True)
         assert await values() == start
 
@@ -125,6 +127,11 @@ async def test_broker_configs_per_broker_and_cluster_wide(fake_cluster: Any) -> 
                 {1: {"message.max.bytes": "-5"}, 3: {"log.cleaner.threads": "2"}}
             )
         assert set(failed.value.failures) == {1}
+        # Kafka answers INVALID_REQUEST for any bad broker value (INVALID_CONFIG for topics)
+        assert isinstance(failed.value.failures[1], errors.InvalidRequestError)
+        for bad in ("1_000", "2147483648", "+5"):
+            with pytest.raises(errors.InvalidRequestError):
+                await admin.alter_broker_configs({1: {"message.max.bytes": bad}})
         threads = await admin.describe_broker_configs([3], keys=["log.cleaner.threads"])
         assert threads[3]["log.cleaner.threads"].value == "2"
 
@@ -169,6 +176,40 @@ async def test_the_fake_refuses_what_kafka_refuses(fake_cluster: Any) -> None:
         (entry,) = described.results[0].configs
         assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
             ("log.retention.ms", "604800000", 5)
+        ]
+
+        async def entry_of(resource_type: int, name: str, key: str) -> Any:
+            request = D(
+                resources=[
+                    D.DescribeConfigsResource(
+                        resource_type=resource_type, resource_name=name, configuration_keys=[key]
+                    )
+                ],
+                include_synonyms=True,
+            )
+            (found,) = (await client.request(1, request)).results[0].configs
+            return found
+
+        # a topic config with no broker synonym: only the topic's own value, if any
+        assert (await entry_of(2, topic, "preallocate")).synonyms == []
+        cluster = fake_cluster.cluster  # changed from its own loop, through call()
+        await trio.to_thread.run_sync(
+            fake_cluster.call, lambda: cluster.topics[topic].configs.update({"retention.ms": "9"})
+        )
+        found = await entry_of(2, topic, "retention.ms")
+        assert [(s.name, s.value, s.source) for s in found.synonyms] == [
+            ("retention.ms", "9", 1),
+            ("log.retention.ms", "604800000", 5),
+        ]
+        # the cluster-wide broker resource lists only its own level
+        await trio.to_thread.run_sync(
+            fake_cluster.call,
+            lambda: cluster.configs.broker.setdefault(None, {}).update({"log.retention.ms": "7"}),
+        )
+        found = await entry_of(4, "", "log.retention.ms")
+        assert (found.value, found.config_source) == ("7", 3)
+        assert [(s.name, s.value, s.source) for s in found.synonyms] == [
+            ("log.retention.ms", "7", 3)
         ]
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+import pykaf
+
 bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
@@ -226,6 +228,10 @@ def test_topic_configs_are_shown_and_altered(cli: tuple[Any, Run]) -> None:
     assert any(line.split()[:2] == ["cleanup.policy", "delete"] for line in table.splitlines())
     usage = run("topics", "alter", topic, check=False)
     assert usage.returncode == 2 and "nothing to change" in usage.stderr
+    # a repeated --set is refused, not half-applied
+    twice = run("topics", "alter", topic, "--set", "retention.ms=1", "--set", "retention.ms=2",
+                check=False)  # fmt: skip
+    assert twice.returncode == 2 and "retention.ms is changed twice" in twice.stderr
 
 
 def test_acls_commands_on_the_fake(fake_cluster: Any) -> None:
@@ -242,6 +248,8 @@ def test_acls_commands_on_the_fake(fake_cluster: Any) -> None:
         "acls", "list", "--resource-type", "topic", "--name", "orders", "--pattern", "match"
     )
     assert len(table.stdout.strip().splitlines()) == 1 + 2  # the header and two bindings
+    everything = run("acls", "delete", check=False)
+    assert everything.returncode == 2 and "--all" in everything.stderr
     deleted = json.loads(run("acls", "delete", "--permission", "deny", "--json").stdout)
     assert [b["operation"] for b in deleted] == ["WRITE"]
     assert len(json.loads(run("acls", "list", "--json").stdout)) == 1
@@ -252,3 +260,30 @@ def test_acls_commands_on_the_fake(fake_cluster: Any) -> None:
         "--operation", "read", check=False,
     )  # fmt: skip
     assert refused.returncode == 1 and "InvalidRequestError" in refused.stderr
+
+
+def test_topics_alter_options_become_one_change_per_config() -> None:
+    from pykaf.cli import parser
+    from pykaf.cli._common import CliError
+    from pykaf.cli._manage import _changes
+
+    def changes(*options: str) -> dict[str, Any]:
+        return _changes(parser().parse_args(["topics", "alter", "t", *options]))
+
+    assert changes(
+        "--append", "cleanup.policy=compact", "--append", "cleanup.policy=delete",
+        "--set", "retention.ms=5", "--delete", "segment.ms",
+    ) == {
+        "cleanup.policy": pykaf.ConfigChange.append("compact", "delete"),
+        "retention.ms": "5",
+        "segment.ms": None,
+    }  # fmt: skip
+    for clash in (
+        ["--append", "a=1", "--subtract", "a=2"],
+        ["--set", "a=1", "--append", "a=2"],
+        ["--delete", "a", "--delete", "a"],
+    ):
+        with pytest.raises(CliError, match="a is changed twice"):
+            changes(*clash)
+    with pytest.raises(CliError, match="--append a"):
+        changes("--append", "a=")

@@ -20,7 +20,8 @@ MATCH = 2  # pattern type: what would apply to the named resource
 LITERAL, PREFIXED = 3, 4
 CLUSTER = 4
 RESOURCE_TYPES = range(2, 8)  # topic, group, cluster, transactional id, token, user
-OPERATIONS = range(2, 15)  # all .. describe tokens
+OPERATIONS = range(2, 16)  # all .. two-phase commit
+PATTERN_TYPES = range(1, 5)  # any, match, literal, prefixed
 PERMISSIONS = (2, 3)  # deny, allow
 WILDCARD = "*"
 _INVALID = errors.InvalidRequestError.code
@@ -53,13 +54,13 @@ class AclFilterSpec:
 
     def problem(self) -> str | None:
         """Why this filter is invalid (an UNKNOWN code, MATCH without a name), or None."""
-        for what, code in (
-            ("resource type", self.resource_type),
-            ("pattern type", self.pattern_type),
-            ("operation", self.operation),
-            ("permission type", self.permission),
+        for what, code, known in (
+            ("resource type", self.resource_type, (ANY, *RESOURCE_TYPES)),
+            ("pattern type", self.pattern_type, PATTERN_TYPES),
+            ("operation", self.operation, (ANY, *OPERATIONS)),
+            ("permission type", self.permission, (ANY, *PERMISSIONS)),
         ):
-            if code <= 0:
+            if code not in known:  # Kafka reads an unknown code as UNKNOWN
                 return f"the filter's {what} is unknown ({code})"
         return None
 
@@ -98,8 +99,6 @@ def _creation_problem(acl: AclEntry) -> str | None:
     kind, sep, name = acl.principal.partition(":")
     if not sep or not kind or not name:
         return f"invalid principal {acl.principal!r}: expected 'Type:name'"
-    if not acl.host:
-        return "the host must not be empty ('*' for any)"
     if not acl.name:
         return "the resource name must not be empty"
     if acl.resource_type == CLUSTER and acl.name != "kafka-cluster":
@@ -206,9 +205,7 @@ def _delete_one(ctx: RequestContext, f: Any) -> Any:
         return _XR.DeleteAclsFilterResult(
             error_code=_INVALID, error_message=problem, matching_acls=[]
         )
-    cluster = ctx.cluster
-    gone = [a for a in cluster.acls if spec.matches(a)]
-    cluster.acls[:] = [a for a in cluster.acls if a not in gone]
+    gone = [a for a in ctx.cluster.acls if spec.matches(a)]
     return _XR.DeleteAclsFilterResult(
         error_code=0,
         error_message=None,
@@ -230,8 +227,27 @@ def _delete_one(ctx: RequestContext, f: Any) -> Any:
 
 
 async def delete_acls(ctx: RequestContext, req: P.DeleteAclsRequest, version: int) -> Any:
-    """Remove the bindings each filter matches and return them, one result per filter."""
-    return _XR(throttle_time_ms=0, filter_results=[_delete_one(ctx, f) for f in req.filters])
+    """Remove the bindings each filter matches and return them, one result per filter.
+
+    As Kafka does, every filter is matched against the bindings as they were
+    before the request: a binding two filters match is listed under both.
+    """
+    results = [_delete_one(ctx, f) for f in req.filters]
+    matched = {
+        AclEntry(
+            m.resource_type,
+            m.resource_name,
+            m.pattern_type,
+            m.principal,
+            m.host,
+            m.operation,
+            m.permission_type,
+        )
+        for r in results
+        for m in r.matching_acls
+    }
+    ctx.cluster.acls[:] = [a for a in ctx.cluster.acls if a not in matched]
+    return _XR(throttle_time_ms=0, filter_results=results)
 
 
 def _delete_error(req: Any, version: int, code: int) -> Any:

@@ -11,6 +11,7 @@ all together or not at all.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -39,13 +40,18 @@ class ConfigValueError(ValueError):
     """A config value that does not parse as its type."""
 
 
-def _check_int(value: str, lo: int) -> None:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ConfigValueError(f"{value!r} is not an integer") from None
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _check_int(value: str, lo: int, hi: int = 2**63 - 1) -> None:
+    """An integer as Java parses one (no '_', no '+'), within ``lo`` and ``hi``."""
+    if not _INTEGER.fullmatch(value.strip()):
+        raise ConfigValueError(f"{value!r} is not an integer")
+    n = int(value)
     if n < lo:
         raise ConfigValueError(f"{value} is below the minimum {lo}")
+    if n > hi:
+        raise ConfigValueError(f"{value} is above the maximum {hi}")
 
 
 def _check_double(value: str) -> None:
@@ -97,8 +103,10 @@ def _long(name: str, default: str, lo: int = -1, synonym: str | None = None) -> 
     return ConfigDef(name, default, _LONG, lambda v: _check_int(v, lo), synonym)
 
 
-def _int(name: str, default: str, lo: int = 0, synonym: str | None = None) -> ConfigDef:
-    return ConfigDef(name, default, _INT, lambda v: _check_int(v, lo), synonym)
+def _int(
+    name: str, default: str, lo: int = 0, synonym: str | None = None, hi: int = 2**31 - 1
+) -> ConfigDef:
+    return ConfigDef(name, default, _INT, lambda v: _check_int(v, lo, hi), synonym)
 
 
 _CODECS = ("uncompressed", "gzip", "snappy", "lz4", "zstd", "producer")
@@ -114,6 +122,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "log.cleanup.policy",
         ),
         ConfigDef("compression.type", "producer", _STRING, _one_of(*_CODECS), "compression.type"),
+        _int("compression.gzip.level", "-1", -1, "compression.gzip.level", hi=9),
+        _int("compression.lz4.level", "9", 1, "compression.lz4.level", hi=17),
+        _int("compression.zstd.level", "3", -131072, "compression.zstd.level", hi=22),
         _long("delete.retention.ms", "86400000", 0),
         _long("file.delete.delay.ms", "60000", 0),
         _long("flush.messages", _LONG_MAX, 1),
@@ -138,6 +149,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _long("min.compaction.lag.ms", "0", 0),
         _int("min.insync.replicas", "1", 1, "min.insync.replicas"),
         ConfigDef("preallocate", "false", _BOOLEAN, _check_bool),
+        ConfigDef("remote.log.copy.disable", "false", _BOOLEAN, _check_bool),
+        ConfigDef("remote.log.delete.on.disable", "false", _BOOLEAN, _check_bool),
+        ConfigDef("remote.storage.enable", "false", _BOOLEAN, _check_bool),
         _long("retention.bytes", "-1", -1, "log.retention.bytes"),
         _long("retention.ms", "604800000", -1, "log.retention.ms"),
         _int("segment.bytes", "1073741824", 14, "log.segment.bytes"),
@@ -154,6 +168,9 @@ def _broker_configs(cluster: FakeCluster) -> dict[str, ConfigDef]:
     dynamic = [
         ConfigDef("log.cleanup.policy", "delete", _LIST, _list_of("delete", "compact")),
         ConfigDef("compression.type", "producer", _STRING, _one_of(*_CODECS)),
+        _int("compression.gzip.level", "-1", -1, hi=9),
+        _int("compression.lz4.level", "9", 1, hi=17),
+        _int("compression.zstd.level", "3", -131072, hi=22),
         _int("log.cleaner.threads", "1", 0),
         ConfigDef(
             "log.message.timestamp.type",
@@ -260,12 +277,12 @@ def _topic_entries(cluster: FakeCluster, name: str, synonyms: bool) -> list[Any]
         chain: list[tuple[str, str, int]] = []
         if spec.name in topic.configs:
             chain.append((spec.name, topic.configs[spec.name], DYNAMIC_TOPIC))
-        if spec.synonym is not None:
+        if spec.synonym is not None:  # Kafka lists a topic config's broker synonyms
             found = cluster.configs.broker_value(None, spec.synonym)
             if found is not None:
                 chain.append((spec.synonym, found[0], found[1]))
-        chain.append((spec.synonym or spec.name, spec.default, DEFAULT))
-        value, source = chain[0][1], chain[0][2]
+            chain.append((spec.synonym, spec.default, DEFAULT))
+        value, source = chain[0][1:] if chain else (spec.default, DEFAULT)
         out.append(_entry(spec.name, value, source, spec.kind, False, chain if synonyms else []))
     return out
 
@@ -281,9 +298,12 @@ def _broker_entries(cluster: FakeCluster, node_id: int | None, synonyms: bool) -
             default = cluster.configs.broker.get(None, {})
             if spec.name in default:
                 chain.append((spec.name, default[spec.name], DYNAMIC_DEFAULT_BROKER))
-        if node_id is None and not chain:
-            continue  # the cluster-default resource lists only what was set
-        chain.append((spec.name, spec.default, DEFAULT if spec.dynamic else STATIC_BROKER))
+        if node_id is None:
+            if not chain:
+                continue  # the cluster-default resource lists only what was set,
+            # ... with only its own level as synonyms
+        else:
+            chain.append((spec.name, spec.default, DEFAULT if spec.dynamic else STATIC_BROKER))
         out.append(
             _entry(
                 spec.name,
@@ -378,17 +398,24 @@ class _Refused(Exception):
         self.code = code
 
 
-def _apply(current: dict[str, str], defs: dict[str, ConfigDef], changes: Sequence[Any]) -> None:
+def _apply(
+    current: dict[str, str], defs: dict[str, ConfigDef], changes: Sequence[Any], broker: bool
+) -> None:
     """Apply ``changes`` to ``current`` in place, or raise :class:`_Refused` leaving it alone."""
     names = [c.name for c in changes]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise _Refused(_INVALID_REQUEST, f"configs given more than once: {', '.join(dup)}")
     result = dict(current)
+    # Kafka checks a broker's values on that broker and answers INVALID_REQUEST
+    # for anything wrong with them; a topic's bad value is INVALID_CONFIG.
+    bad_value = _INVALID_REQUEST if broker else _INVALID_CONFIG
     for c in changes:
         spec = defs.get(c.name)
+        if spec is None and c.config_operation == DELETE and not broker:
+            continue  # Kafka: deleting what cannot be set changes nothing
         if spec is None:
-            raise _Refused(_INVALID_CONFIG, f"unknown config {c.name!r}")
+            raise _Refused(bad_value, f"unknown config {c.name!r}")
         if not spec.dynamic:
             raise _Refused(_INVALID_REQUEST, f"{c.name} cannot be updated dynamically")
         op = c.config_operation
@@ -415,7 +442,7 @@ def _apply(current: dict[str, str], defs: dict[str, ConfigDef], changes: Sequenc
         try:
             spec.validate(value)
         except ConfigValueError as exc:
-            raise _Refused(_INVALID_CONFIG, f"invalid value for {c.name}: {exc}") from None
+            raise _Refused(bad_value, f"invalid value for {c.name}: {exc}") from None
         result[c.name] = value
     current.clear()
     current.update(result)
@@ -446,7 +473,8 @@ def _alter_one(ctx: RequestContext, res: Any, validate_only: bool) -> Any:
             defs = _broker_configs(cluster)
         else:
             raise _Refused(_INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
-        _apply(dict(target) if validate_only else target, defs, res.configs)
+        copy = dict(target) if validate_only else target
+        _apply(copy, defs, res.configs, broker=res.resource_type == BROKER)
     except _Refused as exc:
         out.error_code, out.error_message = exc.code, str(exc)
     return out
