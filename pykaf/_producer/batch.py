@@ -25,6 +25,10 @@ _ATTRIBUTES_AT = 21  # the CRC covers from here to the end
 _PRODUCER_AT = 43  # producerId int64, producerEpoch int16, baseSequence int32
 _PRODUCER = struct.Struct(">qhi")
 _CRC = struct.Struct(">I")
+#: Ordinals of successive batches of a partition are this far apart; a part of a
+#: split batch takes its batch's ordinal plus the delta of its first record, so
+#: parts sort between their batch's neighbours (a batch holds < 2**31 records).
+ORDINAL_STEP = 1 << 32
 
 
 def restamp(raw: bytes, producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
@@ -65,15 +69,18 @@ class ProducerBatch:
         count: records appended.
         buffered: bytes this batch holds against the producer's buffer limit.
         created: trio time of the first record (linger and delivery timeout).
-        ordinal: the batch's place in its partition (retries keep this order).
+        ordinal: the batch's place in its partition (retries keep this order);
+            see ``ORDINAL_STEP``.
         raw: the built bytes, once sent for the first time.
         base_sequence: the first record's sequence number (-1 without idempotence).
         attempts: times sent so far.
         observed: records whose outcome someone will hear of (a waiter, a
             callback, a channel); failures of the others are kept for flush().
+        waiters: offset deltas of the records whose ``send()`` waits (None: none).
         extras: ``(offset_delta, timestamp, target)`` for records whose outcome
             goes to a callback or a channel message.
-        deliveries: ``[BatchDelivery, records]`` pairs for ``send_batch`` calls.
+        deliveries: ``[BatchDelivery, records, first offset delta]`` for
+            ``send_batch`` calls.
         timestamps: every record's timestamp, kept only for interceptors.
         trace: where and when it was sent, kept only for the ``on_batch`` hook.
     """
@@ -99,6 +106,7 @@ class ProducerBatch:
         "timestamps",
         "topic",
         "trace",
+        "waiters",
     )
 
     def __init__(
@@ -115,6 +123,7 @@ class ProducerBatch:
         self.base_sequence = -1
         self.attempts = 0
         self.observed = 0
+        self.waiters: list[int] | None = None
         self.extras: list[tuple[int, int, Any]] | None = None
         self.deliveries: list[list[Any]] | None = None
         self.timestamps: list[int] | None = None
@@ -131,14 +140,24 @@ class ProducerBatch:
             return len(self.raw)
         return self.builder.size if self.builder is not None else 0
 
-    def add_delivery(self, delivery: BatchDelivery, records: int) -> None:
-        """Count ``records`` of a ``send_batch`` call as carried by this batch."""
+    def add_delivery(self, delivery: BatchDelivery, records: int, first: int) -> None:
+        """Count ``records`` of a ``send_batch`` call, from offset delta ``first`` on."""
         if self.deliveries is None:
-            self.deliveries = [[delivery, records]]
-        elif self.deliveries[-1][0] is delivery:
-            self.deliveries[-1][1] += records
+            self.deliveries = [[delivery, records, first]]
+            return
+        last = self.deliveries[-1]
+        if last[0] is delivery and last[2] + last[1] == first:
+            last[1] += records
         else:
-            self.deliveries.append([delivery, records])
+            self.deliveries.append([delivery, records, first])
+
+    def add_waiter(self, delta: int) -> None:
+        """A ``send()`` waits for the record at offset delta ``delta``."""
+        self.observed += 1
+        if self.waiters is None:
+            self.waiters = [delta]
+        else:
+            self.waiters.append(delta)
 
     def note_send(self, node_id: int, now: float) -> None:
         """Remember, for the ``on_batch`` hook, that the batch is being sent to ``node_id``.
@@ -162,7 +181,6 @@ class ProducerBatch:
 
     def __repr__(self) -> str:
         state = "done" if self.done else ("built" if self.raw is not None else "open")
-        return (
-            f"<ProducerBatch {self.topic}/{self.partition} #{self.ordinal} "
-            f"{self.count} records {state}>"
-        )
+        number, first = divmod(self.ordinal, ORDINAL_STEP)
+        where = f"#{number}" + (f"+{first}" if first else "")
+        return f"<ProducerBatch {self.topic}/{self.partition} {where} {self.count} records {state}>"

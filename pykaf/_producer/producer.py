@@ -34,7 +34,7 @@ from pykaf import protocol as P
 from pykaf._cluster.client import Client, client_for
 from pykaf._columns import BinaryColumn
 from pykaf._net.metrics import BatchEvent, report_batch
-from pykaf._producer.batch import ProducerBatch, restamp
+from pykaf._producer.batch import ORDINAL_STEP, ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.partitioner import (
     Partitioner,
@@ -253,7 +253,7 @@ class Producer:
         # Again: other senders may have filled the buffer while the topic was looked up.
         await self._wait_for_space()
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
-        batch.observed += 1
+        batch.add_waiter(delta)
         await batch.wait()
         if batch.error is not None:
             raise batch.error
@@ -346,7 +346,7 @@ class Producer:
                 batch.buffered += nbytes
                 self.buffered_bytes += nbytes
                 self.buffered_records += added
-                batch.add_delivery(delivery, added)
+                batch.add_delivery(delivery, added, batch.count - added)
                 if batch.timestamps is not None:  # on_acknowledgement sees these too
                     batch.timestamps.extend(
                         [now] * added
@@ -379,7 +379,7 @@ class Producer:
             ):
                 await self._wait_for_space()  # exact limits; raises ClosedError
             key = keys[i]
-            batch, _ = self._append(
+            batch, delta = self._append(
                 t,
                 choose(name, key, count, available),
                 key,
@@ -387,7 +387,7 @@ class Producer:
                 headers[i] if headers is not None else None,
                 now if timestamps is None else int(timestamps[i]),
             )
-            batch.add_delivery(delivery, 1)
+            batch.add_delivery(delivery, 1, delta)
 
     def input(self) -> trio.MemorySendChannel[ProducerMessage]:
         """Sarama's input channel: send :class:`ProducerMessage` objects on it.
@@ -719,7 +719,7 @@ class Producer:
             trio.current_time(),
             p.next_ordinal,
         )
-        p.next_ordinal += 1
+        p.next_ordinal += ORDINAL_STEP
         if self._on_ack:
             batch.timestamps = []
         p.open = batch
@@ -1125,7 +1125,7 @@ class Producer:
         batch.error = error
         unobserved = batch.count - batch.observed
         if batch.deliveries:
-            for delivery, n in batch.deliveries:
+            for delivery, n, _ in batch.deliveries:
                 unobserved -= n
                 self._report_to_flush(batch.topic, batch.partition, n, error, delivery)
         if unobserved > 0:
@@ -1160,7 +1160,7 @@ class Producer:
             for delta, timestamp, target in batch.extras:
                 self._notify(batch, delta, timestamp, target, error)
         if batch.deliveries:
-            for delivery, n in batch.deliveries:
+            for delivery, n, _ in batch.deliveries:
                 delivery._complete(batch.topic, batch.partition, n, error)
         if self._on_ack:
             stamps = batch.timestamps or []

@@ -7,7 +7,7 @@ import trio
 
 from pykaf import errors
 from pykaf._columns import BinaryColumn
-from pykaf._producer.batch import ProducerBatch, restamp
+from pykaf._producer.batch import ORDINAL_STEP, ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.partitioner import PartitionerError
 from pykaf._producer.producer import Producer
@@ -44,7 +44,7 @@ def test_restamp_of_the_same_values_is_the_identity() -> None:
 
 def _batch(p: PartitionState, count: int = 1) -> ProducerBatch:
     b = ProducerBatch(p.topic, p.partition, BatchBuilder(), 0.0, p.next_ordinal)
-    p.next_ordinal += 1
+    p.next_ordinal += ORDINAL_STEP
     b.count = count
     return b
 
@@ -76,10 +76,11 @@ def test_add_delivery_merges_consecutive_records_of_one_call() -> None:
     p = PartitionState("t", 0)
     b = _batch(p)
     d1, d2 = BatchDelivery(10), BatchDelivery(5)
-    b.add_delivery(d1, 3)
-    b.add_delivery(d1, 4)
-    b.add_delivery(d2, 5)
-    assert b.deliveries == [[d1, 7], [d2, 5]]
+    b.add_delivery(d1, 3, 0)
+    b.add_delivery(d1, 4, 3)
+    b.add_delivery(d2, 5, 7)
+    b.add_delivery(d1, 2, 13)  # not next to d1's records (12 is someone else's)
+    assert b.deliveries == [[d1, 7, 0], [d2, 5, 7], [d1, 2, 13]]
 
 
 async def test_batch_delivery_counts_and_raises_for_failures() -> None:
