@@ -50,7 +50,8 @@ class BatchEvent:
 
     A produced batch gives one event when it settles: acknowledged, or failed
     for good (retries exhausted, a fatal error, the delivery timeout, an
-    aborted transaction, the producer closing), never once per attempt. A
+    aborted transaction, the producer closing), never once per attempt (a
+    batch split because the broker found it too large: once per part). A
     fetched batch gives one event when the consumer hands its records to the
     partition's reader.
 

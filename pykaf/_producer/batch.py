@@ -5,16 +5,21 @@ tracks: records are appended to its Cython ``BatchBuilder``; once sealed it
 is built (compressed, sequence-numbered) exactly once, and those bytes are
 what every retry sends. Completion is recorded per batch: whoever waits
 (``send()``, callbacks, bulk deliveries) is told when the batch settles.
+
+A batch the broker refuses as too large is split in two (:meth:`split`):
+each half is an ordinary batch that takes over the tracking of its records,
+and the split batch only points ``send()`` waiters to them (:meth:`locate`).
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from pykaf.codec import BatchBuilder, crc32c
+from pykaf.codec import BatchBuilder, crc32c, decode_batches
 
 if TYPE_CHECKING:
     from pykaf._producer.records import BatchDelivery
@@ -41,6 +46,10 @@ def restamp(raw: bytes, producer_id: int, producer_epoch: int, base_sequence: in
     _PRODUCER.pack_into(buf, _PRODUCER_AT, producer_id, producer_epoch, base_sequence)
     _CRC.pack_into(buf, _CRC_AT, crc32c(memoryview(buf)[_ATTRIBUTES_AT:]))
     return bytes(buf)
+
+
+def _len(data: bytes | None) -> int:
+    return 0 if data is None else len(data)
 
 
 class SendTrace:
@@ -83,6 +92,8 @@ class ProducerBatch:
             ``send_batch`` calls.
         timestamps: every record's timestamp, kept only for interceptors.
         trace: where and when it was sent, kept only for the ``on_batch`` hook.
+        parts: once split, ``(first offset delta, part)`` for each part, in
+            order; the batch itself is then done and never settles.
     """
 
     __slots__ = (
@@ -102,6 +113,7 @@ class ProducerBatch:
         "observed",
         "ordinal",
         "partition",
+        "parts",
         "raw",
         "timestamps",
         "topic",
@@ -110,7 +122,12 @@ class ProducerBatch:
     )
 
     def __init__(
-        self, topic: str, partition: int, builder: BatchBuilder, created: float, ordinal: int
+        self,
+        topic: str,
+        partition: int,
+        builder: BatchBuilder | None,
+        created: float,
+        ordinal: int,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -133,6 +150,7 @@ class ProducerBatch:
         self.error: BaseException | None = None
         self.event: trio.Event | None = None
         self.trace: SendTrace | None = None
+        self.parts: list[tuple[int, ProducerBatch]] | None = None
 
     def size(self) -> int:
         """Bytes on the wire (built) or so far (open, uncompressed)."""
@@ -173,14 +191,120 @@ class ProducerBatch:
             trace.node_id = node_id
 
     async def wait(self) -> None:
-        """Return once the batch is acknowledged or has failed."""
+        """Return once the batch (every part, if it was split) is acknowledged or has failed."""
         if not self.done:
             if self.event is None:
                 self.event = trio.Event()
             await self.event.wait()
+        if self.parts is not None:
+            for _, part in self.parts:
+                await part.wait()
+
+    def locate(self, delta: int) -> tuple[ProducerBatch, int]:
+        """The batch that carries the record at offset ``delta`` now, and its delta there."""
+        batch = self
+        while batch.parts is not None:
+            for first, part in reversed(batch.parts):
+                if delta >= first:
+                    batch, delta = part, delta - first
+                    break
+        return batch, delta
+
+    # -- splitting (a batch the broker refused as too large) ----------------------
+
+    def split(self, new_builder: Callable[[], BatchBuilder], overhead: int) -> list[ProducerBatch]:
+        """Split this built batch in two, each with about half the records' bytes.
+
+        The records are decoded from the built bytes (the builder is gone) and
+        appended to builders from ``new_builder``. Each half is built with this
+        batch's producer id, epoch and transactional flag, and sequence
+        numbers that continue this batch's. A record's weight is its key and
+        value plus ``overhead``: what it holds against the buffer limits.
+        Returns the two halves, which take this batch's place (:meth:`split_into`).
+        """
+        raw = self.raw
+        assert raw is not None and self.count > 1, "only a built batch of records is split"
+        (decoded,) = decode_batches(raw)
+        records = decoded.records
+        weights = [_len(r.key) + _len(r.value) + overhead for r in records]
+        half, cut, total = sum(weights) / 2, 1, weights[0]
+        while cut < len(records) - 1 and total + weights[cut] <= half:
+            total += weights[cut]
+            cut += 1
+        parts: list[tuple[int, ProducerBatch]] = []
+        for lo, hi in ((0, cut), (cut, len(records))):
+            builder = new_builder()
+            for r in records[lo:hi]:
+                builder.append(r.timestamp, r.key, r.value, r.headers)
+            uncompressed = builder.size
+            sequence = -1 if self.base_sequence < 0 else (self.base_sequence + lo) & 0x7FFFFFFF
+            part_raw = builder.build(
+                producer_id=decoded.producer_id,
+                producer_epoch=decoded.producer_epoch,
+                base_sequence=sequence,
+                is_transactional=decoded.is_transactional,
+            )
+            # The second half holds the rest, so the buffer is released exactly.
+            buffered = total if lo == 0 else self.buffered - total
+            parts.append((lo, self.part(lo, hi, part_raw, sequence, buffered, uncompressed)))
+        self.split_into(parts)
+        return [part for _, part in parts]
+
+    def part(
+        self,
+        lo: int,
+        hi: int,
+        raw: bytes,
+        base_sequence: int,
+        buffered: int,
+        uncompressed: int,
+    ) -> ProducerBatch:
+        """A new, built batch for records ``lo`` to ``hi`` of this one, with their tracking.
+
+        ``raw`` holds those records (built by the caller), ``buffered`` their
+        bytes against the buffer limits. Offset deltas are rebased on ``lo``.
+        """
+        part = ProducerBatch(self.topic, self.partition, None, self.created, self.ordinal + lo)
+        part.count = hi - lo
+        part.buffered = buffered
+        part.raw = raw
+        part.base_sequence = base_sequence
+        if self.extras:
+            extras = [(d - lo, ts, target) for d, ts, target in self.extras if lo <= d < hi]
+            if extras:
+                part.extras = extras
+                part.observed += len(extras)
+        if self.waiters:
+            waiters = [d - lo for d in self.waiters if lo <= d < hi]
+            if waiters:
+                part.waiters = waiters
+                part.observed += len(waiters)
+        if self.deliveries:
+            for delivery, n, first in self.deliveries:
+                start, stop = max(first, lo), min(first + n, hi)
+                if start < stop:
+                    part.add_delivery(delivery, stop - start, start - lo)
+        if self.timestamps is not None:
+            part.timestamps = self.timestamps[lo:hi]
+        if self.trace is not None:
+            part.trace = SendTrace(self.trace.node_id, self.trace.first_sent, uncompressed)
+        return part
+
+    def split_into(self, parts: list[tuple[int, ProducerBatch]]) -> None:
+        """Hand this batch over to its ``parts``; wake whoever waits on it."""
+        self.parts = parts
+        self.done = True
+        self.raw = None
+        self.builder = None
+        self.extras = self.deliveries = self.timestamps = self.waiters = None
+        if self.event is not None:
+            self.event.set()
 
     def __repr__(self) -> str:
-        state = "done" if self.done else ("built" if self.raw is not None else "open")
+        if self.parts is not None:
+            state = f"split in {len(self.parts)}"
+        else:
+            state = "done" if self.done else ("built" if self.raw is not None else "open")
         number, first = divmod(self.ordinal, ORDINAL_STEP)
         where = f"#{number}" + (f"+{first}" if first else "")
         return f"<ProducerBatch {self.topic}/{self.partition} {where} {self.count} records {state}>"

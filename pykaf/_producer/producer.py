@@ -60,7 +60,11 @@ log = logging.getLogger("pykaf.producer")
 _INIT_PRODUCER_ID = 22
 #: Per-record bytes counted against ``buffer_bytes`` besides key and value.
 RECORD_OVERHEAD = 24
+_MESSAGE_TOO_LARGE = 10
 _DUPLICATE_SEQUENCE = 46
+#: The parts of a split batch are rebuilt without a size limit of their own: the
+#: broker's answer is the limit that counts.
+_PART_MAX_BYTES = 2**31 - 1
 _SEQUENCE_ERRORS = (45, 59)  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID
 #: How brokers refuse a KIP-360 bump they do not support (never fencing: a fenced
 #: transactional producer must not take its id back with a plain InitProducerId).
@@ -165,6 +169,7 @@ class Producer:
         self.retries = 0
         self.error_count = 0
         self.epoch_bumps = 0
+        self.splits = 0
 
     # ------------------------------------------------------------------ sending
 
@@ -255,6 +260,8 @@ class Producer:
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
         batch.add_waiter(delta)
         await batch.wait()
+        if batch.parts is not None:  # the broker found the batch too large: it was split
+            batch, delta = batch.locate(delta)
         if batch.error is not None:
             raise batch.error
         return self._metadata(batch, delta, timestamp)
@@ -442,6 +449,7 @@ class Producer:
             retries=self.retries,
             errors=self.error_count,
             epoch_bumps=self.epoch_bumps,
+            splits=self.splits,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
             brokers={node: s.statistics() for node, s in self._brokers.items()},
@@ -1066,7 +1074,15 @@ class Producer:
             exc = exc_type(f"{batch.topic}/{batch.partition}: {detail}")
             self.error_count += 1
             sender.errors += 1
-            if self.idempotent and code in _SEQUENCE_ERRORS and self.txn is None:
+            if code == _MESSAGE_TOO_LARGE and batch.count > 1 and p is not None:
+                self._split(p, batch)
+            elif (
+                self.idempotent
+                and code in _SEQUENCE_ERRORS
+                and (self.txn is None or (p is not None and p.retrying))
+            ):
+                # While the partition is retrying, an earlier batch of it was not
+                # written: the broker refuses the later ones until it is resent.
                 if p is not None and not p.retrying:
                     self._request_bump(exc)
                 self._retry_or_fail(p, batch, exc, count_attempt=False)
@@ -1104,6 +1120,32 @@ class Producer:
             if isinstance(error, _LEADER_ERRORS):
                 p.needs_metadata = True
                 self.client.metadata.mark_leader_unknown(p.topic, p.partition)
+
+    def _split(self, p: PartitionState, batch: ProducerBatch) -> None:
+        """Send a batch the broker refused as too large again as two halves, in its place.
+
+        The halves (:meth:`ProducerBatch.split`) keep the batch's producer
+        id, epoch and sequence numbers: the broker wrote nothing of it, so it
+        still expects the first one. They go to ``retry`` like a retried
+        batch, so they are sent before anything later of the partition. A
+        half still too large is split again, and a single record still too
+        large fails alone. A split counts as no retry: each one halves the
+        records, so splitting ends.
+        """
+        size = batch.size()
+        parts = batch.split(lambda: self._builder(_PART_MAX_BYTES), RECORD_OVERHEAD)
+        log.info(
+            "%s/%d: a batch of %d records (%d bytes) is too large for the broker; "
+            "sending it again as %s records",
+            batch.topic,
+            batch.partition,
+            batch.count,
+            size,
+            " + ".join(str(part.count) for part in parts),
+        )
+        self.splits += 1
+        p.retry.extend(parts)
+        p.retrying = True  # no backoff, no metadata refresh: the broker is fine
 
     def _finish_retry(self, p: PartitionState) -> None:
         """Once nothing of a retrying partition is in flight, requeue and re-attach it."""

@@ -83,6 +83,8 @@ class ProducerStatistics:
         retries: batches sent again after a retriable failure.
         errors: Produce errors seen from brokers (retried or not).
         epoch_bumps: idempotent producer id/epoch resets (KIP-360 recovery).
+        splits: batches the broker refused as too large (MESSAGE_TOO_LARGE)
+            and the producer sent again as two smaller ones.
         brokers: per broker counters.
     """
 
@@ -97,6 +99,7 @@ class ProducerStatistics:
     retries: int
     errors: int
     epoch_bumps: int
+    splits: int
     producer_id: int
     producer_epoch: int
     brokers: dict[int, BrokerStatistics]
