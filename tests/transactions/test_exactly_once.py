@@ -133,10 +133,21 @@ async def _check_output(cluster: FakeCluster) -> list[Any]:
 async def _inject_faults(cluster: FakeCluster, rng: random.Random) -> None:
     """A fixed budget of faults, one every 50-150 ms, in random order; then none.
 
+    They start once the first transaction was aborted with its output written.
+
     Injected errors, partition leader moves, and brokers going down then up.
     The budget ends, so the run can always finish; a pending injected error
     is replaced rather than piled up (a pile would fail every retry).
     """
+    # The planned abort comes first: its refused TxnOffsetCommit is a pending
+    # injected error that a fault of the same API would replace, and under load
+    # (the first transaction late) that left runs with no abort that wrote output.
+    with trio.fail_after(60):
+        while not any(
+            (part := cluster.partition(SINK, p)) is not None and part.log.aborted
+            for p in range(PARTITIONS)
+        ):
+            await trio.sleep(0.02)
     brokers = sorted(cluster.nodes)
     faults = ["retriable"] * 40 + ["aborting"] * 6 + ["leader"] * 15 + ["bounce"] * 3
     rng.shuffle(faults)
