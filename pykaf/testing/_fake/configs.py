@@ -217,14 +217,25 @@ def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
 
 def topic_value(cluster: FakeCluster, topic: Topic, name: str) -> str:
     """A topic config's value in force: the topic's, else the cluster-wide broker default's."""
-    if name in topic.configs:
-        return topic.configs[name]
     spec = TOPIC_CONFIGS[name]
+    chain = _topic_chain(cluster, topic, spec)
+    return chain[0][1] if chain else spec.default
+
+
+def _topic_chain(cluster: FakeCluster, topic: Topic, spec: ConfigDef) -> list[tuple[str, str, int]]:
+    """Where a topic config's value may come from, first in force: (name, value, source).
+
+    The topic's own value, then its broker synonym's (Kafka lists only a
+    config that has one): the cluster-wide dynamic default and the built-in
+    default. Empty for a config with no synonym that the topic does not set.
+    """
+    chain: list[tuple[str, str, int]] = []
+    if spec.name in topic.configs:
+        chain.append((spec.name, topic.configs[spec.name], DYNAMIC_TOPIC))
     if spec.synonym is not None:
-        found = cluster.configs.broker_value(None, spec.synonym)
-        if found is not None:
-            return found[0]
-    return spec.default
+        chain += cluster.configs.levels(None, spec.synonym)
+        chain.append((spec.synonym, spec.default, DEFAULT))
+    return chain
 
 
 class ConfigStore:
@@ -233,15 +244,19 @@ class ConfigStore:
     def __init__(self) -> None:
         self.broker: dict[int | None, dict[str, str]] = {}
 
-    def broker_value(self, node_id: int | None, name: str) -> tuple[str, int] | None:
-        """A dynamic broker config's value and source, the broker's own before the default."""
+    def levels(self, node_id: int | None, name: str) -> list[tuple[str, str, int]]:
+        """A dynamic broker config's set values, first in force: (name, value, source).
+
+        The broker's own (none for ``node_id`` None), then the cluster-wide default.
+        """
+        out = []
         own = self.broker.get(node_id, {}) if node_id is not None else {}
         if name in own:
-            return own[name], DYNAMIC_BROKER
+            out.append((name, own[name], DYNAMIC_BROKER))
         default = self.broker.get(None, {})
         if name in default:
-            return default[name], DYNAMIC_DEFAULT_BROKER
-        return None
+            out.append((name, default[name], DYNAMIC_DEFAULT_BROKER))
+        return out
 
 
 # -- DescribeConfigs ---------------------------------------------------------------
@@ -274,14 +289,7 @@ def _topic_entries(cluster: FakeCluster, name: str, synonyms: bool) -> list[Any]
     topic = cluster.topics[name]
     out = []
     for spec in TOPIC_CONFIGS.values():
-        chain: list[tuple[str, str, int]] = []
-        if spec.name in topic.configs:
-            chain.append((spec.name, topic.configs[spec.name], DYNAMIC_TOPIC))
-        if spec.synonym is not None:  # Kafka lists a topic config's broker synonyms
-            found = cluster.configs.broker_value(None, spec.synonym)
-            if found is not None:
-                chain.append((spec.synonym, found[0], found[1]))
-            chain.append((spec.synonym, spec.default, DEFAULT))
+        chain = _topic_chain(cluster, topic, spec)
         value, source = chain[0][1:] if chain else (spec.default, DEFAULT)
         out.append(_entry(spec.name, value, source, spec.kind, False, chain if synonyms else []))
     return out
@@ -290,14 +298,7 @@ def _topic_entries(cluster: FakeCluster, name: str, synonyms: bool) -> list[Any]
 def _broker_entries(cluster: FakeCluster, node_id: int | None, synonyms: bool) -> list[Any]:
     out = []
     for spec in _broker_configs(cluster).values():
-        chain: list[tuple[str, str, int]] = []
-        if spec.dynamic:
-            own = cluster.configs.broker.get(node_id, {}) if node_id is not None else {}
-            if spec.name in own:
-                chain.append((spec.name, own[spec.name], DYNAMIC_BROKER))
-            default = cluster.configs.broker.get(None, {})
-            if spec.name in default:
-                chain.append((spec.name, default[spec.name], DYNAMIC_DEFAULT_BROKER))
+        chain = cluster.configs.levels(node_id, spec.name) if spec.dynamic else []
         if node_id is None:
             if not chain:
                 continue  # the cluster-default resource lists only what was set,
