@@ -208,11 +208,11 @@ class Outcome:
     output: str
 
 
-def run_program(path: Path, cwd: Path, timeout: float, *, spark: bool = False) -> Outcome:
-    """Run one program file; a non-zero exit or a timeout is a failure."""
+def _run_python(args: list[str], cwd: Path, timeout: float, spark: bool) -> tuple[int | None, str]:
+    """Run ``python ARGS``: its exit status (None when it timed out) and its output's tails."""
     try:
         proc = subprocess.run(
-            [sys.executable, str(path)],
+            [sys.executable, *args],
             cwd=cwd,
             env=environment(spark=spark),
             capture_output=True,
@@ -221,11 +221,19 @@ def run_program(path: Path, cwd: Path, timeout: float, *, spark: bool = False) -
             check=False,
         )
     except subprocess.TimeoutExpired as exc:
-        output = _decode(exc.stdout) + _decode(exc.stderr)
+        return None, _tail(_decode(exc.stdout) + _decode(exc.stderr))
+    return proc.returncode, (
+        f"--- stdout ---\n{_tail(proc.stdout)}\n--- stderr ---\n{_tail(proc.stderr)}"
+    )
+
+
+def run_program(path: Path, cwd: Path, timeout: float, *, spark: bool = False) -> Outcome:
+    """Run one program file; a non-zero exit or a timeout is a failure."""
+    status, output = _run_python([str(path)], cwd, timeout, spark)
+    if status is None:
         return Outcome(f"{path.name} did not finish within {timeout} s", output)
-    output = f"--- stdout ---\n{_tail(proc.stdout)}\n--- stderr ---\n{_tail(proc.stderr)}"
-    if proc.returncode != 0:
-        return Outcome(f"{path.name} exited with status {proc.returncode}", output)
+    if status != 0:
+        return Outcome(f"{path.name} exited with status {status}", output)
     return Outcome("", output)
 
 
@@ -262,21 +270,12 @@ def run_in_one_process(
     """Run programs in turn in one child process; the outcome of each."""
     paths = list(paths)
     results_path = cwd / "results.json"
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", RUNNER, str(results_path), *map(str, paths)],
-            cwd=cwd,
-            env=environment(spark=spark),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        output = f"--- stdout ---\n{_tail(proc.stdout)}\n--- stderr ---\n{_tail(proc.stderr)}"
-        ended = f"the process running them exited with status {proc.returncode}"
-    except subprocess.TimeoutExpired as exc:
-        output = _tail(_decode(exc.stdout) + _decode(exc.stderr))
+    args = ["-c", RUNNER, str(results_path), *map(str, paths)]
+    status, output = _run_python(args, cwd, timeout, spark)
+    if status is None:
         ended = f"the process running them did not finish within {timeout} s"
+    else:
+        ended = f"the process running them exited with status {status}"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     outcomes = {}
     for path in paths:
