@@ -198,15 +198,17 @@ def _create_error(req: Any, version: int, code: int) -> Any:
 _XR = P.DeleteAclsResponse
 
 
-def _delete_one(ctx: RequestContext, f: Any) -> Any:
+def _delete_one(ctx: RequestContext, f: Any) -> tuple[Any, list[AclEntry]]:
+    """One filter's result, and the bindings it matched (none for an invalid filter)."""
     spec = _filter(f)
     problem = spec.problem()
     if problem is not None:
-        return _XR.DeleteAclsFilterResult(
+        refused = _XR.DeleteAclsFilterResult(
             error_code=_INVALID, error_message=problem, matching_acls=[]
         )
+        return refused, []
     gone = [a for a in ctx.cluster.acls if spec.matches(a)]
-    return _XR.DeleteAclsFilterResult(
+    result = _XR.DeleteAclsFilterResult(
         error_code=0,
         error_message=None,
         matching_acls=[
@@ -224,6 +226,7 @@ def _delete_one(ctx: RequestContext, f: Any) -> Any:
             for a in gone
         ],
     )
+    return result, gone
 
 
 async def delete_acls(ctx: RequestContext, req: P.DeleteAclsRequest, version: int) -> Any:
@@ -232,21 +235,10 @@ async def delete_acls(ctx: RequestContext, req: P.DeleteAclsRequest, version: in
     As Kafka does, every filter is matched against the bindings as they were
     before the request: a binding two filters match is listed under both.
     """
-    results = [_delete_one(ctx, f) for f in req.filters]
-    matched = {
-        AclEntry(
-            m.resource_type,
-            m.resource_name,
-            m.pattern_type,
-            m.principal,
-            m.host,
-            m.operation,
-            m.permission_type,
-        )
-        for r in results
-        for m in r.matching_acls
-    }
+    answers = [_delete_one(ctx, f) for f in req.filters]
+    matched = {a for _, gone in answers for a in gone}
     ctx.cluster.acls[:] = [a for a in ctx.cluster.acls if a not in matched]
+    results = [result for result, _ in answers]
     return _XR(throttle_time_ms=0, filter_results=results)
 
 
