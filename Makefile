@@ -7,11 +7,12 @@ STAMP := $(VENV)/.pykaf-installed
 EXT_STAMP := $(VENV)/.pykaf-ext-built
 PYTEST_ARGS ?=
 
-.PHONY: help install ext test lint docs unit demo bench bench-check clean
+.PHONY: help install ext kafka test lint docs unit demo bench bench-check clean
 
 help:
 	@echo "make demo         run the demo (produce 1M records to an embedded Tansu, read back, report)"
 	@echo "make test         lint, type-check, build the docs and run the whole test suite"
+	@echo "make kafka        fetch Apache Kafka's jars (Maven Central, once) into ~/.cache/pykaf or PYKAF_KAFKA_HOME"
 	@echo "make docs         build the docs site into site/ (mkdocs, warnings are errors)"
 	@echo "make bench        run bench/ against the peers, save the run, redraw docs/img/bench-*.svg"
 	@echo "make bench-check  compare the pykaf/peer ratios with bench/baseline.json"
@@ -38,6 +39,12 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict docs/examples
 
+# Apache Kafka (the suite's primary broker): its jars from Maven Central with
+# mvn, once, into ~/.cache/pykaf/kafka-<version> (or PYKAF_KAFKA_HOME if set).
+# Fails, naming what to install, without java or mvn.
+kafka: install
+	$(PY) -m pykaf.testing kafka --fetch
+
 # The docs site (mkdocs.yml): a broken link, a missing anchor or a page left
 # out of the nav fails the build. The site goes to site/ (git ignores it).
 docs: install
@@ -45,7 +52,7 @@ docs: install
 
 # pytest exits 5 when it collected no test; treat that as a failure of its own
 # kind with a clear message instead of a silent pass.
-test: lint docs
+test: lint docs kafka
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 

