@@ -49,9 +49,15 @@ def both_codecs() -> tuple[ModuleType, ModuleType]:
     return load_codec("cython"), load_codec("python")
 
 
-@pytest.fixture(params=["tansu", "mock"])
+@pytest.fixture(params=["kafka", "tansu", "mock"])
 def broker(request: pytest.FixtureRequest) -> Any:
-    """Tansu (the session's) and a librdkafka mock cluster (3 brokers), in turn."""
+    """Apache Kafka and Tansu (the session's) and a librdkafka mock cluster (3 brokers), in turn."""
+    return _broker_clients().broker_from(request, request.param)
+
+
+@pytest.fixture(params=["kafka", "tansu"])
+def real_broker(request: pytest.FixtureRequest) -> Any:
+    """The session's Apache Kafka (one node) and the session's Tansu, in turn."""
     return _broker_clients().broker_from(request, request.param)
 
 
@@ -59,6 +65,18 @@ def broker(request: pytest.FixtureRequest) -> Any:
 def tansu_broker(request: pytest.FixtureRequest) -> Any:
     """The session's Tansu as a ``broker_clients.Broker``."""
     return _broker_clients().broker_from(request, "tansu")
+
+
+@pytest.fixture
+def kafka_broker(request: pytest.FixtureRequest) -> Any:
+    """The session's Apache Kafka (one node) as a ``broker_clients.Broker``."""
+    return _broker_clients().broker_from(request, "kafka")
+
+
+@pytest.fixture
+def kafka3_broker(request: pytest.FixtureRequest) -> Any:
+    """The session's three-node Apache Kafka as a ``broker_clients.Broker``."""
+    return _broker_clients().broker_from(request, "kafka3")
 
 
 def _broker_clients() -> ModuleType:

@@ -156,7 +156,16 @@ class Broker:
 
 
 def broker_from(request: pytest.FixtureRequest, name: str) -> Broker:
-    """The session's Tansu ("tansu"), a fresh mock cluster ("mock") or fake cluster ("fake")."""
+    """A broker by name.
+
+    "kafka" and "kafka3" are the session's Apache Kafka clusters of one and
+    three nodes, "tansu" the session's Tansu, "mock" a fresh librdkafka mock
+    cluster and "fake" a fresh fake cluster.
+    """
+    if name in ("kafka", "kafka3"):
+        kafka = request.getfixturevalue("kafka_cluster" if name == "kafka" else "kafka_cluster3")
+        replicas = min(3, len(kafka.node_ids))
+        return Broker(name, kafka.bootstrap, lambda t, n: kafka.create_topic(t, n, replicas))
     if name == "fake":
         fake = request.getfixturevalue("fake_cluster")
         return Broker("fake", fake.bootstrap, lambda t, n: fake.create_topic(t, n))

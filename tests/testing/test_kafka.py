@@ -1,0 +1,236 @@
+"""pykaf.testing's Apache Kafka launcher: provisioning, listeners, ACLs, faults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+import pykaf
+import pykaf.sync
+from pykaf import errors
+from pykaf.testing import (
+    KafkaCluster,
+    KafkaClusterError,
+    KafkaUnavailableError,
+    TLSCertificates,
+    _kafka_dist,
+    kafka_home,
+    open_kafka_cluster,
+)
+from pykaf.testing.fixtures import KAFKA_USERS
+
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+# -- provisioning -----------------------------------------------------------------
+
+
+def test_a_kafka_home_without_jars_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYKAF_KAFKA_HOME", str(tmp_path))
+    with pytest.raises(KafkaUnavailableError, match="holds no Kafka jars"):
+        kafka_home()
+
+
+def test_kafka_home_accepts_a_release_tarball_layout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "libs").mkdir()
+    (tmp_path / "libs" / "kafka_2.13-4.3.1.jar").write_bytes(b"")
+    monkeypatch.setenv("PYKAF_KAFKA_HOME", str(tmp_path))
+    assert kafka_home() == tmp_path
+    assert _kafka_dist.kafka_classpath(tmp_path) == str(tmp_path / "libs" / "*")
+
+
+def test_without_maven_the_error_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PYKAF_KAFKA_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # an empty cache: a fetch is needed
+    real_which = _kafka_dist.shutil.which
+    monkeypatch.setattr(
+        _kafka_dist.shutil, "which", lambda name: None if name == "mvn" else real_which(name)
+    )
+    with pytest.raises(KafkaUnavailableError, match="apt-get install maven"):
+        kafka_home("4.3.1")
+
+
+def test_without_java_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setattr(_kafka_dist.shutil, "which", lambda name: None)
+    with pytest.raises(KafkaUnavailableError, match="openjdk-17"):
+        _kafka_dist.find_java()
+
+
+def test_a_fetched_distribution_is_reused_and_complete() -> None:
+    home = kafka_home()
+    assert (home / ".pykaf-complete").exists() or os.environ.get("PYKAF_KAFKA_HOME")
+    jars = {p.name for p in Path(_kafka_dist.kafka_classpath(home)[:-1]).glob("*.jar")}
+    for prefix in ("kafka_2.13-", "kafka-tools-", "kafka-clients-", "log4j-core-", "slf4j-api-2"):
+        assert any(j.startswith(prefix) for j in jars), prefix
+    assert kafka_home() == home  # the second call finds it
+
+
+def test_fetch_command_prints_the_home() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pykaf.testing", "kafka", "--fetch"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    assert done.stdout.strip() == str(kafka_home())
+
+
+# -- the session's cluster -------------------------------------------------------------
+
+
+def test_the_cluster_serves_pykaf_on_plaintext(kafka_cluster: KafkaCluster) -> None:
+    topic = f"launcher-{os.getpid()}"
+    kafka_cluster.create_topic(topic, 3)
+    with pykaf.sync.Admin(kafka_cluster.bootstrap) as admin:
+        described = admin.describe_topic(topic)
+        assert [p.leader for p in described.partitions] == [1, 1, 1]
+        cluster = admin.describe_cluster()
+        assert [b.node_id for b in cluster.brokers] == [1]
+    assert kafka_cluster.version.startswith("4.")
+    assert kafka_cluster.running(1)
+    assert "Kafka Server started" in kafka_cluster.log_text(1)
+
+
+def test_a_topic_that_exists_is_refused(kafka_cluster: KafkaCluster) -> None:
+    topic = f"launcher-twice-{os.getpid()}"
+    kafka_cluster.create_topic(topic, 1)
+    with pytest.raises(errors.TopicExistsError):
+        kafka_cluster.create_topic(topic, 1)
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_sasl_logins_succeed_and_fail(kafka_cluster: KafkaCluster, mechanism: str) -> None:
+    topic = f"launcher-sasl-{mechanism.lower()}"
+    kafka_cluster.create_topic(topic, 1)
+    options = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism}
+    with pykaf.sync.Producer(
+        kafka_cluster.sasl_bootstrap,
+        sasl_username="admin",
+        sasl_password=KAFKA_USERS["admin"],
+        **options,
+    ) as producer:
+        assert producer.send(topic, b"in", partition=0).offset == 0
+    with (
+        pytest.raises(errors.SaslAuthenticationError, match=mechanism),
+        pykaf.sync.Producer(
+            kafka_cluster.sasl_bootstrap,
+            sasl_username="admin",
+            sasl_password="not-the-password",
+            **options,
+        ),
+    ):
+        pass
+
+
+def test_tls_and_sasl_over_tls(kafka_cluster: KafkaCluster, tls_certs: TLSCertificates) -> None:
+    topic = "launcher-tls"
+    kafka_cluster.create_topic(topic, 1)
+    with pykaf.sync.Producer(
+        kafka_cluster.tls_bootstrap, security_protocol="SSL", ssl_cafile=kafka_cluster.ca_file
+    ) as producer:
+        producer.send(topic, b"tls", partition=0)
+    with pykaf.sync.Producer(
+        kafka_cluster.sasl_tls_bootstrap,
+        security_protocol="SASL_SSL",
+        ssl_cafile=tls_certs.ca_file,
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username="admin",
+        sasl_password=KAFKA_USERS["admin"],
+    ) as producer:
+        producer.send(topic, b"sasl-tls", partition=0)
+    with pykaf.sync.Consumer(kafka_cluster.bootstrap) as consumer:
+        consumer.assign([(topic, 0, pykaf.OLDEST)])
+        assert [consumer.poll(timeout=10).value for _ in range(2)] == [b"tls", b"sasl-tls"]
+
+
+def test_a_tls_client_that_does_not_trust_the_ca_is_refused(kafka_cluster: KafkaCluster) -> None:
+    with (
+        TLSCertificates() as other,
+        pytest.raises(errors.KafkaConnectionError, match="CERTIFICATE_VERIFY_FAILED"),
+        pykaf.sync.Producer(
+            kafka_cluster.tls_bootstrap,
+            security_protocol="SSL",
+            ssl_cafile=other.ca_file,  # another CA
+            connect_timeout=5,
+        ),
+    ):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("config", "value", "stage"),
+    [
+        ("num.io.threads", "zero", "formatting node 1's storage failed"),  # the formatter checks
+        ("authorizer.class.name", "no.such.Authorizer", "exited with"),  # the node itself fails
+    ],
+)
+def test_a_cluster_that_cannot_start_says_why(config: str, value: str, stage: str) -> None:
+    cluster = KafkaCluster(1, broker_configs={config: value}, start_timeout=60)
+    with pytest.raises(KafkaClusterError, match=stage) as info:
+        cluster.start()
+    assert value in str(info.value)  # the log's tail names the cause
+    cluster.close()
+    assert not cluster.running(1)
+    assert not cluster.directory.exists()
+
+
+def test_unknown_nodes_and_double_starts_are_refused(kafka_cluster: KafkaCluster) -> None:
+    with pytest.raises(KafkaClusterError, match="no node 7"):
+        kafka_cluster.broker_down(7)
+    with pytest.raises(KafkaClusterError, match="running already"):
+        kafka_cluster.broker_up(1)
+
+
+# -- faults on three nodes ---------------------------------------------------------------
+
+
+def test_a_node_stopped_and_started_keeps_its_data(kafka_cluster3: KafkaCluster) -> None:
+    topic = "launcher-restart"
+    kafka_cluster3.create_topic(topic, 3, replication_factor=3)
+    with pykaf.sync.Producer(kafka_cluster3.bootstrap, acks=-1) as producer:
+        for i in range(30):
+            producer.send(topic, b"%d" % i, partition=i % 3)
+        kafka_cluster3.broker_down(2)
+        assert not kafka_cluster3.running(2)
+        for i in range(30, 60):  # the other two replicas still take writes
+            producer.send(topic, b"%d" % i, partition=i % 3)
+        kafka_cluster3.broker_down(3, kill=True)
+        kafka_cluster3.broker_up(2)
+        kafka_cluster3.broker_up(3)
+    assert kafka_cluster3.log_text(2).count("---- pykaf: start") == 2
+    with pykaf.sync.Consumer(kafka_cluster3.bootstrap) as consumer:
+        consumer.assign([(topic, p, pykaf.OLDEST) for p in range(3)])
+        values = sorted(int(consumer.poll(timeout=20).value) for _ in range(60))
+    assert values == list(range(60))
+
+
+# -- the trio form -----------------------------------------------------------------------
+
+
+async def test_open_kafka_cluster_runs_in_a_trio_test() -> None:
+    async with open_kafka_cluster(1) as kafka:
+        await kafka.create_topic("events", 2)
+        async with pykaf.open_producer(kafka.bootstrap) as producer:
+            first = await producer.send("events", b"a", partition=1)
+        await kafka.broker_down(1)
+        assert not kafka.running(1)
+        await kafka.broker_up(1)
+        async with pykaf.open_producer(kafka.bootstrap) as producer:
+            second = await producer.send("events", b"b", partition=1)
+        assert (first.offset, second.offset) == (0, 1)
+        directory = kafka.directory
+    assert not directory.exists()  # an owned directory goes with the cluster
+    await trio.sleep(0)
