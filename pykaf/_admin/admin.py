@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import trio
+
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._admin import acls
@@ -111,6 +113,16 @@ def _alter_request(
     return R(resources=out, validate_only=validate_only)
 
 
+# Answers that mean "ask again": the coordinator moved, is not there yet, or loads.
+_COORDINATOR_RETRIABLE = frozenset(
+    {
+        errors.NotCoordinatorError.code,
+        errors.CoordinatorNotAvailableError.code,
+        errors.CoordinatorLoadInProgressError.code,
+    }
+)
+
+
 class Admin:
     """Cluster administration; get one from :func:`open_admin` (or ``pykaf.sync.Admin``)."""
 
@@ -136,8 +148,17 @@ class Admin:
         return await self._send(await self.client.any_connection(), request)
 
     async def _to_coordinator(self, group: str, request: Any) -> Any:
-        """Send to ``group``'s coordinator; once more after a coordinator move."""
-        for attempt in range(2):
+        """Send to ``group``'s coordinator, retrying while it moves or loads.
+
+        NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE look the coordinator up
+        again; COORDINATOR_LOAD_IN_PROGRESS (a coordinator still reading its
+        offsets partition: Kafka answers it on a group's first use) waits
+        ``retry_backoff`` and asks again. Both until ``request_timeout``; then
+        the last answer is returned for the caller to raise.
+        """
+        config = self.client.config
+        deadline = trio.current_time() + config.request_timeout
+        while True:
             broker = await self.client.coordinator(group)
             conn = await self.client.connect_to(broker)
             response = await self._send(conn, request)
@@ -145,14 +166,11 @@ class Admin:
             if not code:
                 groups = getattr(response, "groups", None) or getattr(response, "results", None)
                 code = next((g.error_code for g in groups or () if g.error_code), 0)
-            if attempt == 0 and code in (
-                errors.NotCoordinatorError.code,
-                errors.CoordinatorNotAvailableError.code,
-            ):
+            if code not in _COORDINATOR_RETRIABLE or trio.current_time() >= deadline:
+                return response
+            if code != errors.CoordinatorLoadInProgressError.code:
                 await self.client.refresh_coordinator(group)
-                continue
-            return response
-        raise AssertionError("unreachable")
+            await trio.sleep(config.retry_backoff)
 
     async def _metadata(self, topics: Sequence[str] | None) -> Any:
         request = P.MetadataRequest(
