@@ -593,6 +593,18 @@ class KafkaCluster:
         """Delete a topic."""
         _run_trio(lambda: _delete_topic(self.bootstrap, name))
 
+    def reset(self, *, timeout: float = 60.0) -> None:
+        """Make the cluster as if new: delete every topic but Kafka's own, every group, every ACL.
+
+        Returns once the deleted topics are gone from the metadata, so a
+        topic of the same name can be created at once. A group that still
+        has members is waited for (its members leave or time out).
+
+        Raises:
+            KafkaClusterError: something was still there after ``timeout``.
+        """
+        _run_trio(lambda: _reset(self.bootstrap, timeout))
+
     def close(self) -> None:
         """Stop every node (cleanly, then by force) and remove an owned directory."""
         if self._closed:
@@ -670,6 +682,10 @@ class AsyncKafkaCluster:
     async def delete_topic(self, name: str) -> None:
         """Delete a topic."""
         await _delete_topic(self.cluster.bootstrap, name)
+
+    async def reset(self, *, timeout: float = 60.0) -> None:
+        """Delete every topic but Kafka's own, every group and ACL (:meth:`KafkaCluster.reset`)."""
+        await _reset(self.cluster.bootstrap, timeout)
 
     async def broker_down(self, node_id: int, *, kill: bool = False, timeout: float = 60.0) -> None:
         """Stop node ``node_id`` (see :meth:`KafkaCluster.broker_down`)."""
@@ -781,3 +797,33 @@ async def _delete_topic(bootstrap: str, name: str) -> None:
 
     async with pykaf.open_admin(bootstrap) as admin:
         await admin.delete_topic(name)
+
+
+async def _reset(bootstrap: str, timeout: float) -> None:
+    import pykaf
+    from pykaf import AclFilter, errors
+
+    left: list[str] = []
+    async with pykaf.open_admin(bootstrap) as admin:
+        with trio.move_on_after(timeout):
+            while True:
+                left = []
+                topics = await admin.list_topics()
+                if topics:
+                    with contextlib.suppress(errors.PykafError):
+                        await admin.delete_topics(topics)
+                    left += [f"topic {t!r}" for t in topics]
+                groups = [g.group_id for g in await admin.list_groups()]
+                if groups:
+                    try:
+                        await admin.delete_groups(groups)
+                    except errors.PykafError as exc:  # a group still has members: wait for them
+                        left.append(f"groups ({exc})")
+                acls = await admin.describe_acls(AclFilter())
+                if acls:
+                    await admin.delete_acls([AclFilter()])
+                    left += [str(a) for a in acls]
+                if not left:
+                    return
+                await trio.sleep(0.2)
+    raise KafkaClusterError(f"the cluster still had after {timeout} s: {', '.join(left)}")

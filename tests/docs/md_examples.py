@@ -6,10 +6,11 @@ The convention (also in docs/testing.md, "Docs examples"):
   test replaces every ``localhost:9092`` in it with the bootstrap address of a
   broker started for that block alone, runs it with this interpreter in a
   temporary directory, and fails if it exits non-zero or runs past a timeout.
-- The broker is Tansu (a real broker) unless the previous non-blank line
-  before the fence is ``<!-- doc-example: fake -->``: then it is pykaf's
-  in-memory fake cluster (``pykaf.testing``, 3 brokers), for what Tansu lacks
-  (aborted-transaction lists, ACLs, config changes, quick group joins, ...).
+- The broker is Apache Kafka (the session's one-node cluster, emptied of
+  topics, groups and ACLs before each block) unless the previous non-blank
+  line before the fence is ``<!-- doc-example: fake -->`` (pykaf's in-memory
+  fake cluster, 3 brokers, of the block's own) or ``<!-- doc-example: tansu -->``
+  (a Tansu broker of the block's own).
 - ``<!-- doc-example: skip REASON -->`` on that line means the block is not
   run; the reason is required.
 - A block that imports ``pyspark`` or ``pykaf.spark`` runs with the other
@@ -42,7 +43,7 @@ from markdown_it import MarkdownIt
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 PLACEHOLDER = "localhost:9092"
-MODES = ("tansu", "fake", "skip")
+MODES = ("kafka", "tansu", "fake", "skip")
 DIRECTIVE = re.compile(r"^<!--\s*doc-example:(?P<body>.*?)-->$")
 MENTION = "doc-example"
 USES_SPARK = re.compile(r"^\s*(?:from|import)\s+(?:pyspark|pykaf\.spark)\b", re.MULTILINE)
@@ -57,7 +58,7 @@ class Block:
         page: the page's path relative to docs/ (``"sync.md"``).
         line: the 1-based line of the opening fence.
         code: the block's text.
-        mode: ``"tansu"``, ``"fake"`` or ``"skip"``.
+        mode: ``"kafka"``, ``"tansu"``, ``"fake"`` or ``"skip"``.
         reason: why a skipped block is skipped.
         error: what is wrong with the block's directive (the test fails with it).
     """
@@ -65,7 +66,7 @@ class Block:
     page: str
     line: int
     code: str
-    mode: str = "tansu"
+    mode: str = "kafka"
     reason: str = ""
     error: str = ""
 
@@ -98,17 +99,21 @@ def parse_directive(comment: str) -> tuple[str, str, str]:
     text = comment.strip()
     match = DIRECTIVE.match(text)
     if match is None:
-        return "tansu", "", f"malformed directive {text!r}: write <!-- doc-example: MODE -->"
+        return "kafka", "", f"malformed directive {text!r}: write <!-- doc-example: MODE -->"
     words = match.group("body").split(maxsplit=1)
     mode = words[0] if words else ""
     rest = words[1].strip() if len(words) > 1 else ""
-    if mode == "fake" and not rest:
-        return "fake", "", ""
+    if mode in ("fake", "tansu") and not rest:
+        return mode, "", ""
     if mode == "skip":
         if not rest:
             return "skip", "", f"{text!r}: a skipped example needs a reason"
         return "skip", rest, ""
-    return "tansu", "", f"unknown directive {text!r}: the modes are 'fake' and 'skip REASON'"
+    return (
+        "kafka",
+        "",
+        f"unknown directive {text!r}: the modes are 'fake', 'tansu' and 'skip REASON'",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +157,7 @@ def blocks_of(page: str, text: str) -> list[Block]:
     out = []
     for index, code in parsed.fences:
         comment = parsed.directives.get(parsed.line_before(index))
-        mode, reason, error = parse_directive(comment) if comment else ("tansu", "", "")
+        mode, reason, error = parse_directive(comment) if comment else ("kafka", "", "")
         if parsed.lines[index][:1].isspace():
             # Python-Markdown (MkDocs) sees no fence in a list item: the site
             # would show the program as a paragraph.

@@ -43,8 +43,20 @@ def report(block: Block, outcome: Outcome) -> None:
 
 
 @contextlib.contextmanager
-def broker_for(block: Block) -> Iterator[str]:
-    """A broker of the block's own (Tansu or the fake cluster); yields its bootstrap."""
+def broker_for(block: Block, request: pytest.FixtureRequest) -> Iterator[str]:
+    """The block's broker; yields its bootstrap.
+
+    Apache Kafka is the session's one node, emptied (topics, groups, ACLs)
+    before the block runs; the fake cluster and Tansu are the block's own.
+    Spark blocks, which run together in one process, each get a Tansu of
+    their own instead of the shared Kafka, which could not be emptied
+    between them.
+    """
+    if block.mode == "kafka" and not block.uses_spark:
+        kafka = request.getfixturevalue("kafka_cluster")
+        kafka.reset()
+        yield kafka.bootstrap
+        return
     if block.mode == "fake":
         with FakeClusterThread(3) as fake:
             yield fake.bootstrap
@@ -65,9 +77,9 @@ def test_docs_have_examples() -> None:
 
 
 @pytest.mark.parametrize("block", PLAIN, ids=lambda b: b.id)
-def test_doc_example(block: Block, tmp_path: Path) -> None:
+def test_doc_example(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     check_directive(block)
-    with broker_for(block) as bootstrap:
+    with broker_for(block, request) as bootstrap:
         path = tmp_path / block.file_name()
         path.write_text(block.program(bootstrap))
         outcome = run_program(path, tmp_path, TIMEOUT)
@@ -75,7 +87,9 @@ def test_doc_example(block: Block, tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def spark_outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Outcome]]:
+def spark_outcomes(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Outcome]]:
     """Run every Spark block in one process (one JVM start), each with its own broker."""
     pytest.importorskip("pyspark.sql")
     if shutil.which("java") is None:
@@ -85,7 +99,7 @@ def spark_outcomes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     with contextlib.ExitStack() as stack:
         paths = {}
         for block in runnable:
-            bootstrap = stack.enter_context(broker_for(block))
+            bootstrap = stack.enter_context(broker_for(block, request))
             path = cwd / block.file_name()
             path.write_text(block.program(bootstrap))
             paths[block.id] = path

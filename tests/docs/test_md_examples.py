@@ -68,13 +68,15 @@ print("not python: another language")
 def test_blocks_are_found_with_their_lines_and_directives() -> None:
     blocks = blocks_of("page.md", PAGE)
     assert [(b.line, b.mode, b.reason, bool(b.error)) for b in blocks] == [
-        (3, "tansu", "", False),
+        (3, "kafka", "", False),
         (8, "fake", "", False),
         (14, "skip", "it needs a cluster of ten brokers", False),
         (19, "skip", "", True),
-        (24, "tansu", "", True),
-        (39, "tansu", "", True),
+        (24, "kafka", "", True),
+        (39, "kafka", "", True),
     ]
+    (tansu,) = blocks_of("p.md", "<!-- doc-example: tansu -->\n```python\npass\n```\n")
+    assert (tansu.mode, tansu.error) == ("tansu", "")
     assert blocks[1].code == 'print("fake")\n'
     assert blocks[4].error.startswith("unknown directive")
     assert blocks[5].code == 'print("in a list")\n'
@@ -165,6 +167,6 @@ def test_collect_reads_every_page(tmp_path: Path) -> None:
     (tmp_path / "sub" / "b.md").write_text("<!-- doc-example: fake -->\n```python\npass\n```\n")
     (tmp_path / "c.txt").write_text("```python\npass\n```\n")
     assert [(b.id, b.mode) for b in collect(tmp_path)] == [
-        ("a.md:1", "tansu"),
+        ("a.md:1", "kafka"),
         ("sub/b.md:2", "fake"),
     ]
