@@ -1,8 +1,9 @@
 """pytest hooks for the benchmarks: say which implementations ran, in the header and the JSON.
 
 Also the brokers the producer benchmarks use, one of each per session
-(``bench_tansu``, ``bench_mock``; see ``bench/_brokers.py``), started only when
-a benchmark asks for them.
+(``bench_tansu``, ``bench_mock``, ``bench_fake``; see ``bench/_brokers.py``; and
+``bench_kafka``, Apache Kafka, see ``bench/_kafka.py``), started only when a
+benchmark asks for them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from bench._support import aiokafka_info, kafka_python_info, pykaf_info
 
 if TYPE_CHECKING:
     from bench._brokers import BenchBroker
+    from bench._kafka import KafkaBench
 
 
 @cache
@@ -66,6 +68,24 @@ def bench_fake() -> Iterator[BenchBroker]:
     from bench._brokers import FakeBench
 
     with FakeBench(3) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def bench_kafka() -> Iterator[KafkaBench]:
+    """One Apache Kafka node (KRaft, 1 GiB heap) for the whole session (``bench/_kafka.py``).
+
+    Skips, saying why, where Java or Kafka's jars cannot be had (``make kafka``
+    fetches the jars).
+    """
+    from bench._kafka import KafkaBench
+    from pykaf.testing import KafkaUnavailableError
+
+    try:
+        broker = KafkaBench()
+    except KafkaUnavailableError as exc:
+        pytest.skip(f"Apache Kafka cannot run here: {exc}")
+    with broker:
         yield broker
 
 

@@ -25,6 +25,14 @@ missing from the run (unless ``--allow-missing``); it prints which.
 ``--update`` writes the current ratios as the new baseline, keeping the
 baseline's tolerance and its evidence unless ``--tolerance`` is given. The
 baseline records the statistic its ratios use; ``--check`` uses the same one.
+
+Self-timed peers: a benchmark that runs another program which reports its own
+timing (Kafka's ``ProducerPerformance`` and ``ConsumerPerformance``, whose
+summaries leave out the JVM's start) lists that program's seconds per round in
+``extra_info["self_timed_s"]``. It then gives two results: its label, timed by
+the program's own figures (the same statistic over them), and
+``label[process]`` (``label[variant,process]``), timed by the harness around
+the whole program, start-up included.
 """
 
 from __future__ import annotations
@@ -129,24 +137,37 @@ def read_entries(path: Path, warnings: list[str], stat: str = "median") -> list[
             continue
         variant = info.get("variant")
         role = info.get("role") or ("subject" if client.startswith(SUBJECT_PREFIX) else "peer")
-        entries.append(
-            Entry(
-                name=bench.get("name", "?"),
-                group=bench["group"],
-                client=client,
-                label=f"{client}[{variant}]" if variant else client,
-                role=role,
-                params=info.get("params") or "",
-                records=int(info.get("records") or 1),
-                time=float(time),
+        label = f"{client}[{variant}]" if variant else client
+        own = info.get("self_timed_s")
+        if own:  # the program's own timing, then the harness's around the whole process
+            process = f"{client}[{variant},process]" if variant else f"{client}[process]"
+            timings = [(label, _statistic([float(t) for t in own], stat)), (process, float(time))]
+        else:
+            timings = [(label, float(time))]
+        for shown, seconds in timings:
+            entries.append(
+                Entry(
+                    name=bench.get("name", "?"),
+                    group=bench["group"],
+                    client=client,
+                    label=shown,
+                    role=role,
+                    params=info.get("params") or "",
+                    records=int(info.get("records") or 1),
+                    time=seconds,
+                )
             )
-        )
     if untagged:
         warnings.append(
             f"{path}: {len(untagged)} benchmark(s) lack a group or extra_info['client'] and were "
             f"ignored: {', '.join(untagged[:5])}{' ...' if len(untagged) > 5 else ''}"
         )
     return entries
+
+
+def _statistic(values: list[float], stat: str) -> float:
+    """``stat`` (median or min) of a self-timed benchmark's per-round seconds."""
+    return min(values) if stat == "min" else statistics.median(values)
 
 
 def compute_ratios(entries: list[Entry], warnings: list[str]) -> list[Ratio]:

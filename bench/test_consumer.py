@@ -563,9 +563,13 @@ class _PykafRound(_ThreadedRound):
     def loop_main(self) -> None:
         trio.run(self._main_async)
 
+    def options(self) -> dict[str, Any]:
+        """The consumer's settings (``bench/test_kafka.py`` changes them)."""
+        return pykaf_consumer_options()
+
     async def _main_async(self) -> None:
         pykaf = importlib.import_module("pykaf")
-        async with pykaf.open_consumer(self.bootstrap, **pykaf_consumer_options()) as consumer:
+        async with pykaf.open_consumer(self.bootstrap, **self.options()) as consumer:
             partitions = await consumer.partitions(self.topic)
             assert sorted(partitions) == self.data.partitions, partitions
             self.gate.ready.set()
@@ -633,10 +637,14 @@ class PykafSyncRound(Round):
     record is in, as the confluent-kafka round does.
     """
 
+    def options(self) -> dict[str, Any]:
+        """The consumer's settings (``bench/test_kafka.py`` changes them)."""
+        return pykaf_consumer_options()
+
     def start(self) -> None:
         self.pykaf = importlib.import_module("pykaf")
         sync = importlib.import_module("pykaf.sync")
-        self.consumer = sync.Consumer(self.bootstrap, **pykaf_consumer_options())
+        self.consumer = sync.Consumer(self.bootstrap, **self.options())
 
     def run(self) -> None:
         oldest = self.pykaf.OLDEST
