@@ -67,11 +67,13 @@ Configuration:
         - ref: STDERR
 """
 
-# ProducerPerformance's last line: "N records sent, R records/sec (M MB/sec), A ms avg
-# latency, X ms max latency, P ms 50th, ..." (a "steady state" line only with
-# --warmup-records, which is not used). The 5-second window lines have no percentiles.
+# ProducerPerformance's summary: "N records sent, R records/sec (M MB/sec), A ms avg
+# latency, X ms max latency, P ms 50th, ...", and with --warmup-records W a second one,
+# "N steady state records sent, ...", over the records after the first W. The 5-second
+# window lines have no percentiles.
 _PRODUCER_SUMMARY = re.compile(
-    r"^(?P<count>\d+) records sent, (?P<rate>[\d.]+) records/sec \((?P<mb>[\d.]+) MB/sec\), "
+    r"^(?P<count>\d+)(?P<steady> steady state)? records sent, "
+    r"(?P<rate>[\d.]+) records/sec \((?P<mb>[\d.]+) MB/sec\), "
     r"(?P<avg>[\d.]+) ms avg latency, (?P<max>[\d.]+) ms max latency, (?P<p50>\d+) ms 50th, "
     r"(?P<p95>\d+) ms 95th, (?P<p99>\d+) ms 99th, (?P<p999>\d+) ms 99\.9th\.$",
     re.MULTILINE,
@@ -166,9 +168,17 @@ class KafkaBench(BenchBroker):
 
 
 # -- the perf tools ---------------------------------------------------------------------
-def producer_perf_args(bootstrap: str, topic: str, records: int, record_size: int) -> list[str]:
-    """``kafka-producer-perf-test``'s arguments: no throttle, acks=all, idempotent."""
+def producer_perf_args(
+    bootstrap: str, topic: str, records: int, record_size: int, warmup_records: int = 0
+) -> list[str]:
+    """``kafka-producer-perf-test``'s arguments: no throttle, acks=all, idempotent.
+
+    ``warmup_records`` adds ``--warmup-records``: a second summary over the
+    records after that many (the JVM's JIT warmed up by then).
+    """
+    warmup = ["--warmup-records", str(warmup_records)] if warmup_records else []
     return [
+        *warmup,
         "--topic",
         topic,
         "--num-records",
@@ -184,11 +194,12 @@ def producer_perf_args(bootstrap: str, topic: str, records: int, record_size: in
     ]
 
 
-def parse_producer_perf(output: str) -> PerfResult:
-    """The final summary line of ``ProducerPerformance``."""
-    matches = list(_PRODUCER_SUMMARY.finditer(output))
+def parse_producer_perf(output: str, *, steady: bool = False) -> PerfResult:
+    """The final summary line of ``ProducerPerformance`` (the steady-state one with ``steady``)."""
+    matches = [m for m in _PRODUCER_SUMMARY.finditer(output) if bool(m["steady"]) == steady]
     if not matches:
-        raise PerfToolError(f"no summary line in ProducerPerformance's output:\n{output[-3000:]}")
+        kind = "steady-state summary" if steady else "summary"
+        raise PerfToolError(f"no {kind} line in ProducerPerformance's output:\n{output[-3000:]}")
     m = matches[-1]
     count, rate = int(m["count"]), float(m["rate"])
     if rate <= 0:
@@ -208,12 +219,16 @@ def parse_producer_perf(output: str) -> PerfResult:
     )
 
 
-def run_producer_perf(broker: KafkaBench, topic: str, records: int, record_size: int) -> PerfResult:
-    """Run ``kafka-producer-perf-test`` once; parse its summary."""
+def run_producer_perf(
+    broker: KafkaBench, topic: str, records: int, record_size: int, warmup_records: int = 0
+) -> tuple[PerfResult, PerfResult | None]:
+    """Run ``kafka-producer-perf-test`` once; its summary, and its steady-state one if asked."""
     output = broker.run_tool(
-        PRODUCER_PERF, *producer_perf_args(broker.bootstrap, topic, records, record_size)
+        PRODUCER_PERF,
+        *producer_perf_args(broker.bootstrap, topic, records, record_size, warmup_records),
     )
-    return parse_producer_perf(output)
+    total = parse_producer_perf(output)
+    return total, parse_producer_perf(output, steady=True) if warmup_records else None
 
 
 def consumer_perf_args(

@@ -32,7 +32,8 @@ summaries leave out the JVM's start) lists that program's seconds per round in
 ``extra_info["self_timed_s"]``. It then gives two results: its label, timed by
 the program's own figures (the same statistic over them), and
 ``label[process]`` (``label[variant,process]``), timed by the harness around
-the whole program, start-up included.
+the whole program, start-up included (not with ``extra_info["self_timed_process"]``
+false, for a second figure of the same program).
 """
 
 from __future__ import annotations
@@ -141,7 +142,9 @@ def read_entries(path: Path, warnings: list[str], stat: str = "median") -> list[
         own = info.get("self_timed_s")
         if own:  # the program's own timing, then the harness's around the whole process
             process = f"{client}[{variant},process]" if variant else f"{client}[process]"
-            timings = [(label, _statistic([float(t) for t in own], stat)), (process, float(time))]
+            timings = [(label, _statistic([float(t) for t in own], stat))]
+            if info.get("self_timed_process", True):
+                timings.append((process, float(time)))
         else:
             timings = [(label, float(time))]
         for shown, seconds in timings:
