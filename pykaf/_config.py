@@ -23,8 +23,16 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
+#: What a secret option's value shows as in ``repr()`` (and so in logs and tracebacks).
+MASK = "***"
+
+
 def opt(default: Any, doc: str, **kw: Any) -> Any:
-    """Declare an option: its default and one line on what it means."""
+    """Declare an option: its default and one line on what it means.
+
+    ``secret=True`` marks a value (a password) that ``repr()`` shows as
+    :data:`MASK`, so that a logged or printed configuration never leaks it.
+    """
     if callable(default) and not isinstance(default, type):
         return field(default_factory=default, metadata={"doc": doc, **kw})
     return field(default=default, metadata={"doc": doc, **kw})
@@ -33,6 +41,23 @@ def opt(default: Any, doc: str, **kw: Any) -> Any:
 @dataclass(frozen=True)
 class BaseConfig:
     """Common machinery: build from keyword arguments, reject unknown names."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Set before @dataclass runs on the subclass, which then keeps it
+        # instead of writing a repr that would show the secrets.
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = BaseConfig.__repr__  # type: ignore[method-assign]
+
+    def __repr__(self) -> str:
+        shown = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("secret") and value is not None:
+                shown.append(f"{f.name}={MASK!r}")
+            else:
+                shown.append(f"{f.name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
 
     @classmethod
     def from_kwargs(cls: type[T], **kwargs: Any) -> T:
@@ -147,13 +172,15 @@ class ClientConfig(BaseConfig):
     ssl_cafile: str | None = opt(None, "CA bundle to verify brokers with; enables TLS.")
     ssl_certfile: str | None = opt(None, "Client certificate (PEM) for mutual TLS.")
     ssl_keyfile: str | None = opt(None, "Private key (PEM) of the client certificate.")
-    ssl_password: str | None = opt(None, "Password of the private key, if encrypted.")
+    ssl_password: str | None = opt(
+        None, "Password of the private key, if encrypted.", secret=True
+    )
     ssl_check_hostname: bool = opt(True, "Verify the broker's certificate matches its host name.")
     sasl_mechanism: str | None = opt(
         None, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; enables SASL."
     )
     sasl_username: str | None = opt(None, "SASL user name (PLAIN and SCRAM).")
-    sasl_password: str | None = opt(None, "SASL password (PLAIN and SCRAM).")
+    sasl_password: str | None = opt(None, "SASL password (PLAIN and SCRAM).", secret=True)
     sasl_oauth_token_provider: TokenProvider | None = opt(
         None, "OAUTHBEARER: a callable returning a token string or an object with .value."
     )
