@@ -1,4 +1,4 @@
-"""Generate pykaf/errors.py from Kafka's error table (../shared/kafka-specs/errors.tsv).
+"""Generate pykaf/errors.py from Kafka's error table (tests/data/kafka-specs/errors.tsv).
 
 Run: python tools/gen_errors.py [path/to/errors.tsv]
 The output is committed; pykaf never reads the table at run time.
@@ -12,7 +12,7 @@ import sys
 import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_TSV = ROOT.parent / "shared" / "kafka-specs" / "errors.tsv"
+DEFAULT_TSV = ROOT / "tests" / "data" / "kafka-specs" / "errors.tsv"
 
 
 def class_name(java: str, name: str) -> str:

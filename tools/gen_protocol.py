@@ -2,7 +2,7 @@
 
 Run: python tools/gen_protocol.py [path/to/kafka-specs]
 
-Reads ../shared/kafka-specs/*.json for the APIs pykaf speaks (``APIS``) and
+Reads tests/data/kafka-specs/*.json for the APIs pykaf speaks (``APIS``) and
 writes, per API, a module with one class per request, response and nested
 struct: the typed attributes and ``__init__`` signature for mypy, and the
 definition in pykaf's compact format (``SCHEMA``), which is all the runtime
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_SPECS = ROOT.parent / "shared" / "kafka-specs"
+DEFAULT_SPECS = ROOT / "tests" / "data" / "kafka-specs"
 PACKAGE = ROOT / "pykaf" / "protocol"
 OUT = PACKAGE / "_messages"
 

@@ -1,6 +1,6 @@
 """pykaf's compact definitions say what Kafka's JSON specs say, field by field.
 
-Reads ../shared/kafka-specs/*.json itself (its own comment stripping and
+Reads tests/data/kafka-specs/*.json itself (its own comment stripping and
 version parsing, not the generator's) and compares every message pykaf has:
 valid and flexible versions, API keys, and every field's name, type, versions,
 nullable versions, tag and tagged versions, default and ignorability.
@@ -19,15 +19,8 @@ import pykaf.protocol as P
 from pykaf.protocol._message import Message, spec_of
 from pykaf.protocol._schema import MISSING, OPEN, FieldSpec, StructSpec
 
-SPECS = next(
-    (
-        p / "shared" / "kafka-specs"
-        for p in pathlib.Path(__file__).resolve().parents
-        if (p / "shared" / "kafka-specs").is_dir()
-    ),
-    None,
-)
-pytestmark = pytest.mark.skipif(SPECS is None, reason="../shared/kafka-specs is not present")
+# Kafka's message definitions, kept with the tests (tests/data/kafka-specs/SOURCE.md).
+SPECS = pathlib.Path(__file__).resolve().parents[1] / "data" / "kafka-specs"
 
 # The APIs pykaf promises to speak.
 REQUIRED_APIS = (
@@ -72,7 +65,6 @@ UNIVERSE = range(0, 200)
 
 
 def load_json(name: str) -> dict[str, Any]:
-    assert SPECS is not None
     text = (SPECS / f"{name}.json").read_text()
     # A // comment starts outside a string: drop it, keeping the string literals.
     pattern = re.compile(r'"(?:[^"\\]|\\.)*"|//[^\n]*')
@@ -129,7 +121,6 @@ def test_every_required_api_is_there() -> None:
 
 
 def test_api_names_cover_every_spec() -> None:
-    assert SPECS is not None
     for path in SPECS.glob("*Request.json"):
         spec = load_json(path.stem)
         if spec.get("type") == "request":
