@@ -3,6 +3,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+BASE_STAMP := $(VENV)/.pykaf-base-installed
 STAMP := $(VENV)/.pykaf-installed
 EXT_STAMP := $(VENV)/.pykaf-ext-built
 PYTEST_ARGS ?=
@@ -17,21 +18,28 @@ help:
 	@echo "make bench        run bench/ against the peers, save the run, redraw docs/img/bench-*.svg"
 	@echo "make bench-check  compare the pykaf/peer ratios with bench/baseline.json"
 
-$(STAMP): pyproject.toml setup.py
+# The venv with pykaf (editable) and what the demo needs: no more, so that
+# `make demo` on a fresh machine does not download Spark and the test tools.
+$(BASE_STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip setuptools wheel "Cython>=3.0.10"
 	# compat: the checkout itself goes on sys.path, so PySpark's search for
 	# pyspark_* modules (automatic data source registration) finds pyspark_pykaf.
-	$(PY) -m pip install -q --no-build-isolation -e ".[test,bench,lint,spark,docs]" \
+	$(PY) -m pip install -q --no-build-isolation -e ".[demo]" --config-settings editable_mode=compat
+	touch $(BASE_STAMP)
+
+# Everything else the suite, the benchmarks, the linters and the docs use.
+$(STAMP): $(BASE_STAMP)
+	$(PY) -m pip install -q --no-build-isolation -e ".[demo,test,bench,lint,spark,docs]" \
 		--config-settings editable_mode=compat
 	touch $(STAMP)
 
 # Rebuild the extension in place whenever the Cython source changes.
-$(EXT_STAMP): $(STAMP) pykaf/_codec.pyx
+$(EXT_STAMP): $(BASE_STAMP) pykaf/_codec.pyx
 	$(PY) setup.py -q build_ext --inplace
 	touch $(EXT_STAMP)
 
-install: $(EXT_STAMP)
+install: $(EXT_STAMP) $(STAMP)
 
 lint: install
 	$(VENV)/bin/ruff check pykaf pyspark_pykaf tests bench tools docs/examples
@@ -56,7 +64,7 @@ test: lint docs kafka
 	$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
-demo: install
+demo: $(EXT_STAMP)
 	$(PY) -m pykaf.demo
 
 bench: install
