@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,12 +170,18 @@ class KafkaBench(BenchBroker):
 
 # -- the perf tools ---------------------------------------------------------------------
 def producer_perf_args(
-    bootstrap: str, topic: str, records: int, record_size: int, warmup_records: int = 0
+    bootstrap: str,
+    topic: str,
+    records: int,
+    record_size: int,
+    warmup_records: int = 0,
+    props: Sequence[str] = (),
 ) -> list[str]:
     """``kafka-producer-perf-test``'s arguments: no throttle, acks=all, idempotent.
 
     ``warmup_records`` adds ``--warmup-records``: a second summary over the
-    records after that many (the JVM's JIT warmed up by then).
+    records after that many (the JVM's JIT warmed up by then). ``props`` are
+    more producer properties (``name=value``).
     """
     warmup = ["--warmup-records", str(warmup_records)] if warmup_records else []
     return [
@@ -191,6 +198,7 @@ def producer_perf_args(
         f"bootstrap.servers={bootstrap}",
         "acks=all",
         "enable.idempotence=true",
+        *props,
     ]
 
 
@@ -220,12 +228,17 @@ def parse_producer_perf(output: str, *, steady: bool = False) -> PerfResult:
 
 
 def run_producer_perf(
-    broker: KafkaBench, topic: str, records: int, record_size: int, warmup_records: int = 0
+    broker: KafkaBench,
+    topic: str,
+    records: int,
+    record_size: int,
+    warmup_records: int = 0,
+    props: Sequence[str] = (),
 ) -> tuple[PerfResult, PerfResult | None]:
     """Run ``kafka-producer-perf-test`` once; its summary, and its steady-state one if asked."""
     output = broker.run_tool(
         PRODUCER_PERF,
-        *producer_perf_args(broker.bootstrap, topic, records, record_size, warmup_records),
+        *producer_perf_args(broker.bootstrap, topic, records, record_size, warmup_records, props),
     )
     total = parse_producer_perf(output)
     return total, parse_producer_perf(output, steady=True) if warmup_records else None
