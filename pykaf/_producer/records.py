@@ -77,7 +77,9 @@ class ProducerStatistics:
         buffered_records, buffered_bytes: accepted and not yet acknowledged or
             failed (bytes count keys and values plus a fixed per-record overhead).
         in_flight: Produce requests sent and not yet answered.
-        records_sent, records_acked, records_failed: totals since open.
+        records_sent, records_acked, records_failed: totals since open
+            (records_sent counts a retried record again each time it is sent,
+            as Java's record-send-total does).
         batches_sent: record batches sent (retries count again).
         batch_records_avg: the mean number of records per batch sent.
         retries: batches sent again after a retriable failure.

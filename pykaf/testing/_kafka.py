@@ -582,7 +582,7 @@ class KafkaCluster:
         *,
         timeout: float = 30.0,
     ) -> None:
-        """Create a topic and wait until every partition has a leader in the metadata."""
+        """Create a topic; return once every partition's leader serves it (answers ListOffsets)."""
         _run_trio(
             lambda: _create_topic(
                 self.bootstrap, name, partitions, replication_factor, configs, timeout
@@ -674,7 +674,7 @@ class AsyncKafkaCluster:
         *,
         timeout: float = 30.0,
     ) -> None:
-        """Create a topic and wait until every partition has a leader."""
+        """Create a topic and wait until every partition's leader serves it."""
         await _create_topic(
             self.cluster.bootstrap, name, partitions, replication_factor, configs, timeout
         )
@@ -784,6 +784,12 @@ async def _create_topic(
                     if len(described.partitions) == partitions and all(
                         p.leader >= 0 for p in described.partitions
                     ):
+                        # A broker publishes a new leader in its Metadata answers a
+                        # moment before its replica manager takes the partition on,
+                        # and answers NOT_LEADER_OR_FOLLOWER to a Produce meanwhile:
+                        # a topic is ready once each leader answers ListOffsets.
+                        for p in described.partitions:
+                            await admin.client.get_offset(name, p.partition, pykaf.NEWEST)
                         return
                 await trio.sleep(0.05)
         if scope.cancelled_caught:
