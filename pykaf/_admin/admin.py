@@ -150,7 +150,8 @@ class Admin:
     async def _to_coordinator(self, group: str, request: Any) -> Any:
         """Send to ``group``'s coordinator, retrying while it moves or loads.
 
-        NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE look the coordinator up
+        The answer's top-level, per-group and (OffsetCommit's) per-partition
+        codes count. NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE look the coordinator up
         again; COORDINATOR_LOAD_IN_PROGRESS (a coordinator still reading its
         offsets partition: Kafka answers it on a group's first use) waits
         ``retry_backoff`` and asks again. Both until ``request_timeout``; then
@@ -166,6 +167,16 @@ class Admin:
             if not code:
                 groups = getattr(response, "groups", None) or getattr(response, "results", None)
                 code = next((g.error_code for g in groups or () if g.error_code), 0)
+            if not code:  # OffsetCommit answers per partition (NOT_COORDINATOR while loading)
+                code = next(
+                    (
+                        p.error_code
+                        for t in getattr(response, "topics", None) or ()
+                        for p in getattr(t, "partitions", None) or ()
+                        if p.error_code in _COORDINATOR_RETRIABLE
+                    ),
+                    0,
+                )
             if code not in _COORDINATOR_RETRIABLE or trio.current_time() >= deadline:
                 return response
             if code != errors.CoordinatorLoadInProgressError.code:
@@ -181,12 +192,45 @@ class Admin:
         )
         return await self._to_any(request)
 
-    async def _topics_changed(self) -> None:
-        """Refresh the client's metadata: it, and all that share it, see the topics as they are."""
+    async def _topics_changed(self, expected: Mapping[str, int | None] | None = None) -> None:
+        """Wait until the metadata shows a topic change, then refresh the client's.
+
+        Kafka's controller answers CreateTopics, CreatePartitions and
+        DeleteTopics once it has committed the change; the brokers learn of it
+        a little later. So, up to ``request_timeout``, ask for ``expected``'s
+        topics (name -> partition count with a leader each, -1 for any, None
+        for deleted) until a broker
+        shows each as expected. Then the client, and all that share it, see
+        the topics as they are. Neither a slow broker nor a failed refresh
+        fails the call: the change itself was made.
+        """
         try:
+            if expected:
+                await self._await_topics(expected)
             await self.client.refresh_metadata()
-        except errors.PykafError as exc:  # the change itself was made: do not fail it
+        except errors.PykafError as exc:
             log.debug("metadata refresh after a topic change failed: %s", exc)
+
+    async def _await_topics(self, expected: Mapping[str, int | None]) -> None:
+        config = self.client.config
+        deadline = trio.current_time() + config.request_timeout
+        while True:
+            response = await self._metadata(list(expected))
+            seen: dict[str, int | None] = {
+                t.name: None
+                if t.error_code
+                else sum(1 for p in t.partitions if p.leader_id >= 0 and not p.error_code)
+                for t in response.topics
+            }
+            if all(
+                seen.get(name) == count or (count == -1 and seen.get(name))
+                for name, count in expected.items()
+            ):
+                return
+            if trio.current_time() >= deadline:
+                log.debug("the metadata shows %s, not yet %s", seen, dict(expected))
+                return
+            await trio.sleep(config.retry_backoff)
 
     # -- topics -------------------------------------------------------------------
 
@@ -231,7 +275,13 @@ class Admin:
             if error is not None:
                 failures[result.name] = error
         if not validate_only and len(failures) < len(specs):
-            await self._topics_changed()
+            await self._topics_changed(
+                {
+                    t.name: len(t.assignments) if t.assignments is not None else t.partitions
+                    for t in specs
+                    if t.name not in failures
+                }
+            )
         _raise_one("create_topics", failures, len(specs))
 
     async def create_topic(
@@ -279,7 +329,7 @@ class Admin:
             if error is not None:
                 failures[result.name] = error
         if len(failures) < len(names):
-            await self._topics_changed()
+            await self._topics_changed({n: None for n in names if n not in failures})
         _raise_one("delete_topics", failures, len(names))
 
     async def delete_topic(self, name: str, *, timeout: float | None = None) -> None:
@@ -375,9 +425,9 @@ class Admin:
             )
             if error is not None:
                 failures[result.name] = error
+        if not validate_only and len(failures) < len(counts):
+            await self._topics_changed({t: n for t, n in counts.items() if t not in failures})
         _raise_one("create_partitions", failures, len(counts))
-        if not validate_only:
-            await self.client.refresh_metadata(*counts)
 
     async def describe_cluster(self) -> ClusterDescription:
         """The cluster's id, controller and brokers (from fresh metadata)."""

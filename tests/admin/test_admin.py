@@ -1,4 +1,4 @@
-"""The admin client against Tansu and pykaf's fake cluster (and the mock where it answers)."""
+"""The admin client against Apache Kafka, Tansu and pykaf's fake cluster (and the mock)."""
 
 from __future__ import annotations
 
@@ -65,20 +65,21 @@ async def test_topics_are_created_described_and_deleted(admin_broker: Any) -> No
 
 
 async def test_describe_cluster(broker: Any) -> None:
-    """Tansu and the three-broker mock: brokers, controller and cluster id."""
+    """Kafka, Tansu and the three-broker mock: brokers, controller and cluster id."""
     async with pykaf.open_admin(broker.bootstrap) as admin:
         cluster = await admin.describe_cluster()
-    expected = {"tansu": 1, "mock": 3}[broker.name]
+    expected = {"kafka": 1, "tansu": 1, "mock": 3}[broker.name]
     assert len(cluster.brokers) == expected
     assert all(b.host and b.port > 0 for b in cluster.brokers)
-    if broker.name == "tansu":
+    assert cluster.cluster_id
+    if broker.name in ("kafka", "tansu"):
         assert cluster.controller_id == cluster.brokers[0].node_id
 
 
-async def test_validate_only_creates_nothing_on_the_fake(fake_cluster: Any) -> None:
+async def test_validate_only_creates_nothing(kafka_or_fake: Any) -> None:
     """validate_only (Tansu 0.6 creates the topic anyway)."""
     topic = unique("checked")
-    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+    async with pykaf.open_admin(kafka_or_fake.bootstrap) as admin:
         await admin.create_topic(topic, 2, validate_only=True)
         assert topic not in await admin.list_topics()
         with pytest.raises(errors.InvalidPartitionsError):
@@ -88,10 +89,10 @@ async def test_validate_only_creates_nothing_on_the_fake(fake_cluster: Any) -> N
         assert len((await admin.describe_topic(topic)).partitions) == 2
 
 
-async def test_partitions_are_added_on_the_fake(fake_cluster: Any) -> None:
+async def test_partitions_are_added(kafka_or_fake: Any) -> None:
     """CreatePartitions (Tansu does not have it)."""
     topic = unique("grow")
-    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+    async with pykaf.open_admin(kafka_or_fake.bootstrap) as admin:
         await admin.create_topic(topic, 2)
         await admin.create_partitions({topic: 5})
         assert len((await admin.describe_topic(topic)).partitions) == 5
@@ -100,10 +101,10 @@ async def test_partitions_are_added_on_the_fake(fake_cluster: Any) -> None:
             await admin.create_partitions({topic: 3})
 
 
-async def test_topic_configs_on_tansu(tansu_broker: Any) -> None:
-    """DescribeConfigs (the fake does not have it)."""
+async def test_topic_configs(admin_broker: Any) -> None:
+    """DescribeConfigs of a topic and of each broker."""
     topic = unique("configs")
-    async with pykaf.open_admin(tansu_broker.bootstrap) as admin:
+    async with pykaf.open_admin(admin_broker.bootstrap) as admin:
         await admin.create_topic(topic, 1, configs={"cleanup.policy": "compact"})
         configs = await admin.describe_topic_configs([topic])
         # each broker answers for itself, keyed by its id (Tansu 0.6 lists no configs)
@@ -112,16 +113,21 @@ async def test_topic_configs_on_tansu(tansu_broker: Any) -> None:
     assert topic in configs
     entries = configs[topic]
     assert all(isinstance(e, pykaf.ConfigEntry) and e.name == k for k, e in entries.items())
-    if "cleanup.policy" in entries:  # Tansu answers with what it stores
+    if admin_broker.name == "tansu":  # Tansu 0.6 answers with what it stores, if anything
+        if "cleanup.policy" in entries:
+            assert entries["cleanup.policy"].value == "compact"
+    else:  # Kafka and the fake list every topic config, the defaults too
         assert entries["cleanup.policy"].value == "compact"
+        assert entries["cleanup.policy"].source == "dynamic_topic"
+        assert entries["retention.ms"].source != "dynamic_topic"
 
 
-async def test_records_are_deleted_and_offsets_listed(fake_cluster: Any) -> None:
+async def test_records_are_deleted_and_offsets_listed(kafka_or_fake: Any) -> None:
     """DeleteRecords (Tansu 0.6 closes the connection on it, at every version)."""
     topic = unique("trim")
-    await trio.to_thread.run_sync(fake_cluster.create_topic, topic, 2)
-    await produce(fake_cluster.bootstrap, topic, 2, 20)
-    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+    await trio.to_thread.run_sync(kafka_or_fake.create, topic, 2)
+    await produce(kafka_or_fake.bootstrap, topic, 2, 20)
+    async with pykaf.open_admin(kafka_or_fake.bootstrap) as admin:
         low = await admin.delete_records({(topic, 0): 15, (topic, 1): 5})
         assert low == {(topic, 0): 15, (topic, 1): 5}
         starts = await admin.list_offsets({(topic, 0): pykaf.OLDEST, (topic, 1): pykaf.OLDEST})
@@ -130,7 +136,7 @@ async def test_records_are_deleted_and_offsets_listed(fake_cluster: Any) -> None
             await admin.delete_records({(topic, 0): 500})  # past the end
         with pytest.raises(errors.ConfigError):
             await admin.list_offsets({(topic, 0): pykaf.NEWEST}, isolation_level="dirty")
-    async with pykaf.open_consumer(fake_cluster.bootstrap) as consumer:
+    async with pykaf.open_consumer(kafka_or_fake.bootstrap) as consumer:
         pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
         first = await pc.next_batch()
         assert first[0].offset == 15
@@ -146,7 +152,7 @@ async def test_group_offsets_listed_altered_and_lag(admin_broker: Any) -> None:
             group, {(topic, 0): 4, (topic, 1): pykaf.OffsetAndMetadata(10, "all done")}
         )
         # Tansu 0.6 keeps no commit metadata
-        note = "all done" if admin_broker.name == "fake" else None
+        note = None if admin_broker.name == "tansu" else "all done"
         offsets = await admin.list_group_offsets(group)
         assert offsets == {
             (topic, 0): pykaf.OffsetAndMetadata(4),
@@ -197,25 +203,25 @@ async def test_a_live_group_is_described_then_deleted(admin_broker: Any) -> None
             assert description.protocol_type == "consumer"
             [one] = description.members
             assert one.member_id
-            if admin_broker.name == "fake":  # Tansu 0.6 reports no client id or assignment
+            if admin_broker.name != "tansu":  # Tansu 0.6 reports no client id or assignment
                 assert one.client_id == "member-one"
                 assert one.assignment == {topic: [0, 1]}
-            if admin_broker.name == "fake":  # Tansu 0.6 deletes a group with members
+            if admin_broker.name != "tansu":  # Tansu 0.6 deletes a group with members
                 with pytest.raises(errors.GroupNotEmptyError):
                     await admin.delete_group(group)
             nursery.cancel_scope.cancel()
         await admin.delete_group(group)
         assert group not in {g.group_id for g in await admin.list_groups()}
-        if admin_broker.name == "fake":  # Tansu 0.6 deletes unknown groups without a word
+        if admin_broker.name != "tansu":  # Tansu 0.6 deletes unknown groups without a word
             with pytest.raises(errors.GroupIdNotFoundError):
                 await admin.delete_group(group)
 
 
-async def test_group_offsets_are_deleted_on_the_fake(fake_cluster: Any) -> None:
+async def test_group_offsets_are_deleted(kafka_or_fake: Any) -> None:
     """OffsetDelete (Tansu does not have it)."""
     topic, group = unique("forget"), unique("g")
-    await trio.to_thread.run_sync(fake_cluster.create_topic, topic, 2)
-    async with pykaf.open_admin(fake_cluster.bootstrap) as admin:
+    await trio.to_thread.run_sync(kafka_or_fake.create, topic, 2)
+    async with pykaf.open_admin(kafka_or_fake.bootstrap) as admin:
         await admin.alter_group_offsets(group, {(topic, 0): 1, (topic, 1): 2})
         await admin.delete_group_offsets(group, [(topic, 0)])
         assert await admin.list_group_offsets(group) == {(topic, 1): pykaf.OffsetAndMetadata(2)}
@@ -225,11 +231,11 @@ async def test_group_offsets_are_deleted_on_the_fake(fake_cluster: Any) -> None:
         assert set(failed.value.failures) == set(many)
 
 
-def test_the_sync_admin_from_a_thread(tansu: Any) -> None:
+def test_the_sync_admin_from_a_thread(real_broker: Any) -> None:
     import pykaf.sync
 
     topic = unique("sync-admin")
-    with pykaf.sync.Admin(tansu.bootstrap) as admin:
+    with pykaf.sync.Admin(real_broker.bootstrap) as admin:
         admin.create_topic(topic, 2)
         assert len(admin.describe_topic(topic).partitions) == 2
         assert topic in admin.list_topics()
