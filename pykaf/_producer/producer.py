@@ -1014,7 +1014,6 @@ class Producer:
 
     def partition_unreachable(self, p: PartitionState, error: BaseException) -> None:
         """The leader could not be reached: look the leader up again, then retry."""
-        self.error_count += 1
         p.failures += 1
         p.needs_metadata = True
         self.client.metadata.mark_leader_unknown(p.topic, p.partition)

@@ -83,7 +83,9 @@ class ProducerStatistics:
         batches_sent: record batches sent (retries count again).
         batch_records_avg: the mean number of records per batch sent.
         retries: batches sent again after a retriable failure.
-        errors: Produce errors seen from brokers (retried or not).
+        errors: Produce errors seen from brokers (retried or not): an error
+            code per partition, or a request whose connection failed; the sum
+            of the brokers' ``errors``.
         epoch_bumps: idempotent producer id/epoch resets (KIP-360 recovery).
         splits: batches the broker refused as too large (MESSAGE_TOO_LARGE)
             and the producer sent again as two smaller ones.

@@ -141,6 +141,7 @@ class BrokerSender:
         except PykafError as exc:
             log.info("broker %d unreachable for producing: %s", self.node_id, exc)
             self.errors += 1
+            pr.error_count += 1
             for part in ready:
                 pr.partition_unreachable(part, exc)
             return
@@ -196,6 +197,7 @@ class BrokerSender:
             pending = await conn.send(req, version, expect_response=pr.acks != 0)
         except PykafError as exc:
             self.errors += 1
+            pr.error_count += 1
             self._settled_here(batches, exc)
             return
         if pending is None:  # acks=0: nothing will come back
@@ -220,6 +222,7 @@ class BrokerSender:
             except PykafError as exc:
                 resp, error = None, exc
                 self.errors += 1
+                pr.error_count += 1
             except trio.Cancelled:
                 raise
             self.in_flight -= 1

@@ -19,8 +19,9 @@ partition's leader never moves back to a broker that may still get requests
 for it (a request failed by the old leadership and the next one accepted by
 the new would reorder the log). The
 test with short error bursts between pipelined requests checks exactly-once
-but not order. Tansu, which does check sequences, runs the long pipelined
-idempotent run.
+but not order. Kafka and Tansu, which do check sequences, run the long
+pipelined idempotent run; Kafka's three nodes, stopped one at a time, show
+leader moves with sequence checks (test_leader_stopped_mid_stream...).
 """
 
 from __future__ import annotations
@@ -37,10 +38,9 @@ import pykaf
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf.codec import RecordBatch, decode_record_set
-from pykaf.testing import ALL_BROKERS, MockCluster, TansuBroker
+from pykaf.testing import ALL_BROKERS, KafkaCluster, MockCluster
 
 ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
 
 PRODUCE, FETCH = 0, 1
 PARTITIONS = 6
@@ -485,23 +485,17 @@ async def test_sequence_errors_bump_the_epoch_and_keep_every_record_once_in_orde
     await _assert_read_back_in_order(mock_cluster.bootstrap, topic, ledger)
 
 
-def _create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = ck_admin.AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    for future in admin.create_topics([ck_admin.NewTopic(topic, partitions, 1)]).values():
-        future.result(10)
-
-
-async def test_a_long_pipelined_idempotent_run_passes_tansus_sequence_checks(
-    tansu: TansuBroker,
+async def test_a_long_pipelined_idempotent_run_passes_the_brokers_sequence_checks(
+    real_broker: Any,
 ) -> None:
-    # Tansu checks every batch's sequence: a gap, a reordering or a duplicate
+    # Kafka and Tansu check every batch's sequence: a gap, a reordering or a duplicate
     # would come back as OUT_OF_ORDER_SEQUENCE_NUMBER / DUPLICATE_SEQUENCE_NUMBER.
     topic, partitions, records = _topic(), 4, 300_000
-    await trio.to_thread.run_sync(_create_topic, tansu.bootstrap, topic, partitions)
+    await trio.to_thread.run_sync(real_broker.create, topic, partitions)
     ledger = Ledger(partitions)
     most_in_flight = 0
     async with pykaf.open_producer(
-        tansu.bootstrap, linger=0.001, flush_bytes=2048, max_in_flight=5
+        real_broker.bootstrap, linger=0.001, flush_bytes=2048, max_in_flight=5
     ) as producer:
         assert producer.idempotent
         for _ in range(records // 1000):
@@ -516,7 +510,70 @@ async def test_a_long_pipelined_idempotent_run_passes_tansus_sequence_checks(
     assert (st.errors, st.epoch_bumps, st.retries) == (0, 0, 0)
     assert (st.records_acked, st.records_failed) == (records, 0)
     ledger.assert_all_acked_once()
-    await _assert_read_back_in_order(tansu.bootstrap, topic, ledger)
+    await _assert_read_back_in_order(real_broker.bootstrap, topic, ledger)
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["stopped", "killed"])
+async def test_leader_stopped_mid_stream_loses_duplicates_and_reorders_nothing(
+    kafka_cluster3: KafkaCluster, kill: bool
+) -> None:
+    # Kafka's three nodes, replication 3, acks=all: the leader of partition 0
+    # stops (a clean shutdown hands its partitions over first; a SIGKILL leaves
+    # them until the controller fences it) while records keep coming, and
+    # starts again. The new leader has the producer's sequence state, so a
+    # batch written before the stop and sent again is a duplicate it drops.
+    cluster = kafka_cluster3
+    topic, partitions = _topic(), 3
+    await trio.to_thread.run_sync(lambda: cluster.create_topic(topic, partitions, 3))
+    ledger = Ledger(partitions)
+    config = {**FAST, "request_timeout": 10, "delivery_timeout": 120}
+    async with pykaf.open_producer(cluster.bootstrap, **config) as producer:
+        assert producer.idempotent
+        stop = trio.Event()
+
+        async def feed() -> None:
+            while not stop.is_set():
+                await ledger.send_many(producer, topic, 100)
+                await trio.sleep(0.01)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(feed)
+            await _wait_for(producer, lambda s: s.records_acked >= 2000)
+            victim = (await producer.client.leader(topic, 0)).node_id
+            try:
+                await trio.to_thread.run_sync(lambda: cluster.broker_down(victim, kill=kill))
+                down = producer.statistics().records_acked
+                # Partition 0 itself moves on: records of it are acknowledged again.
+                acked_p0 = _acked(ledger, 0)
+                with trio.fail_after(90):  # a hang guard (a kill waits for the fencing)
+                    while _acked(ledger, 0) < acked_p0 + 500:
+                        await trio.sleep(0.01)
+                moved_to = (await producer.client.leader(topic, 0)).node_id
+                assert producer.statistics().records_acked > down
+            finally:
+                await trio.to_thread.run_sync(cluster.broker_up, victim)
+            up = producer.statistics().records_acked
+            await _wait_for(producer, lambda s: s.records_acked >= up + 2000)
+            stop.set()
+        await producer.flush()
+        st = producer.statistics()
+    assert moved_to != victim
+    # The stopped leader's requests failed (NOT_LEADER_OR_FOLLOWER, or the connection)
+    # and were sent again.
+    assert st.errors > 0 and st.retries > 0
+    assert sum(b.errors for b in st.brokers.values()) == st.errors
+    assert (st.records_acked, st.records_failed, st.buffered_records) == (len(ledger.calls), 0, 0)
+    ledger.assert_all_acked_once()
+    await _assert_read_back_in_order(cluster.bootstrap, topic, ledger)
+
+
+def _acked(ledger: Ledger, partition: int) -> int:
+    """Records of ``partition`` acknowledged so far."""
+    return sum(
+        1
+        for (p, _), o in zip(ledger.where, ledger.outcomes, strict=True)
+        if p == partition and isinstance(o, pykaf.RecordMetadata)
+    )
 
 
 # ---------------------------------------------------------------------------- failing for good
