@@ -169,6 +169,14 @@ class Client:
                 req = _metadata_request(None if full else topics, version, self.config)
                 resp = await conn.request(req, version)
                 topic_errors = self.metadata.update(resp, full=full)
+                # A full answer leaves out the topics the principal may not
+                # describe: ask for the missing wanted ones by name, whose
+                # answer says why (TOPIC_AUTHORIZATION_FAILED, or unknown).
+                missing = [t for t in topics if t not in self.metadata.topics] if full else []
+                if missing:
+                    req = _metadata_request(missing, version, self.config)
+                    resp = await conn.request(req, version)
+                    topic_errors.update(self.metadata.update(resp, full=False))
                 for name, err in topic_errors.items():
                     log.debug("metadata for %r: %s", name, err.name)
                 return
@@ -200,6 +208,9 @@ class Client:
             await self.refresh_metadata(topic)
             t = self.metadata.topics.get(topic)
         if t is None:
+            known = self.metadata.topic_errors.get(topic)
+            if known is not None and known is not errors.UnknownTopicOrPartitionError:
+                raise known(f"topic {topic!r}: {known.description}")
             hint = "" if self.config.allow_auto_create_topics else " (auto-creation is off)"
             raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist{hint}")
         return t

@@ -62,6 +62,9 @@ class Metadata:
         self.cluster_id: str | None = None
         self.controller_id: int = -1
         self.updates = 0
+        # The last non-retriable error the cluster gave for a topic it did not
+        # describe (TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, ...).
+        self.topic_errors: dict[str, type[KafkaError]] = {}
 
     def update(self, response: Any, *, full: bool) -> dict[str, type[KafkaError]]:
         """Apply a MetadataResponse; return topic-level errors by topic name.
@@ -89,7 +92,9 @@ class Metadata:
                 # A retriable topic error (leader election) keeps what we knew.
                 if not err.retriable:
                     self.topics.pop(name, None)
+                    self.topic_errors[name] = err
                 continue
+            self.topic_errors.pop(name, None)
             old = self.topics.get(name)
             topic = TopicInfo(
                 name,

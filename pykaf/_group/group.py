@@ -163,7 +163,8 @@ class ConsumerGroup:
         self._consuming = True
         self._consume_done = trio.Event()
         try:
-            async with trio.open_nursery() as claims:
+            # A service nursery: consume raises the error itself, not a group of one.
+            async with open_service_nursery() as claims:
                 try:
                     while not self._closed:
                         await self._join_and_sync(handler, claims)
