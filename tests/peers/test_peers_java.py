@@ -1,0 +1,338 @@
+"""pykaf beside Kafka's own Java clients (kafka-tools 4.3.1, from the cluster's jars).
+
+Kafka's test tools print one JSON event a line; the tests parse them and
+check records exactly (keys, values, partitions, offsets, order, counts):
+
+- ``VerifiableProducer`` (idempotent, acks=all) writes what pykaf reads, and
+  pykaf's murmur2 partitioner puts every key where Java's did;
+- pykaf writes what ``VerifiableConsumer`` reads and commits;
+- ``VerifiableConsumer`` (classic protocol, range) and a pykaf member share
+  one group: disjoint assignments covering the topic, every record read
+  once, and pykaf's commits are where Java resumes when pykaf leaves;
+- ``ConsoleConsumer`` with ``--isolation-level read_committed`` reads exactly
+  what pykaf's read_committed consumer reads of interleaved committed and
+  aborted transactions of two pykaf transactional producers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import trio
+from peer_support import JavaTools, JsonProcess, open_json_process, run_json, unique
+
+import pykaf
+from pykaf.testing import KafkaCluster
+
+pytestmark = pytest.mark.broker
+
+Row = tuple[int, int, bytes | None, bytes | None]  # partition, offset, key, value
+TOOLS = "org.apache.kafka.tools."
+
+
+async def read_all(
+    bootstrap: str, topic: str, partitions: int, *, isolation_level: str = "read_committed"
+) -> list[Row]:
+    """Every record of ``topic`` up to its end, as rows sorted by partition and offset."""
+    rows: list[Row] = []
+    async with pykaf.open_admin(bootstrap) as admin:
+        ends = await admin.list_offsets(
+            {(topic, p): pykaf.NEWEST for p in range(partitions)},
+            isolation_level=isolation_level,
+        )
+    async with pykaf.open_consumer(bootstrap, isolation_level=isolation_level) as consumer:
+        for p in range(partitions):
+            end = ends[(topic, p)]
+            if end == 0:
+                continue
+            pc = await consumer.consume_partition(topic, p, pykaf.OLDEST)
+            with trio.fail_after(60):
+                while pc.position < end:
+                    for r in await pc.next_batch():
+                        rows.append((r.partition, r.offset, r.key, r.value))
+    return sorted(rows, key=lambda row: (row[0], row[1]))
+
+
+def _text(value: str | None) -> bytes | None:
+    return None if value is None else value.encode()
+
+
+async def test_verifiable_producer_to_pykaf(
+    kafka_cluster: KafkaCluster, java_tools: JavaTools
+) -> None:
+    topic = unique("java-vp")
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, 3)
+    config = java_tools.properties(
+        enable_idempotence="true",
+        retries="2147483647",
+        max_in_flight_requests_per_connection="5",
+        linger_ms="5",
+    )
+    events = await run_json(
+        "VerifiableProducer",
+        java_tools.command(
+            TOOLS + "VerifiableProducer",
+            *("--bootstrap-server", kafka_cluster.bootstrap, "--topic", topic),
+            *("--max-messages", "300", "--acks", "-1", "--repeating-keys", "7"),
+            *("--value-prefix", "42", "--command-config", config),
+        ),
+    )
+    sent = [e for e in events if e["name"] == "producer_send_success"]
+    failed = [e for e in events if e["name"] == "producer_send_error"]
+    assert not failed, failed[:3]
+    assert len(sent) == 300
+    assert sorted(e["value"] for e in sent) == sorted(f"42.{i}" for i in range(300))
+    assert all(e["key"] == str(int(e["value"].split(".")[1]) % 7) for e in sent)
+    expected = sorted(
+        (e["partition"], e["offset"], _text(e["key"]), _text(e["value"])) for e in sent
+    )
+
+    rows = await read_all(kafka_cluster.bootstrap, topic, 3)
+    assert rows == expected
+    for p in range(3):  # each partition holds its values in the order they were sent
+        values = [int(v.split(b".")[1]) for part, _, _, v in rows if part == p and v]
+        assert values == sorted(values)
+        assert [o for part, o, _, _ in rows if part == p] == list(range(len(values)))
+
+    # pykaf's default partitioner (murmur2) puts every key where Java's put it.
+    java_partition = {e["key"]: e["partition"] for e in sent}
+    assert len(set(java_partition.values())) > 1  # 7 keys over 3 partitions: a real check
+    async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
+        for key, partition in sorted(java_partition.items()):
+            md = await producer.send(topic, b"pykaf", key=key.encode())
+            assert md.partition == partition, key
+
+
+async def test_pykaf_to_verifiable_consumer(
+    kafka_cluster: KafkaCluster, java_tools: JavaTools
+) -> None:
+    topic, group = unique("java-vc"), unique("java-vc-group")
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, 3)
+    written: list[Row] = []
+    async with pykaf.open_producer(kafka_cluster.bootstrap, linger=0.01) as producer:
+        for i in range(240):
+            md = await producer.send(topic, b"value-%d" % i, key=b"key-%d" % (i % 11))
+            written.append((md.partition, md.offset, b"key-%d" % (i % 11), b"value-%d" % i))
+    assert len({row[0] for row in written}) == 3
+
+    events = await run_json(
+        "VerifiableConsumer",
+        java_tools.command(
+            TOOLS + "VerifiableConsumer",
+            *("--bootstrap-server", kafka_cluster.bootstrap, "--topic", topic),
+            *("--group-id", group, "--group-protocol", "classic", "--max-messages", "240"),
+            *("--verbose", "--reset-policy", "earliest"),
+        ),
+    )
+    records = [e for e in events if e["name"] == "record_data"]
+    got = sorted((e["partition"], e["offset"], _text(e["key"]), _text(e["value"])) for e in records)
+    assert got == sorted(written)
+    commits = [e for e in events if e["name"] == "offsets_committed"]
+    assert commits and all(c["success"] for c in commits), commits
+    ends = Counter(row[0] for row in written)
+    async with pykaf.open_admin(kafka_cluster.bootstrap) as admin:
+        committed = await admin.list_group_offsets(group)
+    assert {tp: om.offset for tp, om in committed.items()} == {
+        (topic, p): n for p, n in ends.items()
+    }
+
+
+class Recorder:
+    """A pykaf group handler that keeps what it reads and its assignments."""
+
+    def __init__(self) -> None:
+        self.rows: list[Row] = []
+        self.assignments: list[set[int]] = []
+        self.changed = trio.Event()
+
+    def _wake(self) -> None:
+        self.changed.set()
+        self.changed = trio.Event()
+
+    async def setup(self, session: Any) -> None:
+        self.assignments.append({p for ps in session.claims.values() for p in ps})
+        self._wake()
+
+    async def consume_claim(self, session: Any, claim: Any) -> None:
+        async for r in claim:
+            self.rows.append((r.partition, r.offset, r.key, r.value))
+            session.mark_message(r)
+            self._wake()
+
+    async def cleanup(self, session: Any) -> None:
+        pass
+
+    async def wait_for(self, predicate: Any, what: str, timeout: float = 60.0) -> None:
+        with trio.move_on_after(timeout):
+            while not predicate():
+                with trio.move_on_after(0.2):  # the predicate may look at a peer too
+                    await self.changed.wait()
+            return
+        pytest.fail(f"pykaf member: no {what} within {timeout} s: {self.assignments}")
+
+
+def java_assignment(member: JsonProcess) -> set[int] | None:
+    """The Java member's current assignment (None while it has none after a revoke)."""
+    current: set[int] | None = None
+    for e in member.events:
+        if e["name"] == "partitions_assigned":
+            current = {p["partition"] for p in e["partitions"]}
+        elif e["name"] == "partitions_revoked":
+            current = None
+    return current
+
+
+def java_rows(member: JsonProcess, start: int = 0) -> list[Row]:
+    return [
+        (e["partition"], e["offset"], _text(e["key"]), _text(e["value"]))
+        for e in member.events[start:]
+        if e["name"] == "record_data"
+    ]
+
+
+async def test_group_shared_with_verifiable_consumer(
+    kafka_cluster: KafkaCluster, java_tools: JavaTools
+) -> None:
+    topic, group = unique("java-group"), unique("java-group")
+    partitions = 4
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, partitions)
+    config = java_tools.properties(heartbeat_interval_ms="500")
+    java_cmd = java_tools.command(
+        TOOLS + "VerifiableConsumer",
+        *("--bootstrap-server", kafka_cluster.bootstrap, "--topic", topic),
+        *("--group-id", group, "--group-protocol", "classic", "--verbose"),
+        *("--session-timeout", "10000", "--reset-policy", "earliest"),
+        *("--assignment-strategy", "org.apache.kafka.clients.consumer.RangeAssignor"),
+        *("--command-config", config),
+    )
+    everything = set(range(partitions))
+    async with open_json_process("VerifiableConsumer", java_cmd) as java:
+        await java.wait_for(lambda: java_assignment(java) == everything, "assignment of all")
+        recorder = Recorder()
+        async with (
+            pykaf.open_consumer_group(
+                kafka_cluster.bootstrap,
+                group,
+                [topic],
+                assignors=["range"],
+                session_timeout=10,
+                heartbeat_interval=0.5,
+                auto_commit_interval=0.5,
+            ) as member,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(member.consume, recorder)
+
+            def shared() -> bool:
+                mine = recorder.assignments[-1] if recorder.assignments else set()
+                theirs = java_assignment(java)
+                return bool(mine) and bool(theirs) and mine | (theirs or set()) == everything
+
+            await java.wait_for(shared, "shared assignment")
+            await recorder.wait_for(shared, "shared assignment")
+            mine, theirs = recorder.assignments[-1], java_assignment(java)
+            assert theirs is not None
+            assert not mine & theirs and mine | theirs == everything
+            assert len(mine) == len(theirs) == 2  # range over 4 partitions, 2 members
+
+            written: list[Row] = []
+            async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
+                for i in range(200):
+                    key, value = b"k%d" % (i % 17), b"v%d" % i
+                    md = await producer.send(topic, value, key=key)
+                    written.append((md.partition, md.offset, key, value))
+            assert {row[0] for row in written} == everything
+            await java.wait_for(
+                lambda: len(java_rows(java)) + len(recorder.rows) >= len(written),
+                "all records read",
+            )
+            assert sorted(java_rows(java) + recorder.rows) == sorted(written)
+            assert {row[0] for row in recorder.rows} <= mine
+            assert {row[0] for row in java_rows(java)} <= theirs
+            java_seen = len(java.events)
+            await member.aclose()  # commits, leaves: Java takes every partition
+
+        await java.wait_for(lambda: java_assignment(java) == everything, "reassignment of all")
+        more: list[Row] = []
+        async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
+            for i in range(200, 240):
+                key, value = b"k%d" % (i % 17), b"v%d" % i
+                md = await producer.send(topic, value, key=key)
+                more.append((md.partition, md.offset, key, value))
+        await java.wait_for(
+            lambda: len(java_rows(java, java_seen)) >= len(more), "the records after the leave"
+        )
+        # Java resumed every partition pykaf had at pykaf's commits: nothing again.
+        assert sorted(java_rows(java, java_seen)) == sorted(more)
+
+
+async def test_console_consumer_read_committed_matches_pykaf(
+    kafka_cluster: KafkaCluster, java_tools: JavaTools
+) -> None:
+    topic = unique("java-txn")
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, 2)
+    committed: list[tuple[int, bytes, bytes]] = []
+    aborted = 0
+    async with (
+        pykaf.open_producer(kafka_cluster.bootstrap, transactional_id=unique("txn-a")) as a,
+        pykaf.open_producer(kafka_cluster.bootstrap, transactional_id=unique("txn-b")) as b,
+    ):
+        # Two producers' transactions interleave in both partitions; each round
+        # one commits and the other aborts, in turns.
+        for round_ in range(6):
+            a.begin_transaction()
+            b.begin_transaction()
+            sent: dict[str, list[tuple[int, bytes, bytes]]] = {"a": [], "b": []}
+            for i in range(10):
+                for name, producer in (("a", a), ("b", b)):
+                    key, value = (
+                        b"%s-%d" % (name.encode(), i % 3),
+                        b"%s-%d-%d"
+                        % (
+                            name.encode(),
+                            round_,
+                            i,
+                        ),
+                    )
+                    md = await producer.send(topic, value, key=key)
+                    sent[name].append((md.partition, key, value))
+            winner = "a" if round_ % 2 == 0 else "b"
+            for name, producer in (("a", a), ("b", b)):
+                if name == winner:
+                    await producer.commit_transaction()
+                    committed.extend(sent[name])
+                else:
+                    await producer.abort_transaction()
+                    aborted += len(sent[name])
+    assert len(committed) == 60 and aborted == 60
+
+    pykaf_rows = await read_all(kafka_cluster.bootstrap, topic, 2)
+    assert sorted((p, k, v) for p, _, k, v in pykaf_rows) == sorted(committed)
+    uncommitted = await read_all(
+        kafka_cluster.bootstrap, topic, 2, isolation_level="read_uncommitted"
+    )
+    assert len(uncommitted) == 120  # the aborted records are there, for those who look
+
+    console = java_tools.command(
+        TOOLS + "consumer.ConsoleConsumer",
+        *("--bootstrap-server", kafka_cluster.bootstrap, "--topic", topic),
+        *("--from-beginning", "--isolation-level", "read_committed"),
+        *("--max-messages", str(len(committed)), "--timeout-ms", "30000"),
+        *("--formatter-property", "print.partition=true"),
+        *("--formatter-property", "print.offset=true"),
+        *("--formatter-property", "print.key=true"),
+        *("--formatter-property", "key.separator=\t"),  # between every column
+    )
+    async with open_json_process("ConsoleConsumer", console) as java:
+        await java.wait_exit(90)
+    java_rows_: list[Row] = []
+    for line in java.other_lines:
+        if not line.startswith("Partition:"):
+            continue  # "Processed a total of N messages"
+        part, offset, k, v = line.split("\t")
+        java_rows_.append(
+            (int(part.split(":")[1]), int(offset.split(":")[1]), k.encode(), v.encode())
+        )
+    assert sorted(java_rows_) == pykaf_rows
