@@ -1,10 +1,12 @@
-"""The transactional producer against Tansu: commit, abort, fencing, offsets, the state machine.
+"""The transactional producer on Kafka and Tansu: commit, abort, fencing, offsets, states.
 
-Tansu writes COMMIT/ABORT control batches and holds the last stable offset
-below an open transaction, but its Fetch never lists aborted transactions,
-so a read_committed consumer cannot drop aborted records there. Aborts are
-checked on the log itself: the records, then an ABORT marker, and the last
-stable offset held back while the transaction was open.
+Both write COMMIT/ABORT control batches and hold the last stable offset
+below an open transaction. Tansu's Fetch never lists aborted transactions,
+so a read_committed consumer cannot drop aborted records there; Kafka's
+does. Aborts are checked on the log itself on both: the records, then an
+ABORT marker, and the last stable offset held back while the transaction
+was open. Kafka writes the markers after answering EndTxn (transactions v1),
+Tansu before.
 """
 
 from __future__ import annotations
@@ -75,8 +77,17 @@ def shape(batches: list[Any]) -> list[str]:
 
 
 async def log_shape(broker: Broker, topic: str) -> list[str]:
+    """The log once every transaction in it has ended (its marker is written).
+
+    Kafka writes markers after answering EndTxn: until then the last stable
+    offset stays below the high watermark.
+    """
     async with pykaf.open_client(broker.bootstrap) as client:
-        _, batches = await raw_fetch(client, topic)
+        with trio.fail_after(20):
+            part, batches = await raw_fetch(client, topic)
+            while part.last_stable_offset < part.high_watermark:
+                await trio.sleep(0.01)
+                part, batches = await raw_fetch(client, topic)
     merged: list[str] = []
     count = 0
     for item in shape(batches):  # batching is the producer's business: count records
@@ -96,10 +107,10 @@ async def log_shape(broker: Broker, topic: str) -> list[str]:
 
 
 async def test_committed_records_are_visible_to_read_committed_consumers(
-    tansu_broker: Broker,
+    real_broker: Broker,
 ) -> None:
-    topic = new_topic(tansu_broker, 3)
-    async with txn_producer(tansu_broker) as producer:
+    topic = new_topic(real_broker, 3)
+    async with txn_producer(real_broker) as producer:
         assert producer.txn_status is pykaf.TxnStatus.READY
         producer.begin_transaction()
         assert producer.txn_status is pykaf.TxnStatus.IN_TRANSACTION
@@ -109,10 +120,10 @@ async def test_committed_records_are_visible_to_read_committed_consumers(
         assert md.offset >= 0
         await producer.commit_transaction()
         assert producer.txn_status is pykaf.TxnStatus.READY
-    values = await trio.to_thread.run_sync(read_committed, tansu_broker.conf, topic, 3, 31)
+    values = await trio.to_thread.run_sync(read_committed, real_broker.conf, topic, 3, 31)
     assert sorted(values) == sorted([b"v%d" % i for i in range(30)] + [b"last"])
     # and pykaf's own consumer (read_committed) reads them too
-    async with pykaf.open_consumer(tansu_broker.bootstrap, isolation_level="read_committed") as c:
+    async with pykaf.open_consumer(real_broker.bootstrap, isolation_level="read_committed") as c:
         pc = await c.consume_partition(topic, 1, pykaf.OLDEST)
         with trio.fail_after(10):
             got: list[bytes | None] = []
@@ -120,21 +131,21 @@ async def test_committed_records_are_visible_to_read_committed_consumers(
                 got.extend(r.value for r in await pc.next_batch())
 
 
-async def test_commit_writes_a_commit_marker_after_the_records(tansu_broker: Broker) -> None:
-    topic = new_topic(tansu_broker)
-    async with txn_producer(tansu_broker) as producer:
+async def test_commit_writes_a_commit_marker_after_the_records(real_broker: Broker) -> None:
+    topic = new_topic(real_broker)
+    async with txn_producer(real_broker) as producer:
         for n in (3, 2):
             producer.begin_transaction()
             for i in range(n):
                 producer.send_nowait(topic, b"x%d" % i)
             await producer.commit_transaction()
-    assert await log_shape(tansu_broker, topic) == ["data:3", "commit", "data:2", "commit"]
+    assert await log_shape(real_broker, topic) == ["data:3", "commit", "data:2", "commit"]
 
 
 async def test_an_empty_transaction_commits_and_aborts_without_markers(
-    tansu_broker: Broker,
+    real_broker: Broker,
 ) -> None:
-    async with txn_producer(tansu_broker) as producer:
+    async with txn_producer(real_broker) as producer:
         producer.begin_transaction()
         await producer.commit_transaction()
         producer.begin_transaction()
@@ -142,15 +153,15 @@ async def test_an_empty_transaction_commits_and_aborts_without_markers(
         assert producer.txn_status is pykaf.TxnStatus.READY
 
 
-async def test_send_batch_and_input_channel_join_the_transaction(tansu_broker: Broker) -> None:
-    topic = new_topic(tansu_broker, 2)
-    async with txn_producer(tansu_broker) as producer:
+async def test_send_batch_and_input_channel_join_the_transaction(real_broker: Broker) -> None:
+    topic = new_topic(real_broker, 2)
+    async with txn_producer(real_broker) as producer:
         producer.begin_transaction()
         delivery = await producer.send_batch(topic, [b"b%d" % i for i in range(50)])
         await producer.input().send(pykaf.ProducerMessage(topic, b"from-input"))
         await producer.commit_transaction()  # the input() message belongs to it too
         assert await delivery.wait() == 50
-    values = await trio.to_thread.run_sync(read_committed, tansu_broker.conf, topic, 2, 51)
+    values = await trio.to_thread.run_sync(read_committed, real_broker.conf, topic, 2, 51)
     assert len(values) == 51 and b"from-input" in values
 
 
@@ -158,12 +169,12 @@ async def test_send_batch_and_input_channel_join_the_transaction(tansu_broker: B
 
 
 async def test_abort_writes_an_abort_marker_and_the_lso_is_held_while_open(
-    tansu_broker: Broker,
+    real_broker: Broker,
 ) -> None:
-    topic = new_topic(tansu_broker)
+    topic = new_topic(real_broker)
     async with (
-        txn_producer(tansu_broker) as producer,
-        pykaf.open_client(tansu_broker.bootstrap) as client,
+        txn_producer(real_broker) as producer,
+        pykaf.open_client(real_broker.bootstrap) as client,
     ):
         producer.begin_transaction()
         producer.send_nowait(topic, b"committed")
@@ -178,13 +189,20 @@ async def test_abort_writes_an_abort_marker_and_the_lso_is_held_while_open(
         await producer.abort_transaction()
         assert producer.txn_status is pykaf.TxnStatus.READY
         part, batches = await raw_fetch(client, topic)
+        if real_broker.name == "kafka":
+            # Kafka's coordinator answers EndTxn (v1 transactions) once the abort is
+            # prepared in its log and writes the markers afterwards: wait for them.
+            with trio.fail_after(20):
+                while part.high_watermark < 7:
+                    await trio.sleep(0.01)
+                    part, batches = await raw_fetch(client, topic)
         assert part.last_stable_offset == part.high_watermark == 7
         assert batches[-1].control_type == "abort"
         # a new transaction after the abort commits normally
         producer.begin_transaction()
         await producer.send(topic, b"after")
         await producer.commit_transaction()
-    assert await log_shape(tansu_broker, topic) == [
+    assert await log_shape(real_broker, topic) == [
         "data:1",
         "commit",
         "data:4",
@@ -192,15 +210,20 @@ async def test_abort_writes_an_abort_marker_and_the_lso_is_held_while_open(
         "data:1",
         "commit",
     ]
-    # Tansu lists no aborted transactions in Fetch: read_committed reads them too.
-    values = await trio.to_thread.run_sync(read_committed, tansu_broker.conf, topic, 1, 6)
-    assert values[0] == b"committed" and values[-1] == b"after"
+    if real_broker.name == "kafka":
+        # Kafka lists the aborted transaction in Fetch: read_committed drops its records.
+        values = await trio.to_thread.run_sync(read_committed, real_broker.conf, topic, 1, 2)
+        assert values == [b"committed", b"after"]
+    else:
+        # Tansu lists no aborted transactions in Fetch: read_committed reads them too.
+        values = await trio.to_thread.run_sync(read_committed, real_broker.conf, topic, 1, 6)
+        assert values[0] == b"committed" and values[-1] == b"after"
 
 
-async def test_abort_fails_unsent_records_with_transaction_aborted(tansu_broker: Broker) -> None:
-    topic = new_topic(tansu_broker)
+async def test_abort_fails_unsent_records_with_transaction_aborted(real_broker: Broker) -> None:
+    topic = new_topic(real_broker)
     results: list[BaseException | None] = []
-    async with txn_producer(tansu_broker, linger=30.0) as producer:
+    async with txn_producer(real_broker, linger=30.0) as producer:
         producer.begin_transaction()
         for i in range(5):  # lingering: none is sent before the abort
             producer.send_nowait(topic, b"%d" % i, on_delivery=lambda e, md: results.append(e))
@@ -213,23 +236,23 @@ async def test_abort_fails_unsent_records_with_transaction_aborted(tansu_broker:
         producer.send_nowait(topic, b"after", on_delivery=lambda e, md: results.append(e))
         await producer.commit_transaction()  # flushes: no lingering
     assert results[5:] == [None]
-    assert await log_shape(tansu_broker, topic) == ["data:2", "commit"]
+    assert await log_shape(real_broker, topic) == ["data:2", "commit"]
 
 
-async def test_closing_with_an_open_transaction_aborts_it(tansu_broker: Broker) -> None:
-    topic = new_topic(tansu_broker)
-    async with txn_producer(tansu_broker) as producer:
+async def test_closing_with_an_open_transaction_aborts_it(real_broker: Broker) -> None:
+    topic = new_topic(real_broker)
+    async with txn_producer(real_broker) as producer:
         producer.begin_transaction()
         await producer.send(topic, b"never-committed")
-    assert await log_shape(tansu_broker, topic) == ["data:1", "abort"]
+    assert await log_shape(real_broker, topic) == ["data:1", "abort"]
 
 
 # ---------------------------------------------------------------------- errors
 
 
-async def test_a_failed_record_makes_the_transaction_abortable(tansu_broker: Broker) -> None:
-    topic = new_topic(tansu_broker)
-    async with txn_producer(tansu_broker, allow_auto_create_topics=False) as producer:
+async def test_a_failed_record_makes_the_transaction_abortable(real_broker: Broker) -> None:
+    topic = new_topic(real_broker)
+    async with txn_producer(real_broker, allow_auto_create_topics=False) as producer:
         producer.begin_transaction()
         await producer.send(topic, b"fine")
         producer.send_nowait(unique("missing"), b"lost")  # its topic does not exist
@@ -249,16 +272,16 @@ async def test_a_failed_record_makes_the_transaction_abortable(tansu_broker: Bro
         await producer.send(topic, b"again")
         await producer.commit_transaction()
         await producer.flush()  # the aborted transaction's failure is not raised again
-    assert await log_shape(tansu_broker, topic) == ["data:1", "abort", "data:1", "commit"]
+    assert await log_shape(real_broker, topic) == ["data:1", "abort", "data:1", "commit"]
 
 
-async def test_a_second_producer_with_the_same_id_fences_the_first(tansu_broker: Broker) -> None:
-    topic = new_topic(tansu_broker)
+async def test_a_second_producer_with_the_same_id_fences_the_first(real_broker: Broker) -> None:
+    topic = new_topic(real_broker)
     tid = unique("tid")
-    async with txn_producer(tansu_broker, tid) as first:
+    async with txn_producer(real_broker, tid) as first:
         first.begin_transaction()
         await first.send(topic, b"from-first")
-        async with txn_producer(tansu_broker, tid) as second:
+        async with txn_producer(real_broker, tid) as second:
             assert second.statistics().producer_epoch > first.statistics().producer_epoch
             with pytest.raises(errors.ProducerFencedError):
                 first.send_nowait(topic, b"more")
@@ -273,8 +296,16 @@ async def test_a_second_producer_with_the_same_id_fences_the_first(tansu_broker:
             second.begin_transaction()
             await second.send(topic, b"from-second")
             await second.commit_transaction()
-    values = await trio.to_thread.run_sync(read_committed, tansu_broker.conf, topic, 1, 2)
-    assert values[-1] == b"from-second"
+    # The second producer's InitProducerId aborted the first's open transaction.
+    assert await log_shape(real_broker, topic) == ["data:1", "abort", "data:1", "commit"]
+    if real_broker.name == "kafka":
+        # Kafka lists the aborted transaction in Fetch: read_committed drops it.
+        values = await trio.to_thread.run_sync(read_committed, real_broker.conf, topic, 1, 1)
+        assert values == [b"from-second"]
+    else:
+        # Tansu lists no aborted transactions in Fetch: read_committed reads them too.
+        values = await trio.to_thread.run_sync(read_committed, real_broker.conf, topic, 1, 2)
+        assert values == [b"from-first", b"from-second"]
 
 
 # ---------------------------------------------------------------------- offsets
@@ -286,31 +317,31 @@ async def committed_offsets(broker: Broker, group: str, topic: str) -> dict[Any,
 
 
 async def test_offsets_sent_in_a_transaction_commit_with_it_and_not_on_abort(
-    tansu_broker: Broker,
+    real_broker: Broker,
 ) -> None:
-    topic = new_topic(tansu_broker, 2)
-    out = new_topic(tansu_broker)
+    topic = new_topic(real_broker, 2)
+    out = new_topic(real_broker)
     group = unique("group")
-    async with txn_producer(tansu_broker) as producer:
+    async with txn_producer(real_broker) as producer:
         producer.begin_transaction()
         await producer.send(out, b"result")
         await producer.send_offsets_to_transaction(
             {(topic, 0): 5, (topic, 1): (7, "meta")}, pykaf.GroupMetadata(group)
         )
         await producer.commit_transaction()
-        assert await committed_offsets(tansu_broker, group, topic) == {(topic, 0): 5, (topic, 1): 7}
+        assert await committed_offsets(real_broker, group, topic) == {(topic, 0): 5, (topic, 1): 7}
 
         producer.begin_transaction()
         await producer.send_offsets_to_transaction({(topic, 0): 9}, group)  # a group id works
         await producer.abort_transaction()
-        assert await committed_offsets(tansu_broker, group, topic) == {(topic, 0): 5, (topic, 1): 7}
+        assert await committed_offsets(real_broker, group, topic) == {(topic, 0): 5, (topic, 1): 7}
 
 
-async def test_offsets_from_a_consumer_group_session(tansu_broker: Broker) -> None:
-    source = new_topic(tansu_broker)
-    out = new_topic(tansu_broker)
+async def test_offsets_from_a_consumer_group_session(real_broker: Broker) -> None:
+    source = new_topic(real_broker)
+    out = new_topic(real_broker)
     group = unique("group")
-    async with txn_producer(tansu_broker) as producer:
+    async with txn_producer(real_broker) as producer:
         producer.begin_transaction()
         for i in range(3):
             await producer.send(source, b"in-%d" % i)
@@ -339,9 +370,9 @@ async def test_offsets_from_a_consumer_group_session(tansu_broker: Broker) -> No
 
     done = trio.Event()
     async with (
-        txn_producer(tansu_broker) as producer,
+        txn_producer(real_broker) as producer,
         pykaf.open_consumer_group(
-            tansu_broker.bootstrap,
+            real_broker.bootstrap,
             group,
             [source],
             auto_offset_reset="earliest",
@@ -359,16 +390,16 @@ async def test_offsets_from_a_consumer_group_session(tansu_broker: Broker) -> No
         nursery.cancel_scope.cancel()
     gm = seen[0]
     assert gm.group_id == group and gm.generation_id >= 0 and gm.member_id
-    offsets = await committed_offsets(tansu_broker, group, source)
+    offsets = await committed_offsets(real_broker, group, source)
     assert offsets[(source, 0)] == 3  # after the last record (the commit marker is at 3)
 
 
 # ---------------------------------------------------------------------- the state machine
 
 
-async def test_transactional_calls_in_the_wrong_state_raise(tansu_broker: Broker) -> None:
-    topic = new_topic(tansu_broker)
-    async with txn_producer(tansu_broker) as producer:
+async def test_transactional_calls_in_the_wrong_state_raise(real_broker: Broker) -> None:
+    topic = new_topic(real_broker)
+    async with txn_producer(real_broker) as producer:
         with pytest.raises(pykaf.TransactionStateError, match="begin_transaction"):
             producer.send_nowait(topic, b"outside")
         with pytest.raises(pykaf.TransactionStateError):
@@ -391,16 +422,16 @@ async def test_transactional_calls_in_the_wrong_state_raise(tansu_broker: Broker
 
 
 async def test_a_producer_without_transactional_id_has_no_transactions(
-    tansu_broker: Broker,
+    real_broker: Broker,
 ) -> None:
-    async with pykaf.open_producer(tansu_broker.bootstrap) as producer:
+    async with pykaf.open_producer(real_broker.bootstrap) as producer:
         assert producer.txn_status is None
         with pytest.raises(errors.ConfigError, match="transactional_id"):
             producer.begin_transaction()
 
 
-async def test_bad_offsets_are_refused_before_any_request(tansu_broker: Broker) -> None:
-    async with txn_producer(tansu_broker) as producer:
+async def test_bad_offsets_are_refused_before_any_request(real_broker: Broker) -> None:
+    async with txn_producer(real_broker) as producer:
         producer.begin_transaction()
         with pytest.raises(TypeError):
             await producer.send_offsets_to_transaction({("t", "0"): 1}, "g")  # type: ignore[dict-item]
@@ -412,10 +443,10 @@ async def test_bad_offsets_are_refused_before_any_request(tansu_broker: Broker) 
         await producer.abort_transaction()
 
 
-async def test_an_abort_after_lost_sequence_numbers_bumps_the_epoch(tansu_broker: Broker) -> None:
+async def test_an_abort_after_lost_sequence_numbers_bumps_the_epoch(real_broker: Broker) -> None:
     """Sequence numbers spent on records never written: new epoch, sequences from 0 (KIP-360)."""
-    topic = new_topic(tansu_broker)
-    async with txn_producer(tansu_broker) as producer:
+    topic = new_topic(real_broker)
+    async with txn_producer(real_broker) as producer:
         producer.begin_transaction()
         await producer.send(topic, b"one")
         await producer.send(topic, b"two")
@@ -430,4 +461,4 @@ async def test_an_abort_after_lost_sequence_numbers_bumps_the_epoch(tansu_broker
         producer.begin_transaction()
         await producer.send(topic, b"three")  # sequence 0 of the new epoch: accepted
         await producer.commit_transaction()
-    assert await log_shape(tansu_broker, topic) == ["data:2", "abort", "data:1", "commit"]
+    assert await log_shape(real_broker, topic) == ["data:2", "abort", "data:1", "commit"]
