@@ -17,42 +17,26 @@ check records exactly (keys, values, partitions, offsets, order, counts):
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 import pytest
 import trio
-from peer_support import JavaTools, JsonProcess, open_json_process, run_json, unique
+from peer_support import (
+    JavaTools,
+    JsonProcess,
+    Recorder,
+    Row,
+    open_json_process,
+    read_all,
+    run_json,
+    unique,
+)
 
 import pykaf
 from pykaf.testing import KafkaCluster
 
 pytestmark = pytest.mark.broker
 
-Row = tuple[int, int, bytes | None, bytes | None]  # partition, offset, key, value
 TOOLS = "org.apache.kafka.tools."
-
-
-async def read_all(
-    bootstrap: str, topic: str, partitions: int, *, isolation_level: str = "read_committed"
-) -> list[Row]:
-    """Every record of ``topic`` up to its end, as rows sorted by partition and offset."""
-    rows: list[Row] = []
-    async with pykaf.open_admin(bootstrap) as admin:
-        ends = await admin.list_offsets(
-            {(topic, p): pykaf.NEWEST for p in range(partitions)},
-            isolation_level=isolation_level,
-        )
-    async with pykaf.open_consumer(bootstrap, isolation_level=isolation_level) as consumer:
-        for p in range(partitions):
-            end = ends[(topic, p)]
-            if end == 0:
-                continue
-            pc = await consumer.consume_partition(topic, p, pykaf.OLDEST)
-            with trio.fail_after(60):
-                while pc.position < end:
-                    for r in await pc.next_batch():
-                        rows.append((r.partition, r.offset, r.key, r.value))
-    return sorted(rows, key=lambda row: (row[0], row[1]))
 
 
 def _text(value: str | None) -> bytes | None:
@@ -137,40 +121,6 @@ async def test_pykaf_to_verifiable_consumer(
     assert {tp: om.offset for tp, om in committed.items()} == {
         (topic, p): n for p, n in ends.items()
     }
-
-
-class Recorder:
-    """A pykaf group handler that keeps what it reads and its assignments."""
-
-    def __init__(self) -> None:
-        self.rows: list[Row] = []
-        self.assignments: list[set[int]] = []
-        self.changed = trio.Event()
-
-    def _wake(self) -> None:
-        self.changed.set()
-        self.changed = trio.Event()
-
-    async def setup(self, session: Any) -> None:
-        self.assignments.append({p for ps in session.claims.values() for p in ps})
-        self._wake()
-
-    async def consume_claim(self, session: Any, claim: Any) -> None:
-        async for r in claim:
-            self.rows.append((r.partition, r.offset, r.key, r.value))
-            session.mark_message(r)
-            self._wake()
-
-    async def cleanup(self, session: Any) -> None:
-        pass
-
-    async def wait_for(self, predicate: Any, what: str, timeout: float = 60.0) -> None:
-        with trio.move_on_after(timeout):
-            while not predicate():
-                with trio.move_on_after(0.2):  # the predicate may look at a peer too
-                    await self.changed.wait()
-            return
-        pytest.fail(f"pykaf member: no {what} within {timeout} s: {self.assignments}")
 
 
 def java_assignment(member: JsonProcess) -> set[int] | None:
