@@ -1,4 +1,4 @@
-"""Partition consumers against Tansu and the librdkafka mock: what pykaf and
+"""Partition consumers against Apache Kafka, Tansu and the librdkafka mock: what pykaf and
 confluent-kafka wrote comes back whole and in order; starting points, seek,
 pause, offset resets, oversized batches, read_committed's last stable offset,
 statistics, and faults on the mock (injected Fetch errors, leader moves, a
@@ -137,11 +137,11 @@ async def test_what_confluent_kafka_produced_comes_back(broker: Any) -> None:
         assert {(r.topic, r.partition) for r in records} == {(topic, p)}
 
 
-async def test_async_iteration_yields_records_one_by_one(tansu_broker: Any) -> None:
-    topic = new_topic(tansu_broker, "cons-iter", 1)
-    async with pykaf.open_producer(tansu_broker.bootstrap) as producer:
+async def test_async_iteration_yields_records_one_by_one(real_broker: Any) -> None:
+    topic = new_topic(real_broker, "cons-iter", 1)
+    async with pykaf.open_producer(real_broker.bootstrap) as producer:
         await producer.send_batch(topic, [b"%d" % i for i in range(50)], partition=0)
-    async with pykaf.open_consumer(tansu_broker.bootstrap) as consumer:
+    async with pykaf.open_consumer(real_broker.bootstrap) as consumer:
         pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
         values = []
         async for record in pc:
@@ -230,11 +230,11 @@ async def test_seek_goes_back_and_drops_the_buffer(broker: Any) -> None:
 # ------------------------------------------------------------------ control
 
 
-async def test_pause_and_resume(tansu_broker: Any) -> None:
-    topic = new_topic(tansu_broker, "cons-pause", 1)
-    async with pykaf.open_producer(tansu_broker.bootstrap, linger=0) as producer:
+async def test_pause_and_resume(real_broker: Any) -> None:
+    topic = new_topic(real_broker, "cons-pause", 1)
+    async with pykaf.open_producer(real_broker.bootstrap, linger=0) as producer:
         await producer.send(topic, b"first", partition=0)
-        async with pykaf.open_consumer(tansu_broker.bootstrap, fetch_max_wait=0.05) as consumer:
+        async with pykaf.open_consumer(real_broker.bootstrap, fetch_max_wait=0.05) as consumer:
             pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
             assert [r.value for r in await read_n(pc, 1)] == [b"first"]
             pc.pause()
@@ -271,10 +271,13 @@ async def test_a_slow_reader_holds_back_only_its_own_partition(
         assert len(await read_n(slow, 2000)) == 2000
 
 
-async def test_offset_out_of_range_resets_as_configured(mock_cluster: MockCluster) -> None:
+@pytest.mark.parametrize("name", ["kafka", "mock"])
+async def test_offset_out_of_range_resets_as_configured(
+    request: pytest.FixtureRequest, name: str
+) -> None:
     # Tansu answers a fetch beyond the end with no error and no records, so
-    # only the mock can show the resets.
-    broker = bc.broker_from_mock(mock_cluster)
+    # only Kafka and the mock can show the resets.
+    broker = bc.broker_from(request, name)
     topic = new_topic(broker, "cons-oor", 1)
     async with pykaf.open_producer(broker.bootstrap) as producer:
         await producer.send_batch(topic, [b"%d" % i for i in range(10)], partition=0)
@@ -370,9 +373,9 @@ async def test_a_batch_over_fetch_max_bytes_stops_or_is_skipped(skip: bool) -> N
 # ------------------------------------------------------------------ bad calls
 
 
-async def test_bad_calls_raise_typed_errors(tansu_broker: Any) -> None:
-    topic = new_topic(tansu_broker, "cons-bad", 2)
-    async with pykaf.open_consumer(tansu_broker.bootstrap) as consumer:
+async def test_bad_calls_raise_typed_errors(real_broker: Any) -> None:
+    topic = new_topic(real_broker, "cons-bad", 2)
+    async with pykaf.open_consumer(real_broker.bootstrap) as consumer:
         with pytest.raises(errors.UnknownTopicOrPartitionError):
             await consumer.consume_partition(topic, 2)
         await consumer.consume_partition(topic, 0)
@@ -383,13 +386,13 @@ async def test_bad_calls_raise_typed_errors(tansu_broker: Any) -> None:
     with pytest.raises(errors.ClosedError):
         await consumer.consume_partition(topic, 1)
     with pytest.raises(errors.ConfigError, match="isolation_level"):
-        async with pykaf.open_consumer(tansu_broker.bootstrap, isolation_level="dirty"):
+        async with pykaf.open_consumer(real_broker.bootstrap, isolation_level="dirty"):
             pass
 
 
-async def test_iteration_ends_when_the_consumer_closes(tansu_broker: Any) -> None:
-    topic = new_topic(tansu_broker, "cons-close", 1)
-    async with pykaf.open_consumer(tansu_broker.bootstrap) as consumer:
+async def test_iteration_ends_when_the_consumer_closes(real_broker: Any) -> None:
+    topic = new_topic(real_broker, "cons-close", 1)
+    async with pykaf.open_consumer(real_broker.bootstrap) as consumer:
         pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
         seen: list[Any] = []
 
@@ -409,10 +412,10 @@ async def test_iteration_ends_when_the_consumer_closes(tansu_broker: Any) -> Non
 # ------------------------------------------------------------------ read_committed
 
 
-async def test_read_committed_waits_for_an_open_transaction(tansu_broker: Any) -> None:
-    # Tansu holds the last stable offset below an open transaction.
-    topic = new_topic(tansu_broker, "cons-lso", 1)
-    conf = {**bc.QUIET, **tansu_broker.conf, "transactional.id": unique("txn")}
+async def test_read_committed_waits_for_an_open_transaction(real_broker: Any) -> None:
+    # Kafka and Tansu hold the last stable offset below an open transaction.
+    topic = new_topic(real_broker, "cons-lso", 1)
+    conf = {**bc.QUIET, **real_broker.conf, "transactional.id": unique("txn")}
     producer = bc.ck.Producer(conf)
     await trio.to_thread.run_sync(producer.init_transactions, 20)
     producer.begin_transaction()
@@ -420,9 +423,9 @@ async def test_read_committed_waits_for_an_open_transaction(tansu_broker: Any) -
         producer.produce(topic, value=b"txn-%d" % i, partition=0)
     assert await trio.to_thread.run_sync(producer.flush, 20) == 0
     async with (
-        pykaf.open_consumer(tansu_broker.bootstrap, fetch_max_wait=0.05) as committed,
+        pykaf.open_consumer(real_broker.bootstrap, fetch_max_wait=0.05) as committed,
         pykaf.open_consumer(
-            tansu_broker.bootstrap, isolation_level="read_uncommitted", fetch_max_wait=0.05
+            real_broker.bootstrap, isolation_level="read_uncommitted", fetch_max_wait=0.05
         ) as uncommitted,
     ):
         dirty = await uncommitted.consume_partition(topic, 0, pykaf.OLDEST)
@@ -470,9 +473,13 @@ async def test_statistics_show_positions_and_lag(broker: Any) -> None:
 
 
 async def _produce_and_consume_under_faults(
-    mock: MockCluster, topic: str, faults: Any, n_per_partition: int = 3000
+    cluster: Any, topic: str, faults: Any, n_per_partition: int = 3000
 ) -> None:
-    """Produce with pykaf while ``faults`` runs, consume meanwhile; all records once, in order."""
+    """Produce with pykaf while ``faults`` runs, consume meanwhile; all records once, in order.
+
+    ``cluster`` is a mock cluster or a Kafka cluster (anything with ``.bootstrap``).
+    """
+    mock = cluster
     expected = {p: [b"%d-%d" % (p, i) for i in range(n_per_partition)] for p in range(3)}
     async with pykaf.open_consumer(
         mock.bootstrap, fetch_max_wait=0.05, retry_backoff=0.02, request_timeout=3
@@ -546,10 +553,29 @@ async def test_a_broker_down_then_up_while_consuming(mock_cluster: MockCluster) 
     await _produce_and_consume_under_faults(mock_cluster, topic, faults, 1500)
 
 
-async def test_aclose_inside_the_block_leaves_the_block_running(tansu_broker: Any) -> None:
-    topic = new_topic(tansu_broker, "cons-aclose", 1)
+async def test_a_kafka_leader_down_then_up_while_consuming(kafka_cluster3: Any) -> None:
+    """Kafka, three nodes, replication 3: partition 0's leader stops cleanly
+    mid-stream (its followers take over) and starts again."""
+    topic = unique("cons-kdown")
+    await trio.to_thread.run_sync(kafka_cluster3.create_topic, topic, 3, 3)
+    async with pykaf.open_admin(kafka_cluster3.bootstrap) as admin:
+        leader = (await admin.describe_topic(topic)).partitions[0].leader
+
+    async def faults() -> None:
+        await trio.to_thread.run_sync(kafka_cluster3.broker_down, leader)
+        await trio.to_thread.run_sync(kafka_cluster3.broker_up, leader)
+
+    try:
+        await _produce_and_consume_under_faults(kafka_cluster3, topic, faults, 1500)
+    finally:
+        if not kafka_cluster3.running(leader):
+            await trio.to_thread.run_sync(kafka_cluster3.broker_up, leader)
+
+
+async def test_aclose_inside_the_block_leaves_the_block_running(real_broker: Any) -> None:
+    topic = new_topic(real_broker, "cons-aclose", 1)
     reached = []
-    async with pykaf.open_consumer(tansu_broker.bootstrap) as consumer:
+    async with pykaf.open_consumer(real_broker.bootstrap) as consumer:
         pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
         await consumer.aclose()
         await trio.sleep(0)  # a checkpoint: the block must not be cancelled
