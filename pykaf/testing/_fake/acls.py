@@ -252,8 +252,9 @@ def _delete_error(req: Any, version: int, code: int) -> Any:
     )
 
 
+# Kafka 4.0 dropped the oldest versions (KIP-896); the fake speaks Kafka 4's ranges
 APIS = [
-    Api(P.DescribeAclsRequest, P.DescribeAclsResponse, describe_acls, 0, 3),
-    Api(P.CreateAclsRequest, P.CreateAclsResponse, create_acls, 0, 3, error=_create_error),
-    Api(P.DeleteAclsRequest, P.DeleteAclsResponse, delete_acls, 0, 3, error=_delete_error),
+    Api(P.DescribeAclsRequest, P.DescribeAclsResponse, describe_acls, 1, 3),
+    Api(P.CreateAclsRequest, P.CreateAclsResponse, create_acls, 1, 3, error=_create_error),
+    Api(P.DeleteAclsRequest, P.DeleteAclsResponse, delete_acls, 1, 3, error=_delete_error),
 ]

@@ -506,12 +506,13 @@ def _alter_error(req: Any, version: int, code: int) -> Any:
     )
 
 
+# Kafka 4.0 dropped the oldest versions (KIP-896); the fake speaks Kafka 4's ranges
 APIS = [
     Api(
         P.DescribeConfigsRequest,
         P.DescribeConfigsResponse,
         describe_configs,
-        0,
+        1,
         4,
         error=_describe_configs_error,
     ),

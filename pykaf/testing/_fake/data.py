@@ -21,6 +21,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf.codec import decode_batches
 from pykaf.errors import CorruptRecordError
 from pykaf.testing._fake.api import Api, RequestContext
 from pykaf.testing._fake.configs import topic_value, validate_topic_configs
@@ -32,6 +33,7 @@ _NOT_LEADER = errors.NotLeaderOrFollowerError.code
 _NOT_CONTROLLER = errors.NotControllerError.code
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+_LONG_MAX = 2**63 - 1
 READ_COMMITTED = 1
 
 
@@ -58,8 +60,32 @@ def _lookup(
 # -- Produce ------------------------------------------------------------------
 
 
+def _timestamp_problem(ctx: RequestContext, topic: Any, header: Any, raw: bytes) -> str | None:
+    """Why a CreateTime batch's records are out of the topic's timestamp bounds, or None.
+
+    Kafka checks each record against ``message.timestamp.before.max.ms`` and
+    ``message.timestamp.after.max.ms`` and refuses the batch at the first
+    one out of range; the fake reads the records only when a bound is set.
+    """
+    before = int(topic_value(ctx.cluster, topic, "message.timestamp.before.max.ms"))
+    after = int(topic_value(ctx.cluster, topic, "message.timestamp.after.max.ms"))
+    if before >= _LONG_MAX and after >= _LONG_MAX:
+        return None
+    now = _now_ms()
+    lo = now - before if before < _LONG_MAX else None
+    hi = now + after if after < _LONG_MAX else None
+    (decoded,) = decode_batches(raw)
+    for record in decoded.records:
+        if (lo is not None and record.timestamp < lo) or (hi is not None and record.timestamp > hi):
+            return (
+                f"Timestamp {record.timestamp} of message with offset {record.offset} is out "
+                f"of range. The timestamp should be within [{lo}, {hi}]"
+            )
+    return None
+
+
 def _produce_partition(
-    ctx: RequestContext, topic: str, data: P.ProduceRequest.PartitionProduceData
+    ctx: RequestContext, topic: str, data: P.ProduceRequest.PartitionProduceData, version: int
 ) -> P.ProduceResponse.PartitionProduceResponse:
     out = P.ProduceResponse.PartitionProduceResponse(
         index=data.index, error_code=0, base_offset=-1, log_append_time_ms=-1, log_start_offset=-1
@@ -74,12 +100,14 @@ def _produce_partition(
         return out
     assert p is not None
     log = p.log
-    out.log_start_offset = log.log_start_offset
+    # Kafka answers the log start offset once the batch reached the log's own
+    # checks (timestamps, producer state); -1 and no message for a batch refused
+    # before (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD, a transactional
+    # batch outside its transaction)
     try:
         batches = split_batches(data.records or b"")
-    except CorruptRecordError as exc:
+    except CorruptRecordError:
         out.error_code = errors.CorruptRecordError.code
-        out.error_message = str(exc)
         return out
     if len(batches) != 1 or batches[0][0].control:
         # Kafka: v3+ carries exactly one batch per partition, and never a control batch
@@ -90,23 +118,39 @@ def _produce_partition(
     limit = int(topic_value(ctx.cluster, topic_obj, "max.message.bytes"))
     if len(raw) > limit:
         out.error_code = errors.RecordTooLargeError.code
-        out.error_message = f"a batch of {len(raw)} bytes is over max.message.bytes {limit}"
         return out
     if header.transactional:
         code = ctx.cluster.transactions.verify_produce(
             header.producer_id, header.producer_epoch, topic, data.index
         )
+        if code == errors.InvalidTxnStateError.code and version >= 11:
+            code = errors.TransactionAbortableError.code  # KIP-890: Produce v11+
         if code:
             out.error_code = code
+            return out
+    out.log_start_offset = log.log_start_offset
+    log_append_time = (
+        topic_value(ctx.cluster, topic_obj, "message.timestamp.type") == "LogAppendTime"
+    )
+    if not log_append_time and not header.control:
+        problem = _timestamp_problem(ctx, topic_obj, header, raw)
+        if problem is not None:
+            out.error_code = errors.InvalidTimestampError.code
+            out.error_message = problem
+            out.record_errors = [
+                P.ProduceResponse.BatchIndexAndErrorMessage(
+                    batch_index=0, batch_index_error_message=problem
+                )
+            ]
             return out
     code, duplicate = log.check_producer(header)
     if code:
         out.error_code = code
         return out
     if duplicate is not None:
-        out.base_offset = duplicate
+        out.base_offset, out.log_append_time_ms = duplicate
         return out
-    if topic_value(ctx.cluster, topic_obj, "message.timestamp.type") == "LogAppendTime":
+    if log_append_time:
         now = _now_ms()
         raw = stamp_log_append_time(header, raw, now)
         out.log_append_time_ms = now
@@ -116,12 +160,10 @@ def _produce_partition(
 
 async def produce(ctx: RequestContext, req: P.ProduceRequest, version: int) -> Any:
     """Append each partition's batch; acks=0 gets no response."""
-    cluster = ctx.cluster
     topics = []
     for td in req.topic_data:
-        if td.name not in cluster.topics and cluster.auto_create_topics and _valid_name(td.name):
-            cluster.create_topic(td.name)
-        parts = [_produce_partition(ctx, td.name, pd) for pd in td.partition_data]
+        # Kafka creates topics on Metadata only, never on Produce
+        parts = [_produce_partition(ctx, td.name, pd, version) for pd in td.partition_data]
         topics.append(
             P.ProduceResponse.TopicProduceResponse(name=td.name, partition_responses=parts)
         )
@@ -174,6 +216,7 @@ def _fetch_partition(
     code, p = _lookup(ctx, topic, fp.partition, fp.current_leader_epoch)
     if code:
         out.error_code = code
+        out.aborted_transactions = []  # what Kafka answers for a partition it does not serve
         if p is not None:
             out.current_leader = P.FetchResponse.LeaderIdAndEpoch(
                 leader_id=p.leader, leader_epoch=p.leader_epoch
@@ -182,13 +225,14 @@ def _fetch_partition(
     assert p is not None
     log = p.log
     lso = log.last_stable_offset
+    offset = fp.fetch_offset
+    if offset < log.log_start_offset or offset > log.high_watermark:
+        # Kafka leaves the watermarks out (-1) of an OFFSET_OUT_OF_RANGE answer
+        out.error_code = errors.OffsetOutOfRangeError.code
+        return out, None
     out.high_watermark = log.high_watermark
     out.last_stable_offset = lso
     out.log_start_offset = log.log_start_offset
-    offset = fp.fetch_offset
-    if offset < log.log_start_offset or offset > log.high_watermark:
-        out.error_code = errors.OffsetOutOfRangeError.code
-        return out, None
     committed = isolation == READ_COMMITTED
     records, last = log.read(offset, max_bytes, upto=lso if committed else None, min_one=min_one)
     out.records = records
@@ -574,12 +618,13 @@ def _api(
     return Api(req, resp, handler, lo, hi, error=error)
 
 
+# Kafka 4.0 dropped the oldest versions (KIP-896); the fake speaks Kafka 4's ranges
 APIS = [
     _api(P.ProduceRequest, P.ProduceResponse, produce, 3, 11, _produce_error),
     _api(P.FetchRequest, P.FetchResponse, fetch, 4, 12, _fetch_error),
     _api(P.ListOffsetsRequest, P.ListOffsetsResponse, list_offsets, 1, 7, _list_offsets_error),
-    _api(P.CreateTopicsRequest, P.CreateTopicsResponse, create_topics, 0, 7, _create_topics_error),
-    _api(P.DeleteTopicsRequest, P.DeleteTopicsResponse, delete_topics, 0, 6, _delete_topics_error),
+    _api(P.CreateTopicsRequest, P.CreateTopicsResponse, create_topics, 2, 7, _create_topics_error),
+    _api(P.DeleteTopicsRequest, P.DeleteTopicsResponse, delete_topics, 1, 6, _delete_topics_error),
     _api(
         P.CreatePartitionsRequest,
         P.CreatePartitionsResponse,

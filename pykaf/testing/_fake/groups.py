@@ -1126,6 +1126,7 @@ async def offset_delete(ctx: RequestContext, req: P.OffsetDeleteRequest, version
     return P.OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=topics)
 
 
+# Kafka 4.0 dropped the oldest versions (KIP-896); the fake speaks Kafka 4's ranges
 APIS = [
     Api(
         P.FindCoordinatorRequest,
@@ -1143,11 +1144,11 @@ APIS = [
         P.OffsetCommitRequest,
         P.OffsetCommitResponse,
         offset_commit,
-        0,
+        2,
         8,
         error=_offset_commit_error,
     ),
-    Api(P.OffsetFetchRequest, P.OffsetFetchResponse, offset_fetch, 0, 8, error=_offset_fetch_error),
+    Api(P.OffsetFetchRequest, P.OffsetFetchResponse, offset_fetch, 1, 8, error=_offset_fetch_error),
     Api(
         P.TxnOffsetCommitRequest,
         P.TxnOffsetCommitResponse,

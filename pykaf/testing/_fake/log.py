@@ -13,12 +13,13 @@ import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 import crc32c
 import trio
 
 from pykaf import errors
-from pykaf.codec import CONTROL_ABORT, CONTROL_COMMIT, encode_control_batch
+from pykaf.codec import CONTROL_ABORT, CONTROL_COMMIT, decode_batches, encode_control_batch
 from pykaf.errors import CorruptRecordError
 
 # baseOffset int64, batchLength int32, partitionLeaderEpoch int32, magic int8,
@@ -121,6 +122,12 @@ def stamp_log_append_time(header: BatchHeader, data: bytes, now_ms: int) -> byte
     return bytes(buf)
 
 
+def _records(batch: StoredBatch) -> list[Any]:
+    """The records of a stored batch, decoded (only ListOffsets by timestamp needs them)."""
+    (decoded,) = decode_batches(batch.data, check_crc=False)
+    return list(decoded.records)
+
+
 def _next_seq(seq: int) -> int:
     return 0 if seq == _INT32_MAX else seq + 1
 
@@ -130,8 +137,8 @@ class ProducerState:
     """What a partition remembers of one producer id: its epoch and last batches."""
 
     epoch: int
-    #: (first sequence, last sequence, base offset) of the last batches, oldest first
-    batches: deque[tuple[int, int, int]] = field(
+    #: (first sequence, last sequence, base offset, max timestamp) of the last batches, oldest first
+    batches: deque[tuple[int, int, int, int]] = field(
         default_factory=lambda: deque(maxlen=PRODUCER_BATCHES)
     )
 
@@ -199,13 +206,19 @@ class PartitionLog:
 
     # -- idempotence ---------------------------------------------------------------
 
-    def check_producer(self, header: BatchHeader) -> tuple[int, int | None]:
+    def check_producer(self, header: BatchHeader) -> tuple[int, tuple[int, int] | None]:
         """Check an idempotent batch's epoch and sequence against the producer's state.
 
+        A producer id this partition has not seen may start at any sequence
+        (Kafka 4 no longer answers UNKNOWN_PRODUCER_ID: its state may have
+        been removed with the log, or expired).
+
         Returns:
-            (error code, None) when it must be refused; (0, base offset) when
-            it is a retry of one of the producer's last batches (answer that
-            offset, write nothing); (0, None) when it is to be appended.
+            (error code, None) when it must be refused; (0, (base offset, max
+            timestamp)) when it is a retry of one of the producer's last
+            batches (answer them, write nothing: Kafka answers the stored
+            batch's max timestamp as its log append time); (0, None) when it is
+            to be appended.
         """
         pid = header.producer_id
         if pid < 0:
@@ -214,16 +227,14 @@ class PartitionLog:
         last = (first + header.last_offset_delta) % (_INT32_MAX + 1)
         state = self.producers.get(pid)
         if state is None:
-            if first != 0:
-                return errors.UnknownProducerIdError.code, None
             return 0, None
         if header.producer_epoch < state.epoch:
             return errors.InvalidProducerEpochError.code, None
         if header.producer_epoch > state.epoch:
             return (0, None) if first == 0 else (errors.OutOfOrderSequenceError.code, None)
-        for b_first, b_last, b_base in state.batches:
+        for b_first, b_last, b_base, b_time in state.batches:
             if b_first == first and b_last == last:
-                return 0, b_base
+                return 0, (b_base, b_time)
         if state.batches and first != _next_seq(state.last_seq):
             return errors.OutOfOrderSequenceError.code, None
         if not state.batches and first != 0:
@@ -238,7 +249,7 @@ class PartitionLog:
         if header.control:
             return
         last = (header.base_sequence + header.last_offset_delta) % (_INT32_MAX + 1)
-        state.batches.append((header.base_sequence, last, base))
+        state.batches.append((header.base_sequence, last, base, header.max_timestamp))
 
     # -- writing -------------------------------------------------------------------
 
@@ -322,14 +333,20 @@ class PartitionLog:
         return [a for a in self.aborted[i:] if a.first_offset <= last]
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose max timestamp is at least ``timestamp``."""
+        """(offset, timestamp) of the first record whose timestamp is at least ``timestamp``.
+
+        Batches are skipped by their max timestamp; the one that may hold it is
+        decoded (Kafka answers at record granularity).
+        """
         for b in self.batches:
             if b.header.max_timestamp >= timestamp and not b.header.control:
-                return max(b.base_offset, self.log_start_offset), b.header.max_timestamp
+                for record in _records(b):
+                    if record.offset >= self.log_start_offset and record.timestamp >= timestamp:
+                        return record.offset, record.timestamp
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        """(offset, timestamp) of the batch with the largest timestamp (ListOffsets -3)."""
+        """(offset, timestamp) of the first record with the largest timestamp (ListOffsets -3)."""
         best: StoredBatch | None = None
         for b in self.batches:
             if not b.header.control and (
@@ -338,6 +355,11 @@ class PartitionLog:
                 best = b
         if best is None:
             return None
+        if best.header.attributes & ATTR_LOG_APPEND_TIME:
+            return best.base_offset, best.header.max_timestamp
+        for record in _records(best):
+            if record.timestamp == best.header.max_timestamp:
+                return record.offset, record.timestamp
         return best.last_offset, best.header.max_timestamp
 
     def delete_before(self, offset: int) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf.testing._fake.api import Api, RequestContext
+from pykaf.testing._fake.data import _valid_name
 from pykaf.testing._fake.sasl import SaslFailure
 
 log = logging.getLogger("pykaf.testing.fake")
@@ -20,13 +21,17 @@ async def api_versions(ctx: RequestContext, req: P.ApiVersionsRequest, version: 
     return ctx.cluster.api_versions()
 
 
+def _unknown_topic(name: str, code: int) -> P.MetadataResponseTopic:
+    return P.MetadataResponseTopic(
+        error_code=code, name=name, partitions=[], topic_authorized_operations=_NO_OPS
+    )
+
+
 def _metadata_topic(ctx: RequestContext, name: str) -> P.MetadataResponseTopic:
     cluster = ctx.cluster
     topic = cluster.topics.get(name)
     if topic is None:
-        return P.MetadataResponseTopic(
-            error_code=(errors.UnknownTopicOrPartitionError.code), name=name, partitions=[]
-        )
+        return _unknown_topic(name, errors.UnknownTopicOrPartitionError.code)
     parts = [
         P.MetadataResponsePartition(
             error_code=0,
@@ -52,6 +57,8 @@ def _metadata_topic(ctx: RequestContext, name: str) -> P.MetadataResponseTopic:
 async def metadata(ctx: RequestContext, req: P.MetadataRequest, version: int) -> Any:
     """Brokers, controller and topics; auto-creates named topics when allowed."""
     cluster = ctx.cluster
+    invalid: set[str] = set()
+    creating: set[str] = set()
     if req.topics is None:
         names = sorted(cluster.topics)
     else:
@@ -63,12 +70,14 @@ async def metadata(ctx: RequestContext, req: P.MetadataRequest, version: int) ->
                 name = by_id[0] if by_id else None
             if name is None:
                 continue
-            if (
-                name not in cluster.topics
-                and cluster.auto_create_topics
-                and (version < 4 or req.allow_auto_topic_creation)
-            ):
-                cluster.create_topic(name)
+            if name not in cluster.topics and (version < 4 or req.allow_auto_topic_creation):
+                if not _valid_name(name):
+                    invalid.add(name)
+                elif cluster.auto_create_topics:
+                    # Kafka creates it through the controller and answers this
+                    # request UNKNOWN_TOPIC_OR_PARTITION; the next one sees it
+                    cluster.create_topic(name)
+                    creating.add(name)
             names.append(name)
     brokers = [
         P.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
@@ -79,7 +88,14 @@ async def metadata(ctx: RequestContext, req: P.MetadataRequest, version: int) ->
         brokers=brokers,
         cluster_id=cluster.cluster_id,
         controller_id=cluster.controller_id,
-        topics=[_metadata_topic(ctx, name) for name in names],
+        topics=[
+            _unknown_topic(name, errors.InvalidTopicError.code)
+            if name in invalid
+            else _unknown_topic(name, errors.UnknownTopicOrPartitionError.code)
+            if name in creating
+            else _metadata_topic(ctx, name)
+            for name in names
+        ],
     )
 
 

@@ -195,9 +195,9 @@ def _init_transactional(ctx: RequestContext, req: P.InitProducerIdRequest) -> tu
         coord._register(txn)
         return 0, txn.producer_id, txn.epoch
     if req.producer_id >= 0:
-        # KIP-360: a producer asking to bump its own epoch
+        # KIP-360: a producer asking to bump its own epoch (Kafka fences any other)
         if req.producer_id != txn.producer_id:
-            return _BAD_MAPPING, -1, -1
+            return _FENCED, -1, -1
         if req.producer_epoch not in (txn.epoch, txn.last_epoch):
             return _FENCED, -1, -1
     if txn.status is TxnStatus.ONGOING:

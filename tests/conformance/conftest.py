@@ -1,0 +1,54 @@
+"""The conformance suite's targets: a one-node fake cluster and the session's Apache Kafka."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from pykaf.testing import FakeClusterThread
+from pykaf.testing._kafka import AsyncKafkaCluster, KafkaCluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from conformance_harness import Target
+
+
+@pytest.fixture(scope="session")
+def conformance_fake() -> Iterator[FakeClusterThread]:
+    """One fake broker made like the Kafka fixture's node: one partition per new topic."""
+    with FakeClusterThread(1, default_partitions=1) as fake:
+        yield fake
+        failures = list(fake.cluster.handler_errors)
+    if failures:
+        pytest.fail(f"the fake cluster's request handlers raised: {failures!r}")
+
+
+def fake_target(fake: FakeClusterThread) -> Target:
+    """The fake cluster as a :class:`Target`."""
+
+    async def create(name: str, partitions: int, configs: dict[str, str] | None) -> None:
+        await trio.to_thread.run_sync(lambda: fake.create_topic(name, partitions, 1, configs))
+
+    return Target("fake", fake.bootstrap, create)
+
+
+def kafka_target(kafka: KafkaCluster) -> Target:
+    """Apache Kafka as a :class:`Target`."""
+    akafka = AsyncKafkaCluster(kafka)
+
+    async def create(name: str, partitions: int, configs: dict[str, str] | None) -> None:
+        await akafka.create_topic(name, partitions, 1, configs)
+
+    return Target("kafka", kafka.bootstrap, create)
+
+
+@pytest.fixture(params=["fake", "kafka"])
+def target(request: pytest.FixtureRequest) -> Target:
+    """Each target in turn."""
+    if request.param == "fake":
+        return fake_target(request.getfixturevalue("conformance_fake"))
+    return kafka_target(request.getfixturevalue("kafka_cluster"))
