@@ -9,6 +9,8 @@ check records exactly (keys, values, partitions, offsets, order, counts):
 - ``VerifiableConsumer`` (classic protocol, range) and a pykaf member share
   one group: disjoint assignments covering the topic, every record read
   once, and pykaf's commits are where Java resumes when pykaf leaves;
+- ``TransactionalMessageCopier`` (Java's transactional producer, random
+  aborts) writes what pykaf's read_committed consumer reads exactly once;
 - ``ConsoleConsumer`` with ``--isolation-level read_committed`` reads exactly
   what pykaf's read_committed consumer reads of interleaved committed and
   aborted transactions of two pykaf transactional producers.
@@ -286,3 +288,44 @@ async def test_console_consumer_read_committed_matches_pykaf(
             (int(part.split(":")[1]), int(offset.split(":")[1]), k.encode(), v.encode())
         )
     assert sorted(java_rows_) == pykaf_rows
+
+
+async def test_java_transactional_copier_to_pykaf(
+    kafka_cluster: KafkaCluster, java_tools: JavaTools
+) -> None:
+    """Java's transactional producer (with random aborts) as pykaf's read_committed sees it."""
+    source, target, group = unique("java-copy-in"), unique("java-copy-out"), unique("copier")
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, source, 1)
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, target, 1)
+    written = [(b"key-%d" % (i % 5), b"value-%d" % i) for i in range(300)]
+    async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
+        for key, value in written:
+            producer.send_nowait(source, value, key=key)
+        await producer.flush()
+
+    events = await run_json(
+        "TransactionalMessageCopier",
+        java_tools.command(
+            TOOLS + "TransactionalMessageCopier",
+            *("--broker-list", kafka_cluster.bootstrap, "--transactional-id", unique("copier")),
+            *("--input-topic", source, "--input-partition", "0", "--output-topic", target),
+            *("--consumer-group", group, "--transaction-size", "20", "--max-messages", "300"),
+            *("--enable-random-aborts", "--use-group-metadata"),
+        ),
+        timeout=120,
+    )
+    assert events and events[-1].get("remaining") == 0, events[-3:]
+
+    # read_committed: every input record once, in order; aborted copies never.
+    rows = await read_all(kafka_cluster.bootstrap, target, 1)
+    assert [(k, v) for _, _, k, v in rows] == written
+    everything = await read_all(
+        kafka_cluster.bootstrap, target, 1, isolation_level="read_uncommitted"
+    )
+    assert set(rows) <= set(everything)
+    committed_offsets = {o for _, o, _, _ in rows}
+    aborted = [(k, v) for _, o, k, v in everything if o not in committed_offsets]
+    assert set(aborted) <= set(written)  # aborted attempts at copies, redone later
+    async with pykaf.open_admin(kafka_cluster.bootstrap) as admin:
+        offsets = await admin.list_group_offsets(group)
+    assert {tp: om.offset for tp, om in offsets.items()} == {(source, 0): 300}
