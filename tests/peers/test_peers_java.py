@@ -329,3 +329,46 @@ async def test_java_transactional_copier_to_pykaf(
     async with pykaf.open_admin(kafka_cluster.bootstrap) as admin:
         offsets = await admin.list_group_offsets(group)
     assert {tp: om.offset for tp, om in offsets.items()} == {(source, 0): 300}
+
+
+async def test_console_consumer_reads_pykaf_batches(
+    kafka_cluster: KafkaCluster, java_tools: JavaTools
+) -> None:
+    """Java decodes pykaf's batches of every codec: keys, values, headers, timestamps."""
+    topic = unique("java-codecs")
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, 1)
+    expected: list[str] = []
+    base = 1_700_000_000_000
+    for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+        async with pykaf.open_producer(
+            kafka_cluster.bootstrap, compression=codec, linger=0.05
+        ) as producer:
+            sent = []
+            for i in range(40):
+                key = None if i % 8 == 0 else b"%s-k%d" % (codec.encode(), i % 5)
+                value = b"%s-%d-" % (codec.encode(), i) + b"x" * (i * 37 % 300)
+                headers: list[tuple[str, bytes | None]] = [("codec", codec.encode())]
+                if i % 3 == 0:
+                    headers += [("empty", b""), ("nothing", None)]
+                timestamp = base + i * 1000
+                producer.send_nowait(topic, value, key=key, headers=headers, timestamp=timestamp)
+                sent.append((timestamp, key, value, headers))
+            await producer.flush()
+        for timestamp, key, value, headers in sent:
+            shown = ",".join(f"{k}:{'null' if v is None else v.decode()}" for k, v in headers)
+            text_key = "null" if key is None else key.decode()
+            expected.append(f"CreateTime:{timestamp}\t{shown}\t{text_key}\t{value.decode()}")
+
+    console = java_tools.command(
+        TOOLS + "consumer.ConsoleConsumer",
+        *("--bootstrap-server", kafka_cluster.bootstrap, "--topic", topic),
+        *("--from-beginning", "--max-messages", str(len(expected)), "--timeout-ms", "30000"),
+        *("--formatter-property", "print.timestamp=true"),
+        *("--formatter-property", "print.headers=true"),
+        *("--formatter-property", "print.key=true"),
+        *("--formatter-property", "key.separator=\t"),
+    )
+    async with open_json_process("ConsoleConsumer", console) as java:
+        await java.wait_exit(90)
+    lines = [line for line in java.other_lines if line.startswith("CreateTime:")]
+    assert lines == expected  # one partition: in pykaf's order
