@@ -1162,6 +1162,13 @@ class Producer:
         log.warning("%r failed: %s", batch, error)
         if self.txn is not None:
             self.txn.record_failed(error)
+            if isinstance(error, errors.InvalidProducerEpochError) and isinstance(
+                self.txn.error, errors.ProducerFencedError
+            ):
+                # Kafka answers a fenced producer's Produce with INVALID_PRODUCER_EPOCH
+                # (PRODUCER_FENCED is for the coordinator's APIs): its records fail as
+                # the producer does, with ProducerFencedError (the broker's as cause).
+                error = self.txn.error
         self.records_failed += batch.count
         batch.error = error
         unobserved = batch.count - batch.observed

@@ -1,4 +1,4 @@
-"""pykaf.sync.Consumer and pykaf.sync.ConsumerGroup against Tansu and the librdkafka mock:
+"""pykaf.sync.Consumer and pykaf.sync.ConsumerGroup against Kafka, Tansu and the librdkafka mock:
 records come back whole and in order per partition, from plain threads and a
 process without an event loop; poll/consume timeouts, seek, pause, positions;
 group members in threads split the partitions and commits cover exactly the
@@ -138,11 +138,11 @@ def test_reads_back_every_record_in_order(broker: Any, closing: list[Any]) -> No
     assert stats.lag == 0 and {p.position for p in stats.partitions} == {120}
 
 
-def test_consume_hands_out_batches(tansu: Any, closing: list[Any]) -> None:
+def test_consume_hands_out_batches(real_broker: Any, closing: list[Any]) -> None:
     topic = unique("sc")
-    bc.create_topic({"bootstrap.servers": tansu.bootstrap}, topic, 2)
-    produce(tansu.bootstrap, topic, 2, 300)
-    consumer = pykaf.sync.Consumer(tansu.bootstrap, **FAST)
+    real_broker.create(topic, 2)
+    produce(real_broker.bootstrap, topic, 2, 300)
+    consumer = pykaf.sync.Consumer(real_broker.bootstrap, **FAST)
     closing.append(consumer)
     consumer.assign([(topic, 0, pykaf.OLDEST), (topic, 1, 250)])
     first = consumer.consume(max_records=7, timeout=T)
@@ -240,10 +240,10 @@ def test_partition_errors_surface_from_poll(mock_cluster: MockCluster, closing: 
     assert by_partition(got) == {1: [0, 1, 2, 3, 4]}  # the other partition goes on
 
 
-def test_threads_iterate_and_close_ends_the_iteration(tansu: Any) -> None:
+def test_threads_iterate_and_close_ends_the_iteration(real_broker: Any) -> None:
     topic = unique("sc")
-    bc.create_topic({"bootstrap.servers": tansu.bootstrap}, topic, 3)
-    consumer = pykaf.sync.Consumer(tansu.bootstrap, **FAST)
+    real_broker.create(topic, 3)
+    consumer = pykaf.sync.Consumer(real_broker.bootstrap, **FAST)
     consumer.assign([(topic, p, pykaf.OLDEST) for p in range(3)])
     seen: dict[str, list[Record]] = defaultdict(list)
 
@@ -254,7 +254,7 @@ def test_threads_iterate_and_close_ends_the_iteration(tansu: Any) -> None:
     threads = [threading.Thread(target=reader, args=(f"t{i}",)) for i in range(3)]
     for t in threads:
         t.start()
-    produce(tansu.bootstrap, topic, 3, 200)
+    produce(real_broker.bootstrap, topic, 3, 200)
     deadline = time.monotonic() + T
     while sum(len(v) for v in seen.values()) < 600 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -279,14 +279,14 @@ def test_threads_iterate_and_close_ends_the_iteration(tansu: Any) -> None:
     consumer.close()  # idempotent
 
 
-def test_ctrl_c_interrupts_a_blocked_poll(tansu: Any, closing: list[Any]) -> None:
+def test_ctrl_c_interrupts_a_blocked_poll(real_broker: Any, closing: list[Any]) -> None:
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("KeyboardInterrupt goes to the main thread; tests run elsewhere")
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         pytest.skip("SIGINT is not handled by Python's default handler here")
     topic = unique("sc")
-    bc.create_topic({"bootstrap.servers": tansu.bootstrap}, topic, 1)
-    consumer = pykaf.sync.Consumer(tansu.bootstrap, **FAST)
+    real_broker.create(topic, 1)
+    consumer = pykaf.sync.Consumer(real_broker.bootstrap, **FAST)
     closing.append(consumer)
     consumer.assign([(topic, 0, pykaf.OLDEST)])
     for blocked in (consumer.poll, consumer.consume, lambda: next(iter(consumer))):
@@ -300,7 +300,7 @@ def test_ctrl_c_interrupts_a_blocked_poll(tansu: Any, closing: list[Any]) -> Non
             timer.cancel()
         assert time.monotonic() - started < 5
     # Still usable afterwards.
-    produce(tansu.bootstrap, topic, 1, 3)
+    produce(real_broker.bootstrap, topic, 1, 3)
     assert [r.offset for r in poll_n(consumer, 3)] == [0, 1, 2]
 
 
@@ -315,15 +315,15 @@ def test_bad_options_fail_at_construction() -> None:
         pykaf.sync.ConsumerGroup("127.0.0.1:1", "g", "t")
 
 
-def test_script_without_an_event_loop(tansu: Any) -> None:
+def test_script_without_an_event_loop(real_broker: Any) -> None:
     topic = unique("sc")
-    bc.create_topic({"bootstrap.servers": tansu.bootstrap}, topic, 2)
-    produce(tansu.bootstrap, topic, 2, 10)
+    real_broker.create(topic, 2)
+    produce(real_broker.bootstrap, topic, 2, 10)
     script = f"""
         import os
         import pykaf, pykaf.sync
 
-        consumer = pykaf.sync.Consumer({tansu.bootstrap!r}, fetch_max_wait=0.05)
+        consumer = pykaf.sync.Consumer({real_broker.bootstrap!r}, fetch_max_wait=0.05)
         consumer.assign([({topic!r}, 0, pykaf.OLDEST), ({topic!r}, 1, pykaf.OLDEST)])
         records = []
         while len(records) < 20:
@@ -332,7 +332,7 @@ def test_script_without_an_event_loop(tansu: Any) -> None:
             (p, i) for p in range(2) for i in range(10)
         ], flush=True)
         group = pykaf.sync.ConsumerGroup(
-            {tansu.bootstrap!r}, {unique("g")!r}, [{topic!r}],
+            {real_broker.bootstrap!r}, {unique("g")!r}, [{topic!r}],
             heartbeat_interval=0.2, session_timeout=6, fetch_max_wait=0.05,
         )
         seen = 0

@@ -1,4 +1,4 @@
-"""pykaf.sync.Producer against real brokers (Tansu, the librdkafka mock cluster), from threads."""
+"""pykaf.sync.Producer against real brokers (Kafka, Tansu, the librdkafka mock), from threads."""
 
 from __future__ import annotations
 
@@ -23,10 +23,9 @@ import pykaf
 import pykaf._sync.producer
 import pykaf.sync
 from pykaf import errors
-from pykaf.testing import MockCluster, TansuBroker
+from pykaf.testing import MockCluster
 
 ck = pytest.importorskip("confluent_kafka")
-ck_admin = pytest.importorskip("confluent_kafka.admin")
 
 ROOT = Path(pykaf.__file__).resolve().parent.parent
 QUIET = {"log_level": 0}
@@ -40,12 +39,10 @@ def unique(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topic(bootstrap: str, partitions: int = 1) -> str:
-    """A fresh topic on Tansu (CreateTopics through confluent-kafka's admin client)."""
+def create_topic(broker: Any, partitions: int = 1) -> str:
+    """A fresh topic on ``broker`` (a ``broker_clients.Broker``), ready to take records."""
     topic = unique("sync")
-    client = ck_admin.AdminClient({**QUIET, "bootstrap.servers": bootstrap})
-    for future in client.create_topics([ck_admin.NewTopic(topic, partitions, 1)]).values():
-        future.result(10)
+    broker.create(topic, partitions)
     return topic
 
 
@@ -99,10 +96,10 @@ def producer_factory() -> Iterator[Any]:
 
 
 def test_send_returns_metadata_and_the_record_arrives(
-    tansu: TansuBroker, producer_factory: Any
+    real_broker: Any, producer_factory: Any
 ) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    producer = producer_factory(tansu.bootstrap)
+    topic = create_topic(real_broker, 2)
+    producer = producer_factory(real_broker.bootstrap)
     mds = [
         producer.send(
             topic,
@@ -117,7 +114,7 @@ def test_send_returns_metadata_and_the_record_arrives(
     ]
     assert [(md.topic, md.partition, md.offset) for md in mds] == [(topic, 1, i) for i in range(3)]
     assert [md.timestamp for md in mds] == [1_700_000_000_000 + i for i in range(3)]
-    messages = consume(tansu.bootstrap, topic, [0, 1], 3)
+    messages = consume(real_broker.bootstrap, topic, [0, 1], 3)
     assert [(m.partition(), m.offset()) for m in messages] == [(1, 0), (1, 1), (1, 2)]
     assert [m.value() for m in messages] == [b"value-%d" % i for i in range(3)]
     assert [m.key() for m in messages] == [b"key-%d" % i for i in range(3)]
@@ -125,16 +122,16 @@ def test_send_returns_metadata_and_the_record_arrives(
     assert [m.timestamp()[1] for m in messages] == [1_700_000_000_000 + i for i in range(3)]
 
 
-def test_context_manager_delivers_and_closes(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap)
-    with pykaf.sync.Producer(tansu.bootstrap, linger=0.5) as producer:
+def test_context_manager_delivers_and_closes(real_broker: Any) -> None:
+    topic = create_topic(real_broker)
+    with pykaf.sync.Producer(real_broker.bootstrap, linger=0.5) as producer:
         futures = [producer.send_async(topic, b"%d" % i) for i in range(20)]
         assert not producer.closed
     assert producer.closed
     # Leaving the block delivered what was buffered (linger alone would still wait).
     assert all(f.done() for f in futures)
     assert [f.result().offset for f in futures] == list(range(20))
-    assert [m.value() for m in consume(tansu.bootstrap, topic, [0], 20)] == [
+    assert [m.value() for m in consume(real_broker.bootstrap, topic, [0], 20)] == [
         b"%d" % i for i in range(20)
     ]
     with pytest.raises(errors.ClosedError):
@@ -144,13 +141,13 @@ def test_context_manager_delivers_and_closes(tansu: TansuBroker) -> None:
     producer.close(timeout=T)  # idempotent
 
 
-def test_an_exception_in_the_block_propagates_and_closes(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap)
+def test_an_exception_in_the_block_propagates_and_closes(real_broker: Any) -> None:
+    topic = create_topic(real_broker)
 
     class Stop(Exception):
         pass
 
-    with pytest.raises(Stop), pykaf.sync.Producer(tansu.bootstrap) as producer:
+    with pytest.raises(Stop), pykaf.sync.Producer(real_broker.bootstrap) as producer:
         producer.send(topic, b"before", timeout=T)
         raise Stop
     assert producer.closed
@@ -158,9 +155,9 @@ def test_an_exception_in_the_block_propagates_and_closes(tansu: TansuBroker) -> 
         producer.send(topic, b"after", timeout=T)
 
 
-def test_send_from_many_threads(tansu: TansuBroker, producer_factory: Any) -> None:
-    topic = create_topic(tansu.bootstrap, 3)
-    producer = producer_factory(tansu.bootstrap)
+def test_send_from_many_threads(real_broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(real_broker, 3)
+    producer = producer_factory(real_broker.bootstrap)
     threads, per_thread = 8, 40
 
     def worker(n: int) -> list[pykaf.RecordMetadata]:
@@ -177,16 +174,16 @@ def test_send_from_many_threads(tansu: TansuBroker, producer_factory: Any) -> No
         results = list(pool.map(worker, range(threads)))
     offsets = sorted(md.offset for mds in results for md in mds)
     assert offsets == list(range(threads * per_thread))
-    messages = consume(tansu.bootstrap, topic, [0], threads * per_thread)
+    messages = consume(real_broker.bootstrap, topic, [0], threads * per_thread)
     values = [m.value() for m in messages]
     for n in range(threads):  # each thread's records arrive in the order it sent them
         mine = [v for v in values if v.startswith(b"%d-" % n)]
         assert mine == [b"%d-%d" % (n, i) for i in range(per_thread)]
 
 
-def test_send_async_resolves_futures_in_order(tansu: TansuBroker, producer_factory: Any) -> None:
-    topic = create_topic(tansu.bootstrap, 2)
-    producer = producer_factory(tansu.bootstrap)
+def test_send_async_resolves_futures_in_order(real_broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(real_broker, 2)
+    producer = producer_factory(real_broker.bootstrap)
     futures = [producer.send_async(topic, b"%d" % i, partition=i % 2) for i in range(2000)]
     producer.flush(timeout=T)
     assert all(f.done() for f in futures)
@@ -197,11 +194,11 @@ def test_send_async_resolves_futures_in_order(tansu: TansuBroker, producer_facto
 
 
 def test_send_async_waits_for_buffer_space_and_keeps_order(
-    tansu: TansuBroker, producer_factory: Any
+    real_broker: Any, producer_factory: Any
 ) -> None:
-    topic = create_topic(tansu.bootstrap)
+    topic = create_topic(real_broker)
     # A buffer of 5 records: almost every record waits for space in the loop.
-    producer = producer_factory(tansu.bootstrap, buffer_records=5)
+    producer = producer_factory(real_broker.bootstrap, buffer_records=5)
     futures = []
     for i in range(300):
         futures.append(producer.send_async(topic, b"%d" % i))
@@ -210,19 +207,19 @@ def test_send_async_waits_for_buffer_space_and_keeps_order(
     mds = [f.result(T) for f in futures]
     assert [md.offset for md in mds] == list(range(300))
     assert producer.statistics().buffered_records == 0
-    values = [m.value() for m in consume(tansu.bootstrap, topic, [0], 300)]
+    values = [m.value() for m in consume(real_broker.bootstrap, topic, [0], 300)]
     assert values == [b"%d" % i for i in range(300)]
 
 
-def test_send_many(tansu: TansuBroker, producer_factory: Any) -> None:
+def test_send_many(real_broker: Any, producer_factory: Any) -> None:
     pa = pytest.importorskip("pyarrow")
-    topic = create_topic(tansu.bootstrap)
-    producer = producer_factory(tansu.bootstrap)
+    topic = create_topic(real_broker)
+    producer = producer_factory(real_broker.bootstrap)
     assert producer.send_many(topic, [b"a", b"b", None], keys=[b"1", None, b"3"], timeout=T) == 3
     assert producer.send_many(topic, (b"g%d" % i for i in range(4)), timeout=T) == 4
     assert producer.send_many(topic, pa.array([b"x", b"y"], pa.binary()), timeout=T) == 2
     assert producer.send_many(topic, [], timeout=T) == 0
-    messages = consume(tansu.bootstrap, topic, [0], 9)
+    messages = consume(real_broker.bootstrap, topic, [0], 9)
     assert [m.value() for m in messages] == [
         b"a",
         b"b",
@@ -237,17 +234,17 @@ def test_send_many(tansu: TansuBroker, producer_factory: Any) -> None:
 
 
 def test_send_many_async_pipelines_batches_in_order(
-    tansu: TansuBroker, producer_factory: Any
+    real_broker: Any, producer_factory: Any
 ) -> None:
-    topic = create_topic(tansu.bootstrap)
-    producer = producer_factory(tansu.bootstrap)
+    topic = create_topic(real_broker)
+    producer = producer_factory(real_broker.bootstrap)
     futures = [
         producer.send_many_async(topic, [b"%d-%d" % (n, i) for i in range(100)], partition=0)
         for n in range(5)
     ]
     assert all(isinstance(f, concurrent.futures.Future) for f in futures)
     assert [f.result(T) for f in futures] == [100] * 5
-    values = [m.value() for m in consume(tansu.bootstrap, topic, [0], 500)]
+    values = [m.value() for m in consume(real_broker.bootstrap, topic, [0], 500)]
     assert values == [b"%d-%d" % (n, i) for n in range(5) for i in range(100)]
 
 
@@ -263,11 +260,9 @@ def test_send_many_async_reports_failures_through_its_future() -> None:
             future.result(T)
 
 
-def test_one_threads_mixed_calls_keep_their_order(
-    tansu: TansuBroker, producer_factory: Any
-) -> None:
-    topic = create_topic(tansu.bootstrap)
-    producer = producer_factory(tansu.bootstrap, buffer_records=3)
+def test_one_threads_mixed_calls_keep_their_order(real_broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(real_broker)
+    producer = producer_factory(real_broker.bootstrap, buffer_records=3)
     expected: list[bytes] = []
     futures = []
     for round_ in range(5):
@@ -283,13 +278,13 @@ def test_one_threads_mixed_calls_keep_their_order(
         expected.append(b"%d-sync" % round_)
     producer.flush(timeout=T)
     assert all(f.done() and f.exception() is None for f in futures)
-    values = [m.value() for m in consume(tansu.bootstrap, topic, [0], len(expected))]
+    values = [m.value() for m in consume(real_broker.bootstrap, topic, [0], len(expected))]
     assert values == expected
 
 
-def test_flush_and_statistics(tansu: TansuBroker, producer_factory: Any) -> None:
-    topic = create_topic(tansu.bootstrap)
-    producer = producer_factory(tansu.bootstrap, linger=5.0)
+def test_flush_and_statistics(real_broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(real_broker)
+    producer = producer_factory(real_broker.bootstrap, linger=5.0)
     futures = [producer.send_async(topic, b"%d" % i) for i in range(50)]
     producer.flush(timeout=T)  # sends without waiting for the 5 s linger
     assert all(f.done() for f in futures)
@@ -298,9 +293,9 @@ def test_flush_and_statistics(tansu: TansuBroker, producer_factory: Any) -> None
     assert stats.records_acked == 50 and stats.buffered_records == 0
 
 
-def test_record_errors_reach_the_caller(tansu: TansuBroker, producer_factory: Any) -> None:
-    topic = create_topic(tansu.bootstrap)
-    producer = producer_factory(tansu.bootstrap, max_message_bytes=1000)
+def test_record_errors_reach_the_caller(real_broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(real_broker)
+    producer = producer_factory(real_broker.bootstrap, max_message_bytes=1000)
     assert producer.send(topic, b"first", timeout=T).offset == 0
     with pytest.raises(errors.RecordTooLargeError):
         producer.send(topic, b"x" * 5000, timeout=T)
@@ -318,10 +313,10 @@ def test_record_errors_reach_the_caller(tansu: TansuBroker, producer_factory: An
 
 
 def test_blocking_call_from_a_delivery_callback_raises(
-    tansu: TansuBroker, producer_factory: Any
+    real_broker: Any, producer_factory: Any
 ) -> None:
-    topic = create_topic(tansu.bootstrap)
-    producer = producer_factory(tansu.bootstrap)
+    topic = create_topic(real_broker)
+    producer = producer_factory(real_broker.bootstrap)
     seen: list[BaseException] = []
     chained: list[concurrent.futures.Future[pykaf.RecordMetadata]] = []
 
@@ -339,13 +334,13 @@ def test_blocking_call_from_a_delivery_callback_raises(
     assert chained[0].result(T).offset == 1
 
 
-def test_script_without_an_event_loop(tansu: TansuBroker) -> None:
-    topic = create_topic(tansu.bootstrap)
+def test_script_without_an_event_loop(real_broker: Any) -> None:
+    topic = create_topic(real_broker)
     script = f"""
         import threading
         import pykaf.sync
 
-        producer = pykaf.sync.Producer({tansu.bootstrap!r}, linger=0.5, buffer_records=3)
+        producer = pykaf.sync.Producer({real_broker.bootstrap!r}, linger=0.5, buffer_records=3)
         print(producer.send({topic!r}, b"first", timeout=30).offset, flush=True)
         threads = [
             threading.Thread(target=producer.send, args=({topic!r}, b"t%d" % i, ))
@@ -371,7 +366,7 @@ def test_script_without_an_event_loop(tansu: TansuBroker) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"
-    values = [m.value() for m in consume(tansu.bootstrap, topic, [0], 15)]
+    values = [m.value() for m in consume(real_broker.bootstrap, topic, [0], 15)]
     assert values[0] == b"first"
     assert sorted(values[1:5]) == [b"t%d" % i for i in range(4)]
     assert values[5:] == [b"a%d" % i for i in range(10)]
@@ -459,10 +454,10 @@ def test_bad_options_and_unreachable_brokers_fail_at_construction() -> None:
         pykaf.sync.Producer(f"127.0.0.1:{port}", connect_timeout=1, request_timeout=1)
 
 
-def test_send_many_takes_arrow_strings(tansu: TansuBroker, producer_factory: Any) -> None:
+def test_send_many_takes_arrow_strings(real_broker: Any, producer_factory: Any) -> None:
     pa = pytest.importorskip("pyarrow")
-    topic = create_topic(tansu.bootstrap)
-    producer = producer_factory(tansu.bootstrap)
+    topic = create_topic(real_broker)
+    producer = producer_factory(real_broker.bootstrap)
     assert producer.send_many(topic, pa.array(["x", None, "zé"]), timeout=T) == 3
-    values = [m.value() for m in consume(tansu.bootstrap, topic, [0], 3)]
+    values = [m.value() for m in consume(real_broker.bootstrap, topic, [0], 3)]
     assert values == [b"x", None, "zé".encode()]
