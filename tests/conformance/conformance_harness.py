@@ -167,12 +167,14 @@ class Target:
         self, probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], timeout: float = 30
     ) -> Any:
         """Call ``probe`` until ``done(answer)`` (Kafka completes some things after answering)."""
-        with trio.fail_after(timeout):
+        answer: Any = None
+        with trio.move_on_after(timeout):
             while True:
                 answer = await probe()
                 if done(answer):
                     return answer
                 await trio.sleep(0.05)
+        raise AssertionError(f"{self.name}: still {answer!r} after {timeout} s")
 
 
 @dataclass

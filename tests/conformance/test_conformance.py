@@ -41,6 +41,7 @@ async def run_case(target: Target, name: str) -> dict[str, Any]:
                 (node,) = await client.brokers()
                 await CASES[name].fn(target, Wire(client, node.node_id), out)
         except BaseException as exc:
+            exc.add_note(f"answers so far on {target.name}:\n{pformat(out.values, width=110)}")
             _ANSWERS[key] = exc  # a case runs once per target: its topics exist now
             raise
         _ANSWERS[key] = out.values

@@ -115,10 +115,7 @@ def _produce_partition(
         return out
     header, raw = batches[0]
     topic_obj = ctx.cluster.topics[topic]
-    limit = int(topic_value(ctx.cluster, topic_obj, "max.message.bytes"))
-    if len(raw) > limit:
-        out.error_code = errors.RecordTooLargeError.code
-        return out
+    # the KIP-890 check runs before the log's own (Kafka verifies, then appends)
     if header.transactional:
         code = ctx.cluster.transactions.verify_produce(
             header.producer_id, header.producer_epoch, topic, data.index
@@ -128,6 +125,11 @@ def _produce_partition(
         if code:
             out.error_code = code
             return out
+        log.note_verified(header)
+    limit = int(topic_value(ctx.cluster, topic_obj, "max.message.bytes"))
+    if len(raw) > limit:
+        out.error_code = errors.RecordTooLargeError.code
+        return out
     out.log_start_offset = log.log_start_offset
     log_append_time = (
         topic_value(ctx.cluster, topic_obj, "message.timestamp.type") == "LogAppendTime"

@@ -177,6 +177,9 @@ class PartitionLog:
         self.high_watermark = 0
         self.size_bytes = 0
         self.producers: dict[int, ProducerState] = {}
+        #: (epoch, lowest first sequence) of transactional batches verified
+        #: before their producer had state here (Kafka's verification entry)
+        self.verifying: dict[int, tuple[int, int]] = {}
         self.open_txns: dict[int, int] = {}
         self.aborted: list[AbortedTxn] = []
         self._aborted_ends: list[int] = []  # last offsets of ``aborted``, for bisect
@@ -206,6 +209,17 @@ class PartitionLog:
 
     # -- idempotence ---------------------------------------------------------------
 
+    def note_verified(self, header: BatchHeader) -> None:
+        """A transactional batch passed the KIP-890 check: remember its lowest sequence."""
+        pid = header.producer_id
+        if pid in self.producers:
+            return
+        seen = self.verifying.get(pid)
+        if seen is None or seen[0] != header.producer_epoch:
+            self.verifying[pid] = (header.producer_epoch, header.base_sequence)
+        else:
+            self.verifying[pid] = (seen[0], min(seen[1], header.base_sequence))
+
     def check_producer(self, header: BatchHeader) -> tuple[int, tuple[int, int] | None]:
         """Check an idempotent batch's epoch and sequence against the producer's state.
 
@@ -227,6 +241,16 @@ class PartitionLog:
         last = (first + header.last_offset_delta) % (_INT32_MAX + 1)
         state = self.producers.get(pid)
         if state is None:
+            # KIP-890: a transactional batch of a producer new to this partition
+            # may not start above the lowest sequence the verification saw
+            lowest = self.verifying.get(pid)
+            if (
+                header.transactional
+                and lowest is not None
+                and lowest[0] == header.producer_epoch
+                and first > lowest[1]
+            ):
+                return errors.OutOfOrderSequenceError.code, None
             return 0, None
         if header.producer_epoch < state.epoch:
             return errors.InvalidProducerEpochError.code, None
@@ -244,6 +268,7 @@ class PartitionLog:
     def _track_producer(self, header: BatchHeader, base: int) -> None:
         pid = header.producer_id
         state = self.producers.get(pid)
+        self.verifying.pop(pid, None)
         if state is None or header.producer_epoch != state.epoch:
             state = self.producers[pid] = ProducerState(header.producer_epoch)
         if header.control:
