@@ -10,7 +10,8 @@ values and header values in base64). For each library:
   read_committed consumer reads only the committed ones, read_uncommitted all;
 - it reads what pykaf writes, in batches compressed with each codec and with
   headers (a null header value and a null key too);
-- it shares a classic consumer group (range) with a pykaf member: disjoint
+- it shares a classic consumer group with a pykaf member, with the range
+  assignor and with cooperative-sticky (incremental rebalances): disjoint
   assignments covering the topic, every record read once, and it resumes at
   pykaf's commits when pykaf leaves.
 """
@@ -171,16 +172,18 @@ def go_assignment(member: JsonProcess) -> set[int] | None:
     current: set[int] | None = None
     for e in member.events:
         if e["event"] == "assigned":
-            current = set(current or set()) | {p for ps in e["partitions"].values() for p in ps}
+            added = {p for ps in (e.get("partitions") or {}).values() for p in ps}
+            current = (current or set()) | added
         elif e["event"] == "revoked":
             gone = {p for ps in (e.get("partitions") or {}).values() for p in ps}
             current = (current or set()) - gone or None
     return current
 
 
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 @pytest.mark.parametrize("library", LIBRARIES)
 async def test_group_shared_with_pykaf(
-    kafka_cluster: KafkaCluster, go_peer: Path, library: str
+    kafka_cluster: KafkaCluster, go_peer: Path, library: str, assignor: str
 ) -> None:
     topic, group = unique(f"{library}-group"), unique(f"{library}-group")
     partitions = 4
@@ -188,7 +191,7 @@ async def test_group_shared_with_pykaf(
     await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, partitions)
     cmd = peer_command(
         go_peer, library, "group", kafka_cluster.bootstrap,
-        *("--topic", topic, "--group", group, "--assignor", "range", "--timeout", "150s"),
+        *("--topic", topic, "--group", group, "--assignor", assignor, "--timeout", "150s"),
     )  # fmt: skip
     async with open_json_process(library, cmd) as go:
         await go.wait_for(lambda: go_assignment(go) == everything, "assignment of all")
@@ -198,7 +201,7 @@ async def test_group_shared_with_pykaf(
                 kafka_cluster.bootstrap,
                 group,
                 [topic],
-                assignors=["range"],
+                assignors=[assignor],
                 session_timeout=10,
                 heartbeat_interval=0.5,
                 auto_commit_interval=0.5,
@@ -215,7 +218,10 @@ async def test_group_shared_with_pykaf(
             await go.wait_for(shared, "shared assignment")
             mine, theirs = recorder.assignments[-1], go_assignment(go)
             assert theirs is not None
-            assert not mine & theirs and len(mine) == len(theirs) == 2
+            assert not mine & theirs and len(mine) == len(theirs) == 2, (
+                go.events,
+                recorder.assignments,
+            )
 
             written: list[Row] = []
             async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:

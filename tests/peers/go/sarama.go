@@ -155,11 +155,17 @@ func (saramaHandler) Cleanup(s sarama.ConsumerGroupSession) error {
 	return nil
 }
 
+// ConsumeClaim reports its partition as assigned and, when its records end,
+// as revoked: with a cooperative strategy that is how sarama tells a handler
+// of a revocation (Setup and Cleanup run once per membership, not per rebalance).
 func (saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	claimed := map[string][]int32{c.Topic(): {c.Partition()}}
+	emit(Event{Event: "assigned", Partitions: claimed})
 	for msg := range c.Messages() {
 		emit(saramaRecord(msg))
 		s.MarkMessage(msg, "")
 	}
+	emit(Event{Event: "revoked", Partitions: claimed})
 	return nil
 }
 
