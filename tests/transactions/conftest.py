@@ -1,0 +1,29 @@
+"""The brokers the transaction tests run on: Apache Kafka and pykaf's fake cluster.
+
+Both return aborted-transaction lists in Fetch and hold the last stable
+offset below open transactions (Tansu and the librdkafka mock do neither),
+so read_committed can be checked record for record on each. A test reaches
+what only one of them has through ``target.fake`` or ``target.kafka``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from txn_target import TxnTarget
+
+from pykaf.testing import open_fake_cluster
+
+
+@pytest.fixture(params=["kafka", "fake"])
+async def target(request: pytest.FixtureRequest) -> AsyncIterator[TxnTarget]:
+    """The session's one-node Kafka, or a fresh fake cluster of three brokers."""
+    if request.param == "kafka":
+        kafka = request.getfixturevalue("kafka_cluster")
+        yield TxnTarget("kafka", kafka.bootstrap, kafka=kafka)
+        return
+    async with open_fake_cluster(3) as fake:
+        yield TxnTarget("fake", fake.bootstrap, fake=fake)
+        failed = list(fake.handler_errors)
+    assert not failed, f"the fake cluster's request handlers raised: {failed!r}"
