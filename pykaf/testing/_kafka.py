@@ -733,9 +733,16 @@ async def open_kafka_cluster(brokers: int = 1, **options: Any) -> AsyncIterator[
 
 
 def _kraft_id() -> str:
+    """A random cluster id as Kafka's Uuid.randomUuid makes them: never starting with "-".
+
+    StorageTool's ``-t`` would take such an id for an option (1 id in 64).
+    """
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _run_trio(fn: Callable[[], Awaitable[T]]) -> T:
