@@ -299,7 +299,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.rows: list[Row] = []
-        self.assignments: list[set[int]] = []
+        self.assignments: list[set[int]] = []  # per generation; set() after each ends
         self.changed = trio.Event()
 
     def _wake(self) -> None:
@@ -317,7 +317,8 @@ class Recorder:
             self._wake()
 
     async def cleanup(self, session: Any) -> None:
-        pass
+        self.assignments.append(set())  # the generation ended: nothing is owned until setup
+        self._wake()
 
     async def wait_for(self, predicate: Any, what: str, timeout: float = 60.0) -> None:
         with trio.move_on_after(timeout):

@@ -18,6 +18,7 @@ values and header values in base64). For each library:
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -180,10 +181,11 @@ def go_assignment(member: JsonProcess) -> set[int] | None:
     return current
 
 
+@pytest.mark.parametrize("first", ["peer", "pykaf"])  # the first member leads the group
 @pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 @pytest.mark.parametrize("library", LIBRARIES)
 async def test_group_shared_with_pykaf(
-    kafka_cluster: KafkaCluster, go_peer: Path, library: str, assignor: str
+    kafka_cluster: KafkaCluster, go_peer: Path, library: str, assignor: str, first: str
 ) -> None:
     topic, group = unique(f"{library}-group"), unique(f"{library}-group")
     partitions = 4
@@ -193,52 +195,63 @@ async def test_group_shared_with_pykaf(
         go_peer, library, "group", kafka_cluster.bootstrap,
         *("--topic", topic, "--group", group, "--assignor", assignor, "--timeout", "150s"),
     )  # fmt: skip
-    async with open_json_process(library, cmd) as go:
-        await go.wait_for(lambda: go_assignment(go) == everything, "assignment of all")
-        recorder = Recorder()
-        async with (
-            pykaf.open_consumer_group(
-                kafka_cluster.bootstrap,
-                group,
-                [topic],
-                assignors=[assignor],
-                session_timeout=10,
-                heartbeat_interval=0.5,
-                auto_commit_interval=0.5,
-            ) as member,
-            trio.open_nursery() as nursery,
-        ):
+    recorder = Recorder()
+    async with AsyncExitStack() as stack:
+
+        async def start_pykaf() -> pykaf.ConsumerGroup:
+            member = await stack.enter_async_context(
+                pykaf.open_consumer_group(
+                    kafka_cluster.bootstrap,
+                    group,
+                    [topic],
+                    assignors=[assignor],
+                    session_timeout=10,
+                    heartbeat_interval=0.5,
+                    auto_commit_interval=0.5,
+                )
+            )
+            nursery = await stack.enter_async_context(trio.open_nursery())
             nursery.start_soon(member.consume, recorder)
+            return member
 
-            def shared() -> bool:
-                mine = recorder.assignments[-1] if recorder.assignments else set()
-                theirs = go_assignment(go)
-                return bool(mine) and bool(theirs) and mine | (theirs or set()) == everything
-
-            await go.wait_for(shared, "shared assignment")
-            mine, theirs = recorder.assignments[-1], go_assignment(go)
-            assert theirs is not None
-            assert not mine & theirs and len(mine) == len(theirs) == 2, (
-                go.events,
-                recorder.assignments,
+        if first == "pykaf":
+            member = await start_pykaf()
+            await recorder.wait_for(
+                lambda: recorder.assignments and recorder.assignments[-1] == everything,
+                "assignment of all",
             )
+            go = await stack.enter_async_context(open_json_process(library, cmd))
+        else:
+            go = await stack.enter_async_context(open_json_process(library, cmd))
+            await go.wait_for(lambda: go_assignment(go) == everything, "assignment of all")
+            member = await start_pykaf()
 
-            written: list[Row] = []
-            async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
-                for i in range(200):
-                    key, value = b"k%d" % (i % 17), b"v%d" % i
-                    md = await producer.send(topic, value, key=key)
-                    written.append((md.partition, md.offset, key, value))
-            assert {row[0] for row in written} == everything
-            await go.wait_for(
-                lambda: len(rows_of(go.events)) + len(recorder.rows) >= len(written),
-                "all records read",
-            )
-            assert sorted(rows_of(go.events) + recorder.rows) == sorted(written)
-            assert {row[0] for row in recorder.rows} <= mine
-            assert {row[0] for row in rows_of(go.events)} <= theirs
-            seen = len(go.events)
-            await member.aclose()  # commits, leaves: the Go member takes every partition
+        def shared() -> bool:
+            mine = recorder.assignments[-1] if recorder.assignments else set()
+            theirs = go_assignment(go)
+            return bool(mine) and bool(theirs) and mine | (theirs or set()) == everything
+
+        await go.wait_for(shared, "shared assignment")
+        mine, theirs = recorder.assignments[-1], go_assignment(go)
+        assert theirs is not None
+        assert not mine & theirs and len(mine) == len(theirs) == 2, (mine, theirs)
+
+        written: list[Row] = []
+        async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
+            for i in range(200):
+                key, value = b"k%d" % (i % 17), b"v%d" % i
+                md = await producer.send(topic, value, key=key)
+                written.append((md.partition, md.offset, key, value))
+        assert {row[0] for row in written} == everything
+        await go.wait_for(
+            lambda: len(rows_of(go.events)) + len(recorder.rows) >= len(written),
+            "all records read",
+        )
+        assert sorted(rows_of(go.events) + recorder.rows) == sorted(written)
+        assert {row[0] for row in recorder.rows} <= mine
+        assert {row[0] for row in rows_of(go.events)} <= theirs
+        seen = len(go.events)
+        await member.aclose()  # commits, leaves: the Go member takes every partition
 
         await go.wait_for(lambda: go_assignment(go) == everything, "reassignment of all")
         more: list[Row] = []

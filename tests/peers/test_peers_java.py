@@ -19,6 +19,7 @@ check records exactly (keys, values, partitions, offsets, order, counts):
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import AsyncExitStack
 
 import pytest
 import trio
@@ -39,6 +40,11 @@ from pykaf.testing import KafkaCluster
 pytestmark = pytest.mark.broker
 
 TOOLS = "org.apache.kafka.tools."
+#: Java's assignor classes by the protocol names pykaf offers.
+JAVA_ASSIGNORS = {
+    "range": "org.apache.kafka.clients.consumer.RangeAssignor",
+    "cooperative-sticky": "org.apache.kafka.clients.consumer.CooperativeStickyAssignor",
+}
 
 
 def _text(value: str | None) -> bytes | None:
@@ -126,14 +132,19 @@ async def test_pykaf_to_verifiable_consumer(
 
 
 def java_assignment(member: JsonProcess) -> set[int] | None:
-    """The Java member's current assignment (None while it has none after a revoke)."""
-    current: set[int] | None = None
+    """The Java member's current assignment (None while it owns nothing).
+
+    Events are incremental under cooperative-sticky (only what moved) and
+    whole under eager assignors (all revoked, then all assigned): both add up.
+    """
+    current: set[int] = set()
     for e in member.events:
+        moved = {p["partition"] for p in e.get("partitions") or []}
         if e["name"] == "partitions_assigned":
-            current = {p["partition"] for p in e["partitions"]}
-        elif e["name"] == "partitions_revoked":
-            current = None
-    return current
+            current |= moved
+        elif e["name"] in ("partitions_revoked", "partitions_lost"):
+            current -= moved
+    return current or None
 
 
 def java_rows(member: JsonProcess, start: int = 0) -> list[Row]:
@@ -144,8 +155,10 @@ def java_rows(member: JsonProcess, start: int = 0) -> list[Row]:
     ]
 
 
+@pytest.mark.parametrize("first", ["java", "pykaf"])  # the first member leads the group
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 async def test_group_shared_with_verifiable_consumer(
-    kafka_cluster: KafkaCluster, java_tools: JavaTools
+    kafka_cluster: KafkaCluster, java_tools: JavaTools, assignor: str, first: str
 ) -> None:
     topic, group = unique("java-group"), unique("java-group")
     partitions = 4
@@ -156,55 +169,71 @@ async def test_group_shared_with_verifiable_consumer(
         *("--bootstrap-server", kafka_cluster.bootstrap, "--topic", topic),
         *("--group-id", group, "--group-protocol", "classic", "--verbose"),
         *("--session-timeout", "10000", "--reset-policy", "earliest"),
-        *("--assignment-strategy", "org.apache.kafka.clients.consumer.RangeAssignor"),
+        *("--assignment-strategy", JAVA_ASSIGNORS[assignor]),
         *("--command-config", config),
     )
     everything = set(range(partitions))
-    async with open_json_process("VerifiableConsumer", java_cmd) as java:
-        await java.wait_for(lambda: java_assignment(java) == everything, "assignment of all")
-        recorder = Recorder()
-        async with (
-            pykaf.open_consumer_group(
-                kafka_cluster.bootstrap,
-                group,
-                [topic],
-                assignors=["range"],
-                session_timeout=10,
-                heartbeat_interval=0.5,
-                auto_commit_interval=0.5,
-            ) as member,
-            trio.open_nursery() as nursery,
-        ):
-            nursery.start_soon(member.consume, recorder)
+    recorder = Recorder()
+    async with AsyncExitStack() as stack:
 
-            def shared() -> bool:
-                mine = recorder.assignments[-1] if recorder.assignments else set()
-                theirs = java_assignment(java)
-                return bool(mine) and bool(theirs) and mine | (theirs or set()) == everything
-
-            await java.wait_for(shared, "shared assignment")
-            await recorder.wait_for(shared, "shared assignment")
-            mine, theirs = recorder.assignments[-1], java_assignment(java)
-            assert theirs is not None
-            assert not mine & theirs and mine | theirs == everything
-            assert len(mine) == len(theirs) == 2  # range over 4 partitions, 2 members
-
-            written: list[Row] = []
-            async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
-                for i in range(200):
-                    key, value = b"k%d" % (i % 17), b"v%d" % i
-                    md = await producer.send(topic, value, key=key)
-                    written.append((md.partition, md.offset, key, value))
-            assert {row[0] for row in written} == everything
-            await java.wait_for(
-                lambda: len(java_rows(java)) + len(recorder.rows) >= len(written),
-                "all records read",
+        async def start_pykaf() -> pykaf.ConsumerGroup:
+            member = await stack.enter_async_context(
+                pykaf.open_consumer_group(
+                    kafka_cluster.bootstrap,
+                    group,
+                    [topic],
+                    assignors=[assignor],
+                    session_timeout=10,
+                    heartbeat_interval=0.5,
+                    auto_commit_interval=0.5,
+                )
             )
-            assert sorted(java_rows(java) + recorder.rows) == sorted(written)
-            assert {row[0] for row in recorder.rows} <= mine
-            assert {row[0] for row in java_rows(java)} <= theirs
-            java_seen = len(java.events)
-            await member.aclose()  # commits, leaves: Java takes every partition
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            nursery.start_soon(member.consume, recorder)
+            return member
+
+        if first == "pykaf":
+            member = await start_pykaf()
+            await recorder.wait_for(
+                lambda: recorder.assignments and recorder.assignments[-1] == everything,
+                "assignment of all",
+            )
+            java = await stack.enter_async_context(
+                open_json_process("VerifiableConsumer", java_cmd)
+            )
+        else:
+            java = await stack.enter_async_context(
+                open_json_process("VerifiableConsumer", java_cmd)
+            )
+            await java.wait_for(lambda: java_assignment(java) == everything, "assignment of all")
+            member = await start_pykaf()
+
+        def shared() -> bool:
+            mine = recorder.assignments[-1] if recorder.assignments else set()
+            theirs = java_assignment(java)
+            return bool(mine) and bool(theirs) and mine | (theirs or set()) == everything
+
+        await java.wait_for(shared, "shared assignment")
+        mine, theirs = recorder.assignments[-1], java_assignment(java)
+        assert theirs is not None
+        assert not mine & theirs and len(mine) == len(theirs) == 2, (mine, theirs)
+
+        written: list[Row] = []
+        async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
+            for i in range(200):
+                key, value = b"k%d" % (i % 17), b"v%d" % i
+                md = await producer.send(topic, value, key=key)
+                written.append((md.partition, md.offset, key, value))
+        assert {row[0] for row in written} == everything
+        await java.wait_for(
+            lambda: len(java_rows(java)) + len(recorder.rows) >= len(written),
+            "all records read",
+        )
+        assert sorted(java_rows(java) + recorder.rows) == sorted(written)
+        assert {row[0] for row in recorder.rows} <= mine
+        assert {row[0] for row in java_rows(java)} <= theirs
+        java_seen = len(java.events)
+        await member.aclose()  # commits, leaves: Java takes every partition
 
         await java.wait_for(lambda: java_assignment(java) == everything, "reassignment of all")
         more: list[Row] = []
