@@ -12,7 +12,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf.testing._fake.api import Api, RequestContext
+from pykaf.testing._fake.api import Api, CloseConnection, RequestContext
 
 # Kafka's codes (org.apache.kafka.common.resource / acl).
 ANY = 1
@@ -25,6 +25,7 @@ PATTERN_TYPES = range(1, 5)  # any, match, literal, prefixed
 PERMISSIONS = (2, 3)  # deny, allow
 WILDCARD = "*"
 _INVALID = errors.InvalidRequestError.code
+_UNKNOWN_SERVER = errors.UnknownServerError.code
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,9 @@ _DR = P.DescribeAclsResponse
 async def describe_acls(ctx: RequestContext, req: P.DescribeAclsRequest, version: int) -> Any:
     """The bindings the filter matches, grouped by resource pattern."""
     spec = _filter(req)
+    if 0 in (spec.resource_type, spec.pattern_type, spec.operation, spec.permission):
+        # an UNKNOWN (0) in a filter fails Kafka's request validation: it closes the connection
+        raise CloseConnection
     problem = spec.problem()
     if problem is not None:
         return _DR(throttle_time_ms=0, error_code=_INVALID, error_message=problem, resources=[])
@@ -174,7 +178,8 @@ def _create_one(ctx: RequestContext, c: Any) -> Any:
     )
     problem = _creation_problem(acl)
     if problem is not None:
-        return _CR.AclCreationResult(error_code=_INVALID, error_message=problem)
+        # Kafka 4.3's controller answers an invalid binding UNKNOWN_SERVER_ERROR
+        return _CR.AclCreationResult(error_code=_UNKNOWN_SERVER, error_message=problem)
     if acl not in ctx.cluster.acls:
         ctx.cluster.acls.append(acl)
     return _CR.AclCreationResult(error_code=0, error_message=None)

@@ -136,8 +136,11 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _long("local.retention.ms", "-2", -2),
         _long("max.compaction.lag.ms", _LONG_MAX, 1),
         _int("max.message.bytes", "1048588", 0, "message.max.bytes"),
-        _long("message.timestamp.after.max.ms", _LONG_MAX, 0),
-        _long("message.timestamp.before.max.ms", _LONG_MAX, 0),
+        # Kafka 4's default: at most an hour ahead of the broker's clock
+        _long("message.timestamp.after.max.ms", "3600000", 0, "log.message.timestamp.after.max.ms"),
+        _long(
+            "message.timestamp.before.max.ms", _LONG_MAX, 0, "log.message.timestamp.before.max.ms"
+        ),
         ConfigDef(
             "message.timestamp.type",
             "CreateTime",
@@ -178,8 +181,11 @@ def _broker_configs(cluster: FakeCluster) -> dict[str, ConfigDef]:
             _STRING,
             _one_of("CreateTime", "LogAppendTime"),
         ),
+        _long("log.message.timestamp.after.max.ms", "3600000", 0),
+        _long("log.message.timestamp.before.max.ms", _LONG_MAX, 0),
         _long("log.retention.bytes", "-1"),
-        _long("log.retention.ms", "604800000"),
+        # unset in Kafka: retention.ms then follows log.retention.hours (168)
+        ConfigDef("log.retention.ms", "", _LONG, lambda v: _check_int(v, -1)),
         _long("log.roll.ms", "604800000", 1),
         _int("log.segment.bytes", "1073741824", 14),
         _int("message.max.bytes", "1048588"),
@@ -188,6 +194,7 @@ def _broker_configs(cluster: FakeCluster) -> dict[str, ConfigDef]:
     static = [
         ConfigDef("auto.create.topics.enable", str(cluster.auto_create_topics).lower(), _BOOLEAN,
                   _check_bool, dynamic=False),
+        ConfigDef("log.retention.hours", "168", _INT, lambda v: _check_int(v, 1), dynamic=False),
         ConfigDef("num.partitions", str(cluster.default_partitions), _INT,
                   lambda v: _check_int(v, 1), dynamic=False),
         ConfigDef("transaction.max.timeout.ms", str(cluster.max_transaction_timeout_ms), _INT,
@@ -234,15 +241,47 @@ def _topic_chain(cluster: FakeCluster, topic: Topic, spec: ConfigDef) -> list[tu
         chain.append((spec.name, topic.configs[spec.name], DYNAMIC_TOPIC))
     if spec.synonym is not None:
         chain += cluster.configs.levels(None, spec.synonym)
-        chain.append((spec.synonym, spec.default, DEFAULT))
+        if spec.synonym not in _UNSET_BY_DEFAULT:
+            chain.append((spec.synonym, spec.default, DEFAULT))
     return chain
+
+
+#: broker configs Kafka leaves unset (null) by default, so a topic lists no synonym for them
+_UNSET_BY_DEFAULT = frozenset({"log.retention.ms"})
+
+#: Kafka's own defaults of the static configs the fake takes as options
+_KAFKA_STATIC_DEFAULTS = {
+    "auto.create.topics.enable": "true",
+    "log.retention.hours": "168",
+    "num.partitions": "1",
+    "transaction.max.timeout.ms": "900000",
+}
+
+
+def new_topic_configs(
+    cluster: FakeCluster, configs: dict[str, str]
+) -> list[tuple[str, str, int, int]]:
+    """Each config of a topic made with ``configs``: (name, value, source, type).
+
+    What CreateTopics answers for a new topic.
+    """
+    out = []
+    for spec in TOPIC_CONFIGS.values():
+        if spec.name in configs:
+            out.append((spec.name, configs[spec.name], DYNAMIC_TOPIC, spec.kind))
+            continue
+        levels = cluster.configs.levels(None, spec.synonym) if spec.synonym else []
+        value, source = (levels[0][1], levels[0][2]) if levels else (spec.default, DEFAULT)
+        out.append((spec.name, value, source, spec.kind))
+    return out
 
 
 class ConfigStore:
     """The cluster's dynamic broker configs: per broker and cluster-wide (key ``None``)."""
 
     def __init__(self) -> None:
-        self.broker: dict[int | None, dict[str, str]] = {}
+        # A KRaft cluster of Kafka 4 is formatted with a cluster-wide min.insync.replicas
+        self.broker: dict[int | None, dict[str, str]] = {None: {"min.insync.replicas": "1"}}
 
     def levels(self, node_id: int | None, name: str) -> list[tuple[str, str, int]]:
         """A dynamic broker config's set values, first in force: (name, value, source).
@@ -266,7 +305,7 @@ _DR = P.DescribeConfigsResponse
 
 def _entry(
     name: str,
-    value: str,
+    value: str | None,
     source: int,
     kind: int,
     read_only: bool,
@@ -303,13 +342,18 @@ def _broker_entries(cluster: FakeCluster, node_id: int | None, synonyms: bool) -
             if not chain:
                 continue  # the cluster-default resource lists only what was set,
             # ... with only its own level as synonyms
+        elif spec.dynamic:
+            if spec.name not in _UNSET_BY_DEFAULT:
+                chain.append((spec.name, spec.default, DEFAULT))
         else:
-            chain.append((spec.name, spec.default, DEFAULT if spec.dynamic else STATIC_BROKER))
+            # a static config the fake took as an option: Kafka's default, or the broker's own
+            same = _KAFKA_STATIC_DEFAULTS.get(spec.name) == spec.default
+            chain.append((spec.name, spec.default, DEFAULT if same else STATIC_BROKER))
         out.append(
             _entry(
                 spec.name,
-                chain[0][1],
-                chain[0][2],
+                chain[0][1] if chain else None,
+                chain[0][2] if chain else DEFAULT,
                 spec.kind,
                 not spec.dynamic,
                 chain if synonyms else [],

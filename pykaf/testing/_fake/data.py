@@ -24,7 +24,7 @@ from pykaf import protocol as P
 from pykaf.codec import decode_batches
 from pykaf.errors import CorruptRecordError
 from pykaf.testing._fake.api import Api, RequestContext
-from pykaf.testing._fake.configs import topic_value, validate_topic_configs
+from pykaf.testing._fake.configs import new_topic_configs, topic_value, validate_topic_configs
 from pykaf.testing._fake.log import PartitionLog, split_batches, stamp_log_append_time
 from pykaf.testing._fake.model import Partition
 
@@ -472,11 +472,12 @@ def _create_topic(
         count = ctx.cluster.default_partitions if t.num_partitions == -1 else t.num_partitions
         rf = 1 if t.replication_factor == -1 else t.replication_factor
     out.num_partitions, out.replication_factor = count, rf
+    # every config of the new topic, with its source, as Kafka answers (v5+)
     out.configs = [
         P.CreateTopicsResponse.CreatableTopicConfigs(
-            name=k, value=v, read_only=False, config_source=1, is_sensitive=False
+            name=k, value=v, read_only=False, config_source=source, is_sensitive=False
         )
-        for k, v in sorted(configs.items())
+        for k, v, source, _kind in new_topic_configs(ctx.cluster, configs)
     ]
     if validate_only:
         return out
@@ -493,8 +494,12 @@ async def create_topics(ctx: RequestContext, req: P.CreateTopicsRequest, version
     """Create topics on the controller (a name given twice is INVALID_REQUEST)."""
     names = [t.name for t in req.topics]
     results = []
+    answered: set[str] = set()
     for t in req.topics:
         if names.count(t.name) > 1:
+            if t.name in answered:
+                continue  # Kafka answers a name given twice once
+            answered.add(t.name)
             results.append(
                 P.CreateTopicsResponse.CreatableTopicResult(
                     name=t.name,
