@@ -1,28 +1,35 @@
 """The exactly-once example of docs/ (docs/examples/exactly_once.py), under faults.
 
-It runs on pykaf's fake cluster: neither real broker here returns
-aborted-transaction lists, so only there can a read_committed consumer prove
-that aborted output stays invisible. The output topic, read with
-read_committed, must hold each input record's result exactly once.
+It runs on Apache Kafka and pykaf's fake cluster, which both return
+aborted-transaction lists, so a read_committed consumer proves that aborted
+output stays invisible (Tansu and the mock list none). The output topic,
+read with read_committed, must hold each input record's result exactly once.
+Faults: on the fake, injected errors, leader moves and brokers bounced at
+random (only the fake can inject them); on Kafka's three nodes, a node
+killed mid-run and started again.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
 import pytest
 import trio
 from doc_examples import load_example
+from txn_target import TxnTarget
 
 import pykaf
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf.testing import FakeCluster, open_fake_cluster
+from pykaf._group.offsets import OffsetManager
+from pykaf.testing import FakeCluster, KafkaCluster, open_fake_cluster
 
-SOURCE, SINK, GROUP = "input", "output", "transformers"
+pytestmark = pytest.mark.broker
+
 PARTITIONS = 3
 RECORDS = 1500
 
@@ -47,6 +54,38 @@ ABORTING_FAULTS = [
 ]
 
 
+@dataclass
+class Run:
+    """One run of the example: its broker and the names it uses."""
+
+    target: TxnTarget
+    source: str
+    sink: str
+    group: str
+
+    @property
+    def bootstrap(self) -> str:
+        return self.target.bootstrap
+
+
+async def _new_run(target: TxnTarget) -> Run:
+    """Input and output topics, and the input, written in batches of 20 (many small
+    transactions for the transformer)."""
+    run = Run(
+        target,
+        await target.topic("input", PARTITIONS),
+        await target.topic("output", PARTITIONS),
+        target.unique("transformers"),
+    )
+    async with pykaf.open_producer(target.bootstrap, batch_records=20) as producer:
+        for i in range(RECORDS):
+            producer.send_nowait(run.source, b"record %d" % i, key=b"k%d" % i)
+            if i % 200 == 199:
+                await producer.flush()
+        await producer.flush()
+    return run
+
+
 def _example() -> ModuleType:
     return load_example("exactly_once.py")
 
@@ -55,52 +94,49 @@ def _expected() -> Counter[tuple[bytes | None, bytes]]:
     return Counter((b"k%d" % i, b"RECORD %d" % i) for i in range(RECORDS))
 
 
-async def _fill_input(cluster: FakeCluster) -> None:
-    """The input, written in batches of 20 so the transformer makes many small transactions."""
-    cluster.create_topic(SOURCE, PARTITIONS)
-    cluster.create_topic(SINK, PARTITIONS)
-    async with pykaf.open_producer(cluster.bootstrap, batch_records=20) as producer:
-        for i in range(RECORDS):
-            producer.send_nowait(SOURCE, b"record %d" % i, key=b"k%d" % i)
-            if i % 200 == 199:
-                await producer.flush()
-        await producer.flush()
+async def _committed(run: Run, client: pykaf.Client) -> list[int]:
+    """The group's committed offset of each input partition (-1: none)."""
+    tps = [(run.source, p) for p in range(PARTITIONS)]
+    offsets = await OffsetManager(client, run.group, None).fetch(tps)
+    return [offsets[tp] for tp in tps]
 
 
-def _all_committed(cluster: FakeCluster) -> bool:
-    for p in range(PARTITIONS):
-        done = cluster.groups.committed(GROUP, (SOURCE, p))
-        if done is None or done.offset < cluster.high_watermark(SOURCE, p):
-            return False
-    return True
+async def _wait_all_committed(run: Run, timeout: float) -> None:
+    """Until every input offset is committed (a hang guard, not a timing check)."""
+    async with pykaf.open_client(run.bootstrap) as client:
+        ends = [await client.get_offset(run.source, p, pykaf.NEWEST) for p in range(PARTITIONS)]
+        with trio.fail_after(timeout):
+            while True:
+                try:
+                    done = await _committed(run, client)
+                    if all(c >= e for c, e in zip(done, ends, strict=True)):
+                        return
+                except errors.PykafError:  # a coordinator moving (a node stopped)
+                    pass
+                await trio.sleep(0.1)
 
 
-async def _read_output(cluster: FakeCluster, isolation_level: str) -> list[Any]:
-    """Every record of the output topic a consumer with ``isolation_level`` is given."""
-    out = []
-    async with pykaf.open_consumer(cluster.bootstrap, isolation_level=isolation_level) as c:
-        for p in range(PARTITIONS):
-            end = cluster.high_watermark(SINK, p)
-            assert cluster.last_stable_offset(SINK, p) == end, "a transaction is still open"
-            pc = await c.consume_partition(SINK, p, pykaf.OLDEST)
-            with trio.fail_after(20):
-                while pc.position < end:
-                    out.extend(await pc.next_batch())
-    return out
+async def _run_until_done(
+    run: Run,
+    *instances: dict[str, Any],
+    timeout: float = 90.0,
+    handlers: list[Any] | None = None,
+    **options: Any,
+) -> list[Any]:
+    """Run transformer instances until every input offset is committed; their handlers.
 
-
-async def _run_until_done(cluster: FakeCluster, *instances: dict[str, Any]) -> list[Any]:
-    """Run transformer instances until every input offset is committed; their handlers."""
+    ``handlers`` gets each instance's handler as soon as it exists.
+    """
     example = _example()
-    handlers: list[Any] = []
+    handlers = [] if handlers is None else handlers
     async with trio.open_nursery() as nursery:
         for kw in instances:
             nursery.start_soon(
                 lambda kw=kw: example.run_transformer(
-                    cluster.bootstrap,
-                    group_id=GROUP,
-                    source=SOURCE,
-                    sink=SINK,
+                    run.bootstrap,
+                    group_id=run.group,
+                    source=run.source,
+                    sink=run.sink,
                     transform=example.upper,
                     handler_ready=handlers.append,
                     consumer_options={
@@ -108,19 +144,22 @@ async def _run_until_done(cluster: FakeCluster, *instances: dict[str, Any]) -> l
                         "session_timeout": 6.0,
                         "heartbeat_interval": 0.5,
                     },
-                    request_timeout=5.0,
+                    **{"request_timeout": 5.0, **options},
                     **kw,
                 )
             )
-        with trio.fail_after(90):
-            while not _all_committed(cluster):
-                await trio.sleep(0.05)
+        await _wait_all_committed(run, timeout)
         nursery.cancel_scope.cancel()
     return handlers
 
 
-async def _check_output(cluster: FakeCluster) -> list[Any]:
-    committed = await _read_output(cluster, "read_committed")
+async def _check_output(run: Run) -> list[Any]:
+    fake = run.target.fake
+    for p in range(PARTITIONS):  # the fake writes markers before it answers EndTxn
+        assert fake is None or (
+            fake.last_stable_offset(run.sink, p) == fake.high_watermark(run.sink, p)
+        ), "a transaction is still open"
+    committed = await run.target.read(run.sink, PARTITIONS)
     got = Counter((r.key, r.value) for r in committed)
     missing = _expected() - got
     extra = got - _expected()
@@ -130,7 +169,7 @@ async def _check_output(cluster: FakeCluster) -> list[Any]:
     return committed
 
 
-async def _inject_faults(cluster: FakeCluster, rng: random.Random) -> None:
+async def _inject_faults(run: Run, cluster: FakeCluster, rng: random.Random) -> None:
     """A fixed budget of faults, one every 50-150 ms, in random order; then none.
 
     They start once the first transaction was aborted with its output written.
@@ -144,7 +183,7 @@ async def _inject_faults(cluster: FakeCluster, rng: random.Random) -> None:
     # (the first transaction late) that left runs with no abort that wrote output.
     with trio.fail_after(60):
         while not any(
-            (part := cluster.partition(SINK, p)) is not None and part.log.aborted
+            (part := cluster.partition(run.sink, p)) is not None and part.log.aborted
             for p in range(PARTITIONS)
         ):
             await trio.sleep(0.02)
@@ -158,7 +197,7 @@ async def _inject_faults(cluster: FakeCluster, rng: random.Random) -> None:
             cluster.clear_request_errors(api)
             cluster.push_request_errors(api, code)
         elif fault == "leader":
-            topic = rng.choice([SOURCE, SINK])
+            topic = rng.choice([run.source, run.sink])
             cluster.set_partition_leader(topic, rng.randrange(PARTITIONS), rng.choice(brokers))
         else:
             victim = rng.choice(brokers)
@@ -167,23 +206,20 @@ async def _inject_faults(cluster: FakeCluster, rng: random.Random) -> None:
             cluster.broker_up(victim)
 
 
-@pytest.mark.trio
-async def test_example_without_faults() -> None:
-    async with open_fake_cluster(3) as cluster:
-        await _fill_input(cluster)
-        handlers = await _run_until_done(cluster, {"transactional_id": "eos-plain"})
-        await _check_output(cluster)
-        assert handlers[0].committed >= RECORDS // 20 // PARTITIONS
-        assert handlers[0].aborted == 0
-        assert not cluster.handler_errors
+async def test_example_without_faults(target: TxnTarget) -> None:
+    run = await _new_run(target)
+    handlers = await _run_until_done(run, {"transactional_id": target.unique("eos-plain")})
+    await _check_output(run)
+    assert handlers[0].committed >= RECORDS // 20 // PARTITIONS
+    assert handlers[0].aborted == 0
 
 
-@pytest.mark.trio
+# Fake only: Kafka cannot be made to answer chosen requests with chosen errors.
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_exactly_once_under_injected_faults(seed: int) -> None:
     rng = random.Random(seed)
     async with open_fake_cluster(3) as cluster:
-        await _fill_input(cluster)
+        run = await _new_run(TxnTarget("fake", cluster.bootstrap, fake=cluster))
         for node in cluster.nodes:  # slow every request so the run outlasts the faults
             cluster.set_rtt(node, 10)
         # The first transaction's offsets are refused 300 ms late, once its
@@ -192,13 +228,13 @@ async def test_exactly_once_under_injected_faults(seed: int) -> None:
             P.TxnOffsetCommitRequest.API_KEY, errors.IllegalGenerationError.code, rtt_ms=300
         )
         async with trio.open_nursery() as faults:
-            faults.start_soon(_inject_faults, cluster, rng)
-            handlers = await _run_until_done(cluster, {"transactional_id": f"eos-{seed}"})
+            faults.start_soon(_inject_faults, run, cluster, rng)
+            handlers = await _run_until_done(run, {"transactional_id": f"eos-{seed}"})
             faults.cancel_scope.cancel()
         for node in cluster.nodes:
             cluster.broker_up(node)
-        committed = await _check_output(cluster)
-        everything = await _read_output(cluster, "read_uncommitted")
+        committed = await _check_output(run)
+        everything = await run.target.read(run.sink, PARTITIONS, "read_uncommitted")
         # aborted transactions did write (read_uncommitted sees their results);
         # read_committed did not hand them out
         assert sum(h.aborted for h in handlers) >= 1
@@ -207,42 +243,85 @@ async def test_exactly_once_under_injected_faults(seed: int) -> None:
         assert not cluster.handler_errors
 
 
-@pytest.mark.trio
-async def test_a_replacement_instance_fences_the_zombie() -> None:
-    """Two instances with one transactional id: the newer fences the older, output exact."""
-    async with open_fake_cluster(3) as cluster:
-        await _fill_input(cluster)
-        example = _example()
-        fenced: list[BaseException] = []
+@pytest.mark.parametrize("kill", ["transaction-coordinator", "sink-leader"])
+async def test_exactly_once_with_a_kafka_node_killed_mid_run(
+    kafka_cluster3: KafkaCluster, kill: str
+) -> None:
+    """Kafka, three nodes: one is killed (SIGKILL) while transactions run, then restarted.
 
-        async def zombie() -> None:
-            try:
-                await example.run_transformer(
-                    cluster.bootstrap,
-                    group_id=GROUP,
-                    source=SOURCE,
-                    sink=SINK,
-                    transform=example.upper,
-                    transactional_id="eos-shared",
-                    consumer_options={"max_partition_fetch_bytes": 1},
-                )
-            except BaseException as exc:
-                fenced.append(exc)
+    The node is the transaction coordinator of the instance's transactional
+    id, or the leader of an output partition; the coordinator or leader moves,
+    requests to the dead node time out, transactions abort or carry on.
+    """
+    kafka = kafka_cluster3
+    target = TxnTarget("kafka3", kafka.bootstrap, kafka=kafka)
+    run = await _new_run(target)
+    tid = target.unique("eos-kill")
+    handlers: list[Any] = []
+    async with pykaf.open_client(kafka.bootstrap) as client:
+        if kill == "transaction-coordinator":
+            victim = (await client.transaction_coordinator(tid)).node_id
+        else:
+            victim = (await client.leader(run.sink, 0)).node_id
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(zombie)
-            with trio.fail_after(30):  # let the first instance commit some work
-                while not any(
-                    (c := cluster.groups.committed(GROUP, (SOURCE, p))) is not None and c.offset > 0
-                    for p in range(PARTITIONS)
-                ):
-                    await trio.sleep(0.02)
-            await _run_until_done(cluster, {"transactional_id": "eos-shared"})
-            with trio.fail_after(30):
-                while not fenced:
+        async def kill_and_restart() -> None:
+            with trio.fail_after(60):  # the first transactions are committed
+                while sum(h.committed for h in handlers) < 3:
                     await trio.sleep(0.05)
-        await _check_output(cluster)
-        flat = [fenced[0]]
-        while getattr(flat[-1], "exceptions", None):  # an exception group: look inside
-            flat.append(flat[-1].exceptions[0])
-        assert any(isinstance(e, errors.ProducerFencedError) for e in flat), fenced
+            await trio.to_thread.run_sync(lambda: kafka.broker_down(victim, kill=True))
+            try:
+                with trio.fail_after(120):  # the run goes on without the node
+                    done = sum(h.committed for h in handlers)
+                    while sum(h.committed for h in handlers) < done + 5:
+                        await trio.sleep(0.05)
+            finally:
+                await trio.to_thread.run_sync(kafka.broker_up, victim)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(kill_and_restart)
+                await _run_until_done(
+                    run, {"transactional_id": tid}, timeout=240.0, handlers=handlers
+                )
+        finally:
+            if not kafka.running(victim):
+                await trio.to_thread.run_sync(kafka.broker_up, victim)
+    await _check_output(run)
+    assert sum(h.committed for h in handlers) >= RECORDS // 20 // PARTITIONS
+
+
+async def test_a_replacement_instance_fences_the_zombie(target: TxnTarget) -> None:
+    """Two instances with one transactional id: the newer fences the older, output exact."""
+    run = await _new_run(target)
+    tid = target.unique("eos-shared")
+    example = _example()
+    fenced: list[BaseException] = []
+
+    async def zombie() -> None:
+        try:
+            await example.run_transformer(
+                run.bootstrap,
+                group_id=run.group,
+                source=run.source,
+                sink=run.sink,
+                transform=example.upper,
+                transactional_id=tid,
+                consumer_options={"max_partition_fetch_bytes": 1},
+            )
+        except BaseException as exc:
+            fenced.append(exc)
+
+    async with trio.open_nursery() as nursery, pykaf.open_client(run.bootstrap) as client:
+        nursery.start_soon(zombie)
+        with trio.fail_after(30):  # let the first instance commit some work
+            while not any(c > 0 for c in await _committed(run, client)):
+                await trio.sleep(0.05)
+        await _run_until_done(run, {"transactional_id": tid})
+        with trio.fail_after(30):
+            while not fenced:
+                await trio.sleep(0.05)
+    await _check_output(run)
+    flat = [fenced[0]]
+    while getattr(flat[-1], "exceptions", None):  # an exception group: look inside
+        flat.append(flat[-1].exceptions[0])
+    assert any(isinstance(e, errors.ProducerFencedError) for e in flat), fenced
