@@ -309,3 +309,28 @@ async def case_transaction_errors(t: Target, w: Wire, out: Answers) -> None:
         norm(await init_pid(w, tid, pid + 1_000_000, again.producer_epoch)),
     )
     out.add("init with an old epoch", norm(await init_pid(w, tid, pid, epoch)))
+
+
+@case()
+async def case_transaction_first_sequences(t: Target, w: Wire, out: Answers) -> None:
+    """KIP-890: a new producer's transactional batch may not start above a refused first one."""
+    topic = await t.create_topic(
+        "transaction_first_sequences", configs={"max.message.bytes": "1000"}
+    )
+    tid = "transaction_first_sequences.t"
+    init = await init_pid(w, tid)
+    pid, epoch = init.producer_id, init.producer_epoch
+    out.add("add partitions", apt_codes(await w.send(add_partitions(tid, pid, epoch, topic, [0]))))
+
+    async def send(label: str, values: list[bytes], seq: int) -> None:
+        records = batch(values, pid=pid, epoch=epoch, seq=seq, txn=True)
+        resp = await w.send(produce(topic, records, transactional_id=tid))
+        out.add(label, norm(one_partition(resp)))
+
+    await send("too large at sequence 0", [b"x" * 2000], 0)
+    await send("sequence 1 behind it", [b"y"], 1)
+    await send("sequence 0 again, small", [b"a"], 0)
+    await send("sequence 1 again", [b"y"], 1)
+    await send("a gap", [b"z"], 5)
+    end = await _retrying(w, end_txn(tid, pid, epoch, True), lambda r: r.error_code)
+    out.add("commit", end.error_code)
