@@ -26,7 +26,6 @@ import pykaf
 import pykaf.sync
 from pykaf import errors
 from pykaf.codec import Record
-from pykaf.testing import MockCluster
 
 bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
 unique = bc.unique
@@ -161,12 +160,18 @@ def test_consume_hands_out_batches(real_broker: Any, closing: list[Any]) -> None
         consumer.consume(max_records=0)
 
 
-def test_seek_pause_resume_and_assign(mock_cluster: MockCluster, closing: list[Any]) -> None:
-    # On the mock: Tansu answers ListOffsets NEWEST wrongly after multi-record batches.
+@pytest.fixture(params=["kafka", "mock"])
+def exact_broker(request: pytest.FixtureRequest) -> Any:
+    """Kafka and the mock: not Tansu, whose ListOffsets NEWEST is wrong after
+    multi-record batches and which never answers OFFSET_OUT_OF_RANGE."""
+    return bc.broker_from(request, request.param)
+
+
+def test_seek_pause_resume_and_assign(exact_broker: Any, closing: list[Any]) -> None:
     topic = unique("sc")
-    mock_cluster.create_topic(topic, 2, 1)
-    produce(mock_cluster.bootstrap, topic, 2, 50)
-    consumer = pykaf.sync.Consumer(mock_cluster.bootstrap, **FAST)
+    exact_broker.create(topic, 2)
+    produce(exact_broker.bootstrap, topic, 2, 50)
+    consumer = pykaf.sync.Consumer(exact_broker.bootstrap, **FAST)
     closing.append(consumer)
     # NEWEST is the default: records written before assign() are not read.
     consumer.assign([(topic, 0), (topic, 1, 10)])
@@ -188,7 +193,7 @@ def test_seek_pause_resume_and_assign(mock_cluster: MockCluster, closing: list[A
     consumer.seek(topic, 0, 40)
 
     consumer.pause(topic, 0)
-    produce(mock_cluster.bootstrap, topic, 2, 5, start=50)
+    produce(exact_broker.bootstrap, topic, 2, 5, start=50)
     later = poll_n(consumer, 5)
     assert by_partition(later) == {1: [50, 51, 52, 53, 54]}
     assert consumer.poll(timeout=0.3) is None  # partition 0 is paused
@@ -217,11 +222,11 @@ def test_seek_pause_resume_and_assign(mock_cluster: MockCluster, closing: list[A
     assert consumer.assignment() == []
 
 
-def test_partition_errors_surface_from_poll(mock_cluster: MockCluster, closing: list[Any]) -> None:
-    topic = unique("sc")  # on the mock: Tansu never answers OFFSET_OUT_OF_RANGE
-    mock_cluster.create_topic(topic, 2, 1)
-    produce(mock_cluster.bootstrap, topic, 2, 5)
-    consumer = pykaf.sync.Consumer(mock_cluster.bootstrap, auto_offset_reset="none", **FAST)
+def test_partition_errors_surface_from_poll(exact_broker: Any, closing: list[Any]) -> None:
+    topic = unique("sc")
+    exact_broker.create(topic, 2)
+    produce(exact_broker.bootstrap, topic, 2, 5)
+    consumer = pykaf.sync.Consumer(exact_broker.bootstrap, auto_offset_reset="none", **FAST)
     closing.append(consumer)
     consumer.assign([(topic, 0, 1000), (topic, 1, pykaf.OLDEST)])
     got: list[Record] = []

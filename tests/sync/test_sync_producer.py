@@ -375,6 +375,7 @@ def test_script_without_an_event_loop(real_broker: Any) -> None:
 def test_mock_cluster_across_brokers_and_retries(
     mock_cluster: MockCluster, producer_factory: Any
 ) -> None:
+    # Mock only: it answers Produce with injected errors (Kafka cannot be made to).
     mock_cluster.create_topic("spread", 6, 3)
     producer = producer_factory(mock_cluster.bootstrap, retry_backoff=0.01, request_timeout=5)
     mock_cluster.push_request_errors(PRODUCE, 6, 6)  # NOT_LEADER_OR_FOLLOWER twice, then fine
@@ -395,6 +396,7 @@ def test_mock_cluster_across_brokers_and_retries(
 
 
 def test_send_timeout_on_a_slow_broker(mock_cluster: MockCluster, producer_factory: Any) -> None:
+    # Mock only: it delays one broker's answers on demand (set_rtt); Kafka cannot.
     mock_cluster.create_topic("slow", 1, 1)
     mock_cluster.set_partition_leader("slow", 0, 2)
     producer = producer_factory(mock_cluster.bootstrap)
@@ -410,6 +412,7 @@ def test_ctrl_c_interrupts_a_blocked_send(mock_cluster: MockCluster, producer_fa
         pytest.skip("KeyboardInterrupt goes to the main thread; tests run elsewhere")
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         pytest.skip("SIGINT is not handled by Python's default handler here")
+    # Mock only: a send is kept blocked by delaying the broker's answers (set_rtt).
     mock_cluster.create_topic("stuck", 1, 1)
     mock_cluster.set_partition_leader("stuck", 0, 3)
     producer = producer_factory(mock_cluster.bootstrap)
@@ -430,6 +433,7 @@ def test_ctrl_c_interrupts_a_blocked_send(mock_cluster: MockCluster, producer_fa
 def test_send_async_blocks_when_too_many_records_wait(
     mock_cluster: MockCluster, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Mock only: records are kept waiting by delaying the broker's answers (set_rtt).
     monkeypatch.setattr(pykaf._sync.producer, "MAX_PENDING", 3)
     mock_cluster.create_topic("full", 1, 1)
     mock_cluster.set_partition_leader("full", 0, 1)
