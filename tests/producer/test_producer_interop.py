@@ -1,4 +1,4 @@
-"""What pykaf's producer writes, read back by confluent-kafka (librdkafka), on Tansu and the mock.
+"""What pykaf's producer writes, read back by confluent-kafka, on Kafka, Tansu and the mock.
 
 Every codec, keys and null keys, null values, headers (a None header value
 too), explicit timestamps and partitions are compared byte for byte with
