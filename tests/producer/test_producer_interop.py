@@ -257,3 +257,27 @@ async def test_keys_land_where_confluent_kafka_puts_them(
     mismatches = [k for k in keys if our_map[k] != their_map[k]]
     assert not mismatches, f"{len(mismatches)} keys differ, e.g. {mismatches[:3]}"
     assert reported == our_map
+
+
+# ------------------------------------------------------------------ LogAppendTime (Kafka only)
+
+
+async def test_log_append_time_topics_report_the_brokers_time(kafka_cluster: Any) -> None:
+    # Kafka only: Tansu and the mock have no per-topic message.timestamp.type.
+    topic = unique("append-time")
+    configs = {"message.timestamp.type": "LogAppendTime"}
+    await trio.to_thread.run_sync(lambda: kafka_cluster.create_topic(topic, 1, 1, configs))
+    old = 1_500_000_000_000  # a create time the broker must replace
+    async with pykaf.open_producer(kafka_cluster.bootstrap, linger=0.01) as producer:
+        before = int(time.time() * 1000)
+        first = await producer.send(topic, b"one", timestamp=old)
+        delivery = await producer.send_batch(topic, [b"two", b"three"], timestamps=[old, old])
+        assert await delivery.wait() == 2
+        after = int(time.time() * 1000)
+    read = await trio.to_thread.run_sync(
+        read_records, {"bootstrap.servers": kafka_cluster.bootstrap}, topic, 1, 3
+    )
+    assert [r.value for r in read] == [b"one", b"two", b"three"]
+    assert all(r.timestamp_type == bc.ck.TIMESTAMP_LOG_APPEND_TIME for r in read)
+    assert all(before <= r.timestamp <= after for r in read)
+    assert first.timestamp == read[0].timestamp  # the append time, not the one sent
