@@ -401,3 +401,62 @@ async def test_console_consumer_reads_pykaf_batches(
         await java.wait_exit(90)
     lines = [line for line in java.other_lines if line.startswith("CreateTime:")]
     assert lines == expected  # one partition: in pykaf's order
+
+
+async def test_classic_pykaf_member_in_a_consumer_protocol_group(
+    kafka_cluster: KafkaCluster, java_tools: JavaTools
+) -> None:
+    """pykaf (classic protocol) joins a group Java runs with KIP-848's protocol.
+
+    Kafka 4 lets classic members join a ``consumer`` group (KIP-848's online
+    migration): the coordinator assigns their partitions with its own assignor
+    and hands them out through JoinGroup/SyncGroup.
+    """
+    topic, group = unique("java-848"), unique("java-848")
+    partitions = 4
+    everything = set(range(partitions))
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, partitions)
+    java_cmd = java_tools.command(
+        TOOLS + "VerifiableConsumer",
+        *("--bootstrap-server", kafka_cluster.bootstrap, "--topic", topic),
+        *("--group-id", group, "--group-protocol", "consumer", "--verbose"),
+        *("--reset-policy", "earliest"),
+    )
+    recorder = Recorder()
+    async with open_json_process("VerifiableConsumer", java_cmd) as java:
+        await java.wait_for(lambda: java_assignment(java) == everything, "assignment of all")
+        async with (
+            pykaf.open_consumer_group(
+                kafka_cluster.bootstrap,
+                group,
+                [topic],
+                session_timeout=10,
+                heartbeat_interval=0.5,
+                auto_commit_interval=0.5,
+            ) as member,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(member.consume, recorder)
+
+            def shared() -> bool:
+                mine = recorder.assignments[-1] if recorder.assignments else set()
+                theirs = java_assignment(java)
+                return bool(mine) and bool(theirs) and mine | (theirs or set()) == everything
+
+            await java.wait_for(shared, "shared assignment", timeout=60)
+            mine, theirs = recorder.assignments[-1], java_assignment(java)
+            assert theirs is not None
+            assert not mine & theirs and len(mine) == len(theirs) == 2, (mine, theirs)
+            written: list[Row] = []
+            async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
+                for i in range(100):
+                    key, value = b"k%d" % (i % 17), b"v%d" % i
+                    md = await producer.send(topic, value, key=key)
+                    written.append((md.partition, md.offset, key, value))
+            await java.wait_for(
+                lambda: len(java_rows(java)) + len(recorder.rows) >= len(written),
+                "all records read",
+            )
+            assert sorted(java_rows(java) + recorder.rows) == sorted(written)
+            await member.aclose()
+        await java.wait_for(lambda: java_assignment(java) == everything, "reassignment of all")
