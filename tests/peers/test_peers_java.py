@@ -422,6 +422,17 @@ async def test_classic_pykaf_member_in_a_consumer_protocol_group(
         *("--group-id", group, "--group-protocol", "consumer", "--verbose"),
         *("--reset-policy", "earliest"),
     )
+    # Consumer-protocol members heartbeat at the interval the group says (5 s
+    # by default), and rebalances move at that pace: make it short.
+    await run_json(
+        "ConfigCommand",
+        java_tools.command(
+            "kafka.admin.ConfigCommand",
+            *("--bootstrap-server", kafka_cluster.bootstrap, "--alter"),
+            *("--entity-type", "groups", "--entity-name", group),
+            *("--add-config", "consumer.heartbeat.interval.ms=500"),
+        ),
+    )
     recorder = Recorder()
     async with open_json_process("VerifiableConsumer", java_cmd) as java:
         await java.wait_for(lambda: java_assignment(java) == everything, "assignment of all")
