@@ -207,6 +207,20 @@ class Client:
         if t is None:
             await self.refresh_metadata(topic)
             t = self.metadata.topics.get(topic)
+        # A retriable answer about an unknown topic (LEADER_NOT_AVAILABLE; with
+        # auto-creation on, Kafka's UNKNOWN_TOPIC_OR_PARTITION while it creates
+        # the topic) is asked again, up to request_timeout.
+        deadline = time.monotonic() + self.config.request_timeout
+        creating = self.config.allow_auto_create_topics
+        while t is None and time.monotonic() < deadline:
+            known = self.metadata.topic_errors.get(topic)
+            if known is None or not known.retriable:
+                break
+            if known is errors.UnknownTopicOrPartitionError and not creating:
+                break
+            await trio.sleep(self.config.retry_backoff)
+            await self.refresh_metadata(topic)
+            t = self.metadata.topics.get(topic)
         if t is None:
             known = self.metadata.topic_errors.get(topic)
             if known is not None and known is not errors.UnknownTopicOrPartitionError:

@@ -62,8 +62,9 @@ class Metadata:
         self.cluster_id: str | None = None
         self.controller_id: int = -1
         self.updates = 0
-        # The last non-retriable error the cluster gave for a topic it did not
-        # describe (TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, ...).
+        # The last error the cluster gave for a topic it did not describe
+        # (TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION,
+        # LEADER_NOT_AVAILABLE while Kafka auto-creates it, ...).
         self.topic_errors: dict[str, type[KafkaError]] = {}
 
     def update(self, response: Any, *, full: bool) -> dict[str, type[KafkaError]]:
@@ -89,10 +90,10 @@ class Metadata:
             err = error_for_code(t.error_code)
             if err is not None:
                 errors[name] = err
+                self.topic_errors[name] = err
                 # A retriable topic error (leader election) keeps what we knew.
                 if not err.retriable:
                     self.topics.pop(name, None)
-                    self.topic_errors[name] = err
                 continue
             self.topic_errors.pop(name, None)
             old = self.topics.get(name)

@@ -112,7 +112,7 @@ class CommitWatch:
 # ------------------------------------------------------------------ pykaf members
 
 
-@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
 async def test_two_members_split_the_partitions_and_consume_everything(
     group_broker: Any, assignor: str
 ) -> None:
@@ -217,10 +217,10 @@ async def test_async_for_over_the_group(group_broker: Any) -> None:
     )
 
 
-async def test_marks_only_move_forward_and_reset_offset_moves_back(tansu_broker: Any) -> None:
+async def test_marks_only_move_forward_and_reset_offset_moves_back(real_broker: Any) -> None:
     topic, group_id = unique("grp-marks"), unique("g")
-    tansu_broker.create(topic, 1)
-    await produce(tansu_broker.bootstrap, topic, 0)
+    real_broker.create(topic, 1)
+    await produce(real_broker.bootstrap, topic, 0)
     done = trio.Event()
 
     class Marker:
@@ -240,7 +240,7 @@ async def test_marks_only_move_forward_and_reset_offset_moves_back(tansu_broker:
             pass
 
     async with (
-        pykaf.open_consumer_group(tansu_broker.bootstrap, group_id, [topic], **FAST) as group,
+        pykaf.open_consumer_group(real_broker.bootstrap, group_id, [topic], **FAST) as group,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(group.consume, Marker())
@@ -452,11 +452,11 @@ async def test_bad_group_configuration_fails_at_open(
             pass
 
 
-async def test_consume_twice_and_after_close(tansu_broker: Any) -> None:
+async def test_consume_twice_and_after_close(real_broker: Any) -> None:
     topic, group_id = unique("grp-twice"), unique("g")
-    tansu_broker.create(topic, 1)
+    real_broker.create(topic, 1)
     async with (
-        pykaf.open_consumer_group(tansu_broker.bootstrap, group_id, [topic], **FAST) as group,
+        pykaf.open_consumer_group(real_broker.bootstrap, group_id, [topic], **FAST) as group,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(group.consume, Recorder())
@@ -499,17 +499,82 @@ async def test_a_static_member_comes_back_to_its_partitions(group_broker: Any) -
     assert sorted(again.seen) == [(p, o) for p in range(PARTITIONS) for o in range(20, 25)]
 
 
-async def test_members_join_and_leave_under_load(mock_cluster: MockCluster) -> None:
+async def test_a_static_member_restarting_moves_no_partition(real_broker: Any) -> None:
+    # KIP-345 on a group of two static members: one closes and comes back
+    # within session_timeout. The coordinator hands it its old assignment
+    # without a rebalance, so the other member's claims run on untouched and
+    # the generation stays the same.
+    broker = real_broker
+    topic, group_id = unique("grp-static2"), unique("g")
+    broker.create(topic, PARTITIONS)
+    await produce(broker.bootstrap, topic, 10)
+    cfg = {**FAST, "session_timeout": 20.0}
+    steady, first, again = Recorder(), Recorder(), Recorder()
+    async with (
+        pykaf.open_consumer_group(
+            broker.bootstrap, group_id, [topic], group_instance_id="steady", **cfg
+        ) as g1,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g1.consume, steady)
+        async with (
+            pykaf.open_consumer_group(
+                broker.bootstrap, group_id, [topic], group_instance_id="restarts", **cfg
+            ) as g2,
+            trio.open_nursery() as inner,
+        ):
+            inner.start_soon(g2.consume, first)
+
+            def split() -> bool:
+                a, b = g1.assignment().get(topic, []), g2.assignment().get(topic, [])
+                return bool(a) and bool(b) and sorted(a + b) == [0, 1, 2, 3]
+
+            await wait_for(split, what="a split between the two members")
+            await wait_for(lambda: len(set(steady.seen) | set(first.seen)) == 40)
+            kept, moved = g1.assignment()[topic], g2.assignment()[topic]
+            generation, claims = g1.generation_id, dict(steady.claims)
+            inner.cancel_scope.cancel()
+        await produce(broker.bootstrap, topic, 5, start=10)
+        async with (
+            pykaf.open_consumer_group(
+                broker.bootstrap, group_id, [topic], group_instance_id="restarts", **cfg
+            ) as g2,
+            trio.open_nursery() as inner,
+        ):
+            inner.start_soon(g2.consume, again)
+            await wait_for(lambda: len(again.seen) == 5 * len(moved), what=lambda: again.seen)
+            assert g2.assignment()[topic] == moved
+            assert g2.generation_id == generation
+            inner.cancel_scope.cancel()
+        await wait_for(lambda: len(steady.seen) >= 15 * len(kept))
+        assert g1.generation_id == generation
+        assert g1.assignment()[topic] == kept
+        assert {p: len(c) for p, c in steady.claims.items()} == {p: 1 for p in kept}
+        assert all(not c[0].revoked for p, c in steady.claims.items())
+        assert claims.keys() == steady.claims.keys()
+        nursery.cancel_scope.cancel()
+    assert sorted(again.seen) == [(p, o) for p in moved for o in range(10, 15)]
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky", "cooperative-sticky"])
+@pytest.mark.parametrize("name", ["kafka", "mock"])
+async def test_members_join_and_leave_under_load(
+    request: pytest.FixtureRequest, name: str, assignor: str
+) -> None:
     # Three members come and go while records keep arriving: every record is
-    # consumed at least once and committed offsets only grow.
-    mock_cluster.set_group_initial_rebalance_delay(200)
+    # consumed at least once and committed offsets only grow. (Tansu takes
+    # seconds over each join; Kafka and the mock show the churn quickly.)
+    broker = bc.broker_from(request, name)
+    if name == "mock":
+        request.getfixturevalue("mock_cluster").set_group_initial_rebalance_delay(200)
     topic, group_id = unique("grp-churn"), unique("g")
-    mock_cluster.create_topic(topic, PARTITIONS, 1)
-    bootstrap = mock_cluster.bootstrap
+    broker.create(topic, PARTITIONS)
+    bootstrap = broker.bootstrap
+    cfg = {**FAST, "assignors": [assignor]}
     recorders = [Recorder() for _ in range(3)]
     groups: list[pykaf.ConsumerGroup] = []
     watch = CommitWatch()
-    stop_producing = trio.Event()
+    stop_producing, produced = trio.Event(), trio.Event()
     total = 0
 
     async def producing() -> None:
@@ -518,6 +583,7 @@ async def test_members_join_and_leave_under_load(mock_cluster: MockCluster) -> N
             await produce(bootstrap, topic, 25, start=total)
             total += 25
             await trio.sleep(0.1)
+        produced.set()
 
     def seen() -> set[tuple[int, int]]:
         return set().union(*(set(r.seen) for r in recorders))
@@ -526,7 +592,7 @@ async def test_members_join_and_leave_under_load(mock_cluster: MockCluster) -> N
 
     async def member(index: int) -> None:
         async with (
-            pykaf.open_consumer_group(bootstrap, group_id, [topic], **FAST) as group,
+            pykaf.open_consumer_group(bootstrap, group_id, [topic], **cfg) as group,
             trio.open_nursery() as inner,
         ):
             groups.append(group)
@@ -552,6 +618,7 @@ async def test_members_join_and_leave_under_load(mock_cluster: MockCluster) -> N
         stops[2].set()
         await trio.sleep(0.5)
         stop_producing.set()
+        await produced.wait()  # total is final only once the last round is written
         await wait_for(lambda: len(seen()) == PARTITIONS * total, what="every record read")
         stops[0].set()
     # A fresh member of the group finds nothing left: every record was committed.
@@ -559,9 +626,11 @@ async def test_members_join_and_leave_under_load(mock_cluster: MockCluster) -> N
     assert not missing, sorted(missing)
     # Every member was given partitions at some point.
     assert all(any(s.claims for s in r.setups) for r in recorders)
+    # and every partition was read
+    assert {p for r in recorders for p, _ in r.seen} == set(range(PARTITIONS))
     late = Recorder()
     async with (
-        pykaf.open_consumer_group(bootstrap, group_id, [topic], **FAST) as group,
+        pykaf.open_consumer_group(bootstrap, group_id, [topic], **cfg) as group,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(group.consume, late)
@@ -572,13 +641,17 @@ async def test_members_join_and_leave_under_load(mock_cluster: MockCluster) -> N
         nursery.cancel_scope.cancel()
 
 
-async def test_a_topic_created_later_is_picked_up(mock_cluster: MockCluster) -> None:
+@pytest.mark.parametrize("name", ["kafka", "mock"])
+async def test_a_topic_created_later_is_picked_up(
+    request: pytest.FixtureRequest, name: str
+) -> None:
     # The leader watches the subscribed topics: one created after the group
     # formed starts a rebalance that hands its partitions out. (On Tansu the
     # rebalance happens, but a lone member's rejoin keeps generation 0 and
     # SyncGroup hands back the first assignment.)
-    mock_cluster.set_group_initial_rebalance_delay(200)
-    broker = bc.broker_from_mock(mock_cluster)
+    broker = bc.broker_from(request, name)
+    if name == "mock":
+        request.getfixturevalue("mock_cluster").set_group_initial_rebalance_delay(200)
     early, late, group_id = unique("grp-early"), unique("grp-late"), unique("g")
     broker.create(early, 1)
     seen = Recorder()
@@ -601,13 +674,11 @@ async def test_a_topic_created_later_is_picked_up(mock_cluster: MockCluster) -> 
         nursery.cancel_scope.cancel()
 
 
-async def test_aclose_inside_the_block_leaves_the_block_running(tansu_broker: Any) -> None:
+async def test_aclose_inside_the_block_leaves_the_block_running(real_broker: Any) -> None:
     topic, group_id = unique("grp-aclose"), unique("g")
-    tansu_broker.create(topic, 1)
+    real_broker.create(topic, 1)
     reached = []
-    async with pykaf.open_consumer_group(
-        tansu_broker.bootstrap, group_id, [topic], **FAST
-    ) as group:
+    async with pykaf.open_consumer_group(real_broker.bootstrap, group_id, [topic], **FAST) as group:
         await group.aclose()
         await trio.sleep(0)  # a checkpoint: the block must not be cancelled
         reached.append(True)
@@ -616,12 +687,12 @@ async def test_aclose_inside_the_block_leaves_the_block_running(tansu_broker: An
     assert reached == [True]
 
 
-async def test_a_mark_made_after_the_claim_ended_is_still_committed(tansu_broker: Any) -> None:
+async def test_a_mark_made_after_the_claim_ended_is_still_committed(real_broker: Any) -> None:
     # The handler finishes its last record after the claim's records ended
     # (the group is closing): that mark still goes into the closing commit.
     topic, group_id = unique("grp-late-mark"), unique("g")
-    tansu_broker.create(topic, 1)
-    await produce_one(tansu_broker.bootstrap, topic, 3)
+    real_broker.create(topic, 1)
+    await produce_one(real_broker.bootstrap, topic, 3)
 
     class SlowFinisher:
         async def setup(self, session: pykaf.GroupSession) -> None:
@@ -640,7 +711,7 @@ async def test_a_mark_made_after_the_claim_ended_is_still_committed(tansu_broker
             pass
 
     async with (
-        pykaf.open_consumer_group(tansu_broker.bootstrap, group_id, [topic], **FAST) as group,
+        pykaf.open_consumer_group(real_broker.bootstrap, group_id, [topic], **FAST) as group,
         trio.open_nursery() as nursery,
     ):
         nursery.start_soon(group.consume, SlowFinisher())
@@ -648,7 +719,7 @@ async def test_a_mark_made_after_the_claim_ended_is_still_committed(tansu_broker
             lambda: bool(group._claims) and group.statistics().partitions[0].position == 3
         )
         await group.aclose()
-    async with pykaf.open_client(tansu_broker.bootstrap) as client:
+    async with pykaf.open_client(real_broker.bootstrap) as client:
         assert await OffsetManager(client, group_id, None).fetch([(topic, 0)]) == {(topic, 0): 3}
 
 
