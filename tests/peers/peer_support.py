@@ -327,3 +327,44 @@ class Recorder:
                     await self.changed.wait()
             return
         pytest.fail(f"pykaf member: no {what} within {timeout} s: {self.assignments}")
+
+
+async def write_interleaved_transactions(
+    bootstrap: str, topic: str, *, rounds: int = 6, compression: str = "none"
+) -> tuple[list[tuple[bytes, bytes]], list[tuple[bytes, bytes]]]:
+    """Two pykaf transactional producers interleave batches of 5 keyed records.
+
+    Each round both write 10 records (two batches each, alternating, so their
+    batches interleave in the log); then one commits and the other aborts, in
+    turns. Returns the committed and the aborted (key, value) pairs.
+    """
+    committed: list[tuple[bytes, bytes]] = []
+    aborted: list[tuple[bytes, bytes]] = []
+    async with (
+        pykaf.open_producer(
+            bootstrap, transactional_id=unique("txn-a"), compression=compression
+        ) as a,
+        pykaf.open_producer(
+            bootstrap, transactional_id=unique("txn-b"), compression=compression
+        ) as b,
+    ):
+        for round_ in range(rounds):
+            a.begin_transaction()
+            b.begin_transaction()
+            sent: dict[bytes, list[tuple[bytes, bytes]]] = {b"a": [], b"b": []}
+            for half in range(2):
+                for name, producer in ((b"a", a), (b"b", b)):
+                    for i in range(half * 5, half * 5 + 5):
+                        key, value = b"%s-%d" % (name, i % 3), b"%s-%d-%d" % (name, round_, i)
+                        producer.send_nowait(topic, value, key=key)
+                        sent[name].append((key, value))
+                    await producer.flush()
+            winner = b"a" if round_ % 2 == 0 else b"b"
+            for name, producer in ((b"a", a), (b"b", b)):
+                if name == winner:
+                    await producer.commit_transaction()
+                    committed.extend(sent[name])
+                else:
+                    await producer.abort_transaction()
+                    aborted.extend(sent[name])
+    return committed, aborted

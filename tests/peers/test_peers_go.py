@@ -9,7 +9,8 @@ values and header values in base64). For each library:
 - it produces transactions, committed and aborted in turns: pykaf's
   read_committed consumer reads only the committed ones, read_uncommitted all;
 - it reads what pykaf writes, in batches compressed with each codec and with
-  headers (a null header value and a null key too);
+  headers (a null header value and a null key too), and, read_committed, only
+  the committed ones of two pykaf producers' interleaved transactions;
 - it shares a classic consumer group with a pykaf member, with the range
   assignor and with cooperative-sticky (incremental rebalances): disjoint
   assignments covering the topic, every record read once, and it resumes at
@@ -33,6 +34,7 @@ from peer_support import (
     read_all,
     run_json,
     unique,
+    write_interleaved_transactions,
 )
 
 import pykaf
@@ -166,6 +168,29 @@ async def test_reads_what_pykaf_writes(
     assert sorted((e["partition"], e["offset"], b64(e["value"])) for e in records) == [
         (p, o, v) for p, o, _, v in rows
     ]
+
+
+@pytest.mark.parametrize("library", LIBRARIES)
+async def test_reads_pykaf_transactions_read_committed(
+    kafka_cluster: KafkaCluster, go_peer: Path, library: str
+) -> None:
+    topic = unique(f"{library}-rc")
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, 2)
+    committed, aborted = await write_interleaved_transactions(
+        kafka_cluster.bootstrap, topic, compression="lz4"
+    )
+    assert len(committed) == len(aborted) == 60
+    events = await run_json(
+        library,
+        peer_command(
+            go_peer, library, "consume", kafka_cluster.bootstrap,
+            *("--topic", topic, "--partitions", "2", "--count", str(len(committed))),
+            "--read-committed",
+        ),
+    )  # fmt: skip
+    rows = rows_of(events)
+    assert sorted((k, v) for _, _, k, v in rows) == sorted(committed)
+    assert rows == await read_all(kafka_cluster.bootstrap, topic, 2)  # and at the same offsets
 
 
 def go_assignment(member: JsonProcess) -> set[int] | None:

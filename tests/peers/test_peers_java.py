@@ -32,6 +32,7 @@ from peer_support import (
     read_all,
     run_json,
     unique,
+    write_interleaved_transactions,
 )
 
 import pykaf
@@ -254,43 +255,13 @@ async def test_console_consumer_read_committed_matches_pykaf(
 ) -> None:
     topic = unique("java-txn")
     await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, 2)
-    committed: list[tuple[int, bytes, bytes]] = []
-    aborted = 0
-    async with (
-        pykaf.open_producer(kafka_cluster.bootstrap, transactional_id=unique("txn-a")) as a,
-        pykaf.open_producer(kafka_cluster.bootstrap, transactional_id=unique("txn-b")) as b,
-    ):
-        # Two producers' transactions interleave in both partitions; each round
-        # one commits and the other aborts, in turns.
-        for round_ in range(6):
-            a.begin_transaction()
-            b.begin_transaction()
-            sent: dict[str, list[tuple[int, bytes, bytes]]] = {"a": [], "b": []}
-            for i in range(10):
-                for name, producer in (("a", a), ("b", b)):
-                    key, value = (
-                        b"%s-%d" % (name.encode(), i % 3),
-                        b"%s-%d-%d"
-                        % (
-                            name.encode(),
-                            round_,
-                            i,
-                        ),
-                    )
-                    md = await producer.send(topic, value, key=key)
-                    sent[name].append((md.partition, key, value))
-            winner = "a" if round_ % 2 == 0 else "b"
-            for name, producer in (("a", a), ("b", b)):
-                if name == winner:
-                    await producer.commit_transaction()
-                    committed.extend(sent[name])
-                else:
-                    await producer.abort_transaction()
-                    aborted += len(sent[name])
-    assert len(committed) == 60 and aborted == 60
+    committed, aborted = await write_interleaved_transactions(
+        kafka_cluster.bootstrap, topic, compression="gzip"
+    )
+    assert len(committed) == 60 and len(aborted) == 60
 
     pykaf_rows = await read_all(kafka_cluster.bootstrap, topic, 2)
-    assert sorted((p, k, v) for p, _, k, v in pykaf_rows) == sorted(committed)
+    assert sorted((k, v) for _, _, k, v in pykaf_rows) == sorted(committed)
     uncommitted = await read_all(
         kafka_cluster.bootstrap, topic, 2, isolation_level="read_uncommitted"
     )
