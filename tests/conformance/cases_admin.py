@@ -396,6 +396,14 @@ async def case_acls(t: Target, w: Wire, out: Answers) -> None:
         await describe("unknown resource type", **acl_filter(0, None, ANY_PATTERN))
     except pykaf.errors.KafkaConnectionError:
         out.add("unknown resource type", "connection closed")
+    unknown_op = P.DeleteAclsRequest.DeleteAclsFilter(
+        **acl_filter(ACL_TOPIC, "acl_case.none", LITERAL, op=0)
+    )
+    try:
+        resp = await w.send(P.DeleteAclsRequest(filters=[unknown_op]))
+        out.add("delete, unknown operation", [f.error_code for f in resp.filter_results])
+    except pykaf.errors.KafkaConnectionError:
+        out.add("delete, unknown operation", "connection closed")
     deleted = await w.send(
         P.DeleteAclsRequest(
             filters=[

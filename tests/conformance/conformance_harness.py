@@ -23,7 +23,9 @@ from typing import Any
 import trio
 
 from pykaf import codec
+from pykaf.testing import FakeClusterThread
 from pykaf.testing._fake.handlers import all_apis
+from pykaf.testing._kafka import AsyncKafkaCluster, KafkaCluster
 
 #: fields whose values are ids, times or addresses: compared only as "set" or not
 MASKED = frozenset(
@@ -235,3 +237,22 @@ def codes(resp: Any, topics: str = "responses", parts: str = "partitions") -> li
             index = getattr(p, "partition_index", getattr(p, "index", None))
             out.append((getattr(t, "name", getattr(t, "topic", None)), index, p.error_code))
     return out
+
+
+def fake_target(fake: FakeClusterThread) -> Target:
+    """The fake cluster as a :class:`Target`."""
+
+    async def create(name: str, partitions: int, configs: dict[str, str] | None) -> None:
+        await trio.to_thread.run_sync(lambda: fake.create_topic(name, partitions, 1, configs))
+
+    return Target("fake", fake.bootstrap, create)
+
+
+def kafka_target(kafka: KafkaCluster) -> Target:
+    """Apache Kafka as a :class:`Target`."""
+    akafka = AsyncKafkaCluster(kafka)
+
+    async def create(name: str, partitions: int, configs: dict[str, str] | None) -> None:
+        await akafka.create_topic(name, partitions, 1, configs)
+
+    return Target("kafka", kafka.bootstrap, create)

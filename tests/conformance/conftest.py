@@ -7,14 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import trio
 
 from pykaf.testing import FakeClusterThread
-from pykaf.testing._kafka import AsyncKafkaCluster, KafkaCluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from conformance_harness import Target
+from conformance_harness import Target, fake_target, kafka_target
 
 
 @pytest.fixture(scope="session")
@@ -25,25 +23,6 @@ def conformance_fake() -> Iterator[FakeClusterThread]:
         failures = list(fake.cluster.handler_errors)
     if failures:
         pytest.fail(f"the fake cluster's request handlers raised: {failures!r}")
-
-
-def fake_target(fake: FakeClusterThread) -> Target:
-    """The fake cluster as a :class:`Target`."""
-
-    async def create(name: str, partitions: int, configs: dict[str, str] | None) -> None:
-        await trio.to_thread.run_sync(lambda: fake.create_topic(name, partitions, 1, configs))
-
-    return Target("fake", fake.bootstrap, create)
-
-
-def kafka_target(kafka: KafkaCluster) -> Target:
-    """Apache Kafka as a :class:`Target`."""
-    akafka = AsyncKafkaCluster(kafka)
-
-    async def create(name: str, partitions: int, configs: dict[str, str] | None) -> None:
-        await akafka.create_topic(name, partitions, 1, configs)
-
-    return Target("kafka", kafka.bootstrap, create)
 
 
 @pytest.fixture(params=["fake", "kafka"])

@@ -119,6 +119,12 @@ def _filter(f: Any) -> AclFilterSpec:
     )
 
 
+def _check_known(spec: AclFilterSpec) -> None:
+    """An UNKNOWN (0) in a filter fails Kafka's request validation: it closes the connection."""
+    if 0 in (spec.resource_type, spec.pattern_type, spec.operation, spec.permission):
+        raise CloseConnection
+
+
 # -- DescribeAcls ------------------------------------------------------------------
 
 _DR = P.DescribeAclsResponse
@@ -127,9 +133,7 @@ _DR = P.DescribeAclsResponse
 async def describe_acls(ctx: RequestContext, req: P.DescribeAclsRequest, version: int) -> Any:
     """The bindings the filter matches, grouped by resource pattern."""
     spec = _filter(req)
-    if 0 in (spec.resource_type, spec.pattern_type, spec.operation, spec.permission):
-        # an UNKNOWN (0) in a filter fails Kafka's request validation: it closes the connection
-        raise CloseConnection
+    _check_known(spec)
     problem = spec.problem()
     if problem is not None:
         return _DR(throttle_time_ms=0, error_code=_INVALID, error_message=problem, resources=[])
@@ -240,6 +244,8 @@ async def delete_acls(ctx: RequestContext, req: P.DeleteAclsRequest, version: in
     As Kafka does, every filter is matched against the bindings as they were
     before the request: a binding two filters match is listed under both.
     """
+    for f in req.filters:
+        _check_known(_filter(f))
     answers = [_delete_one(ctx, f) for f in req.filters]
     matched = {a for _, gone in answers for a in gone}
     ctx.cluster.acls[:] = [a for a in ctx.cluster.acls if a not in matched]
