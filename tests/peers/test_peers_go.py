@@ -206,8 +206,13 @@ def go_assignment(member: JsonProcess) -> set[int] | None:
     return current
 
 
-@pytest.mark.parametrize("first", ["peer", "pykaf"])  # the first member leads the group
-@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+# The first member leads the group: its assignor computes the assignment.
+# (range with pykaf leading is left out for time: pykaf's range is Java's,
+# checked by tests/group/test_assignors.py.)
+@pytest.mark.parametrize(
+    ("assignor", "first"),
+    [("range", "peer"), ("cooperative-sticky", "peer"), ("cooperative-sticky", "pykaf")],
+)
 @pytest.mark.parametrize("library", LIBRARIES)
 async def test_group_shared_with_pykaf(
     kafka_cluster: KafkaCluster, go_peer: Path, library: str, assignor: str, first: str

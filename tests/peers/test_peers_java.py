@@ -156,8 +156,13 @@ def java_rows(member: JsonProcess, start: int = 0) -> list[Row]:
     ]
 
 
-@pytest.mark.parametrize("first", ["java", "pykaf"])  # the first member leads the group
-@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
+# The first member leads the group: its assignor computes the assignment.
+# (range with pykaf leading is left out for time: pykaf's range is Java's,
+# checked by tests/group/test_assignors.py.)
+@pytest.mark.parametrize(
+    ("assignor", "first"),
+    [("range", "java"), ("cooperative-sticky", "java"), ("cooperative-sticky", "pykaf")],
+)
 async def test_group_shared_with_verifiable_consumer(
     kafka_cluster: KafkaCluster, java_tools: JavaTools, assignor: str, first: str
 ) -> None:

@@ -180,6 +180,13 @@ def _create_one(ctx: RequestContext, c: Any) -> Any:
         operation=c.operation,
         permission=c.permission_type,
     )
+    if ":" not in acl.principal:
+        # Kafka 4.3's broker parses the principal first: INVALID_REQUEST, in its words
+        return _CR.AclCreationResult(
+            error_code=_INVALID,
+            error_message=f"Could not parse principal from `{acl.principal}` (no colon is "
+            "present separating the principal type from the principal name)",
+        )
     problem = _creation_problem(acl)
     if problem is not None:
         # Kafka 4.3's controller answers an invalid binding UNKNOWN_SERVER_ERROR
