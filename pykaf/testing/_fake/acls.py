@@ -187,6 +187,11 @@ def _create_one(ctx: RequestContext, c: Any) -> Any:
             error_message=f"Could not parse principal from `{acl.principal}` (no colon is "
             "present separating the principal type from the principal name)",
         )
+    if acl.resource_type == CLUSTER and acl.name != "kafka-cluster":
+        return _CR.AclCreationResult(  # Kafka 4.3's broker checks this too
+            error_code=_INVALID,
+            error_message="The only valid name for the CLUSTER resource is kafka-cluster",
+        )
     problem = _creation_problem(acl)
     if problem is not None:
         # Kafka 4.3's controller answers an invalid binding UNKNOWN_SERVER_ERROR
