@@ -170,8 +170,8 @@ async def describe_acls(ctx: RequestContext, req: P.DescribeAclsRequest, version
 _CR = P.CreateAclsResponse
 
 
-def _create_one(ctx: RequestContext, c: Any) -> Any:
-    acl = AclEntry(
+def _entry(c: Any) -> AclEntry:
+    return AclEntry(
         resource_type=c.resource_type,
         name=c.resource_name,
         pattern_type=getattr(c, "resource_pattern_type", LITERAL),
@@ -180,30 +180,54 @@ def _create_one(ctx: RequestContext, c: Any) -> Any:
         operation=c.operation,
         permission=c.permission_type,
     )
+
+
+def _enum_problem(acl: AclEntry) -> bool:
+    """A value a binding cannot hold (ANY, MATCH, UNKNOWN, an unknown code)."""
+    return (
+        acl.resource_type not in RESOURCE_TYPES
+        or acl.pattern_type not in (LITERAL, PREFIXED)
+        or acl.operation not in OPERATIONS
+        or acl.permission not in PERMISSIONS
+    )
+
+
+def _invalid(message: str) -> Any:
+    return _CR.AclCreationResult(error_code=_INVALID, error_message=message)
+
+
+def _create_one(ctx: RequestContext, acl: AclEntry) -> Any:
+    # Kafka 4.3 checks each binding and answers INVALID_REQUEST in these words
     if ":" not in acl.principal:
-        # Kafka 4.3's broker parses the principal first: INVALID_REQUEST, in its words
-        return _CR.AclCreationResult(
-            error_code=_INVALID,
-            error_message=f"Could not parse principal from `{acl.principal}` (no colon is "
-            "present separating the principal type from the principal name)",
+        return _invalid(
+            f"Could not parse principal from `{acl.principal}` (no colon is "
+            "present separating the principal type from the principal name)"
         )
+    if not acl.name:
+        return _invalid("Invalid empty resource name")
     if acl.resource_type == CLUSTER and acl.name != "kafka-cluster":
-        return _CR.AclCreationResult(  # Kafka 4.3's broker checks this too
-            error_code=_INVALID,
-            error_message="The only valid name for the CLUSTER resource is kafka-cluster",
-        )
+        return _invalid("The only valid name for the CLUSTER resource is kafka-cluster")
     problem = _creation_problem(acl)
     if problem is not None:
-        # Kafka 4.3's controller answers an invalid binding UNKNOWN_SERVER_ERROR
-        return _CR.AclCreationResult(error_code=_UNKNOWN_SERVER, error_message=problem)
+        return _invalid(problem)
     if acl not in ctx.cluster.acls:
         ctx.cluster.acls.append(acl)
     return _CR.AclCreationResult(error_code=0, error_message=None)
 
 
 async def create_acls(ctx: RequestContext, req: P.CreateAclsRequest, version: int) -> Any:
-    """Store each valid binding (one already stored is a success); one result per binding."""
-    return _CR(throttle_time_ms=0, results=[_create_one(ctx, c) for c in req.creations])
+    """Store each valid binding (one already stored is a success); one result per binding.
+
+    As Kafka 4.3 does: a binding holding a filter-only value (ANY, MATCH) or an
+    unknown code fails the whole request, every result UNKNOWN_SERVER_ERROR
+    with no message and nothing stored; otherwise each binding is checked on
+    its own and an invalid one is INVALID_REQUEST.
+    """
+    entries = [_entry(c) for c in req.creations]
+    if any(_enum_problem(acl) for acl in entries):
+        failed = _CR.AclCreationResult(error_code=_UNKNOWN_SERVER, error_message=None)
+        return _CR(throttle_time_ms=0, results=[failed] * len(entries))
+    return _CR(throttle_time_ms=0, results=[_create_one(ctx, acl) for acl in entries])
 
 
 def _create_error(req: Any, version: int, code: int) -> Any:
