@@ -474,8 +474,10 @@ def _apply(
         if op == SET:
             value = c.value
         elif spec.kind != _LIST:
-            verb = "append" if op == APPEND else "subtract"
-            raise _Refused(_INVALID_CONFIG, f"{verb} needs a list config; {c.name} is not one")
+            verb = "APPEND" if op == APPEND else "SUBTRACT"  # Kafka 4.3's words
+            raise _Refused(
+                _INVALID_CONFIG, f"Can't {verb} to key {c.name} because its type is not LIST."
+            )
         else:
             items = _split(result.get(c.name, spec.default))
             given = _split(c.value)
