@@ -380,6 +380,15 @@ async def case_acls(t: Target, w: Wire, out: Answers) -> None:
     ]
     resp = await w.send(P.CreateAclsRequest(creations=bad))
     out.add("create invalid", [r.error_code for r in resp.results])
+    # without a filter-only value in the request, each binding is judged on its own
+    each = [
+        acl(ACL_TOPIC, "acl_case.y", LITERAL, "alice", READ, ALLOW),
+        acl(ACL_TOPIC, "", LITERAL, "User:alice", READ, ALLOW),
+        acl(4, "not-the-cluster", LITERAL, "User:alice", 7, ALLOW),
+        acl(ACL_TOPIC, "acl_case.y", LITERAL, "User:alice", READ, ALLOW),
+    ]
+    resp = await w.send(P.CreateAclsRequest(creations=each))
+    out.add("create, each judged", [r.error_code for r in resp.results])
 
     async def describe(label: str, **fields: Any) -> None:
         r = await w.send(P.DescribeAclsRequest(**fields))
@@ -443,6 +452,7 @@ async def case_acls(t: Target, w: Wire, out: Answers) -> None:
     rest = [
         acl_filter(ACL_TOPIC, "acl_case.t", MATCH, "User:bob"),
         acl_filter(ACL_GROUP, "acl_case.g", LITERAL),
+        acl_filter(ACL_TOPIC, "acl_case.y", LITERAL),
     ]
     gone = await w.send(
         P.DeleteAclsRequest(filters=[P.DeleteAclsRequest.DeleteAclsFilter(**f) for f in rest])
