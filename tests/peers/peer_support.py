@@ -107,9 +107,10 @@ def build_go_peer() -> Path:
     go = shutil.which("go")
     if go is None:
         pytest.fail(
-            "the sarama and franz-go peer tests need Go (1.26 or newer: https://go.dev/dl/, "
-            "or a distribution's golang package) on the PATH, and the Go module proxy "
-            "to fetch github.com/IBM/sarama and github.com/twmb/franz-go once"
+            "the sarama and franz-go peer tests need Go on the PATH (https://go.dev/dl/ or a "
+            "distribution's golang package; 1.26+, or 1.21+ which fetches the 1.26 toolchain "
+            "tests/peers/go/go.mod asks for) and the Go module proxy, to fetch "
+            "github.com/IBM/sarama and github.com/twmb/franz-go on the first build"
         )
     cache_root = Path(
         os.environ.get("PYKAF_GO_PEERS_CACHE", Path.home() / ".cache" / "pykaf" / "go-peers")
