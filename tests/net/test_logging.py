@@ -9,7 +9,6 @@ pykaf at INFO.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import pytest
 import trio
@@ -50,7 +49,7 @@ async def move(bootstrap: str, topic: str, batches: int) -> None:
                     got += len(await pc.next_batch())
 
 
-@pytest.mark.parametrize("name", ["tansu", "mock"])
+@pytest.mark.parametrize("name", ["kafka", "tansu", "mock"])
 async def test_moving_records_is_quiet_at_info(
     name: str, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -72,17 +71,17 @@ async def test_moving_records_is_quiet_at_info(
     assert counts[1] <= counts[0], counts
 
 
+@pytest.mark.parametrize("name", ["kafka", "fake"])
 async def test_a_group_generation_is_quiet_at_info(
-    fake_cluster: Any, caplog: pytest.LogCaptureFixture
+    name: str, request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
 ) -> None:
+    broker = bc.broker_from(request, name)
     topic = bc.unique("quiet-group")
-    await trio.to_thread.run_sync(fake_cluster.create_topic, topic, 3)
-    async with pykaf.open_producer(fake_cluster.bootstrap) as producer:
+    await trio.to_thread.run_sync(broker.create, topic, 3)
+    async with pykaf.open_producer(broker.bootstrap) as producer:
         await producer.send_batch(topic, [b"x"] * 300)
     with caplog.at_level(logging.INFO, logger="pykaf"):
-        async with pykaf.open_consumer_group(
-            fake_cluster.bootstrap, bc.unique("g"), [topic]
-        ) as group:
+        async with pykaf.open_consumer_group(broker.bootstrap, bc.unique("g"), [topic]) as group:
             seen = 0
             with trio.fail_after(30):
                 async for _record in group:
