@@ -366,27 +366,50 @@ async def test_transaction_apis(conn: BrokerConnection, name: Any) -> None:
     assert resp.error_code == 0
 
 
-async def test_offset_for_leader_epoch_on_the_mock(mock_cluster: MockCluster) -> None:
-    mock_cluster.create_topic("epochs", 1, 1)
-    mock_cluster.set_partition_leader("epochs", 0, 1)
-    host, port = mock_cluster.listeners[1]
+@pytest.mark.parametrize("where", ["kafka", "mock"])
+async def test_offset_for_leader_epoch(where: str, request: pytest.FixtureRequest) -> None:
+    topic = bc.unique("epochs")
+    if where == "mock":
+        mock_cluster: MockCluster = request.getfixturevalue("mock_cluster")
+        mock_cluster.create_topic(topic, 1, 1)
+        mock_cluster.set_partition_leader(topic, 0, 1)
+        host, port = mock_cluster.listeners[1]
+    else:
+        kafka = request.getfixturevalue("kafka_cluster")
+        await trio.to_thread.run_sync(kafka.create_topic, topic, 1)
+        address, text = kafka.bootstrap.rsplit(":", 1)
+        host, port = address, int(text)
     async with trio.open_nursery() as nursery:
         conn = await BrokerConnection.open(nursery, host, port, ClientConfig(request_timeout=5))
-        topic = await metadata(conn, "epochs")
-        epoch = topic.partitions[0].leader_epoch
-        assert await produce(conn, "epochs", 0, one_batch([b"x", b"y"])) == 0
+        meta = await metadata(conn, topic)
+        epoch = meta.partitions[0].leader_epoch
+        assert await produce(conn, topic, 0, one_batch([b"x", b"y"])) == 0
         OE = P.OffsetForLeaderEpochRequest
-        resp = await conn.request(
-            OE(
-                topics=[
-                    OE.OffsetForLeaderTopic(
-                        topic="epochs",
-                        partitions=[OE.OffsetForLeaderPartition(partition=0, leader_epoch=epoch)],
-                    )
-                ]
+
+        async def ask(leader_epoch: int) -> Any:
+            resp = await conn.request(
+                OE(
+                    replica_id=-1,
+                    topics=[
+                        OE.OffsetForLeaderTopic(
+                            topic=topic,
+                            partitions=[
+                                OE.OffsetForLeaderPartition(partition=0, leader_epoch=leader_epoch)
+                            ],
+                        )
+                    ],
+                )
             )
-        )
-        [p] = resp.topics[0].partitions
+            [p] = resp.topics[0].partitions
+            return p
+
+        p = await ask(epoch)
         # The current epoch ends at the log end offset: after the two records.
         assert (p.error_code, p.partition, p.leader_epoch, p.end_offset) == (0, 0, epoch, 2)
+        if where == "kafka":
+            # an epoch the leader never had: Kafka answers no error and an
+            # undefined epoch and offset (-1, -1), which a client must not
+            # take for "truncate to -1"
+            p = await ask(epoch + 5)
+            assert (p.error_code, p.leader_epoch, p.end_offset) == (0, -1, -1)
         await conn.aclose()
