@@ -14,6 +14,13 @@ once with the machine's ``mvn`` into a cache:
 
 A missing ``java`` or ``mvn`` is a :class:`KafkaUnavailableError` that says
 what to install.
+
+:func:`spark_kafka_jars` fetches Spark's own Kafka connector
+(``spark-sql-kafka-0-10``) the same way, into
+``~/.cache/pykaf/spark-sql-kafka-<version>``, and gives the jars a local
+SparkSession must add to load it (``spark.jars``): the connector and what it
+needs that PySpark's own jars lack (``kafka-clients``, the token provider,
+``commons-pool2``).
 """
 
 from __future__ import annotations
@@ -21,19 +28,24 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
+    "DEFAULT_SPARK_KAFKA_VERSION",
     "POM_TEMPLATE",
+    "SPARK_KAFKA_POM_TEMPLATE",
     "KafkaUnavailableError",
     "find_java",
     "kafka_classpath",
     "kafka_home",
+    "spark_kafka_home",
+    "spark_kafka_jars",
 ]
 
 #: The Apache Kafka release the tests run (4.3.1: the newest whose whole tool
@@ -83,6 +95,41 @@ POM_TEMPLATE = """\
       <groupId>org.apache.logging.log4j</groupId>
       <artifactId>log4j-slf4j2-impl</artifactId>
       <version>{log4j}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+#: The release of Spark's Kafka connector fetched by default: the newest on
+#: Maven Central. PySpark 4.3.0 is on PyPI but Spark 4.3.0's jars are not on
+#: Maven Central yet (``spark-sql-kafka-0-10_2.13`` stops at 4.2.0), and the
+#: 4.2.0 connector loads and runs in a 4.3.0 session (``tests/spark``'s
+#: parity tests use it). ``$PYKAF_SPARK_KAFKA_VERSION`` overrides it.
+DEFAULT_SPARK_KAFKA_VERSION = "4.2.0"
+
+#: The pom whose runtime dependencies are Spark's Kafka connector and what it
+#: needs (``{spark}`` is its version). Hadoop is left out: PySpark ships it.
+SPARK_KAFKA_POM_TEMPLATE = """\
+<?xml version="1.0" encoding="UTF-8"?>
+<!-- Written by pykaf.testing: Spark's Kafka connector and its dependencies. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>dev.pykaf</groupId>
+  <artifactId>pykaf-spark-kafka</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>org.apache.spark</groupId>
+      <artifactId>spark-sql-kafka-0-10_2.13</artifactId>
+      <version>{spark}</version>
+      <exclusions>
+        <exclusion>
+          <groupId>org.apache.hadoop</groupId>
+          <artifactId>*</artifactId>
+        </exclusion>
+      </exclusions>
     </dependency>
   </dependencies>
 </project>
@@ -176,20 +223,37 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _fetch(version: str, home: Path) -> None:
     """Fetch Kafka ``version``'s jars from Maven Central into ``home/lib``."""
+    pom = POM_TEMPLATE.format(kafka=version, log4j=_LOG4J_VERSION, slf4j=_SLF4J_VERSION)
+    _fetch_pom(pom, home, f"Apache Kafka {version}", _jar_dir, [])
+
+
+def _fetch_pom(
+    pom_text: str,
+    home: Path,
+    what: str,
+    check: Callable[[Path], Path | None],
+    options: list[str],
+) -> None:
+    """Copy the dependencies of ``pom_text`` from Maven Central into ``home/lib``.
+
+    They land in a staging directory beside ``home`` that is renamed to
+    ``home`` once complete (and stamped), so an interrupted fetch leaves
+    nothing that looks usable. ``check(staging)`` must find the jars;
+    ``options`` are more ``-D`` settings for ``copy-dependencies``.
+    """
     find_java()  # say what is missing before a long download
     mvn = shutil.which("mvn")
     if mvn is None:
         raise KafkaUnavailableError(
-            "fetching Apache Kafka needs Maven and no 'mvn' was found on PATH "
+            f"fetching {what} needs Maven and no 'mvn' was found on PATH "
             "(install it, e.g. apt-get install maven, or point PYKAF_KAFKA_HOME at an "
             "unpacked Kafka release)"
         )
-    staging = Path(tempfile.mkdtemp(prefix=f"kafka-{version}-", dir=home.parent))
+    home.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{home.name}-", dir=home.parent))
     try:
         pom = staging / "pom.xml"
-        pom.write_text(
-            POM_TEMPLATE.format(kafka=version, log4j=_LOG4J_VERSION, slf4j=_SLF4J_VERSION)
-        )
+        pom.write_text(pom_text)
         command = [
             mvn,
             "-q",
@@ -198,6 +262,7 @@ def _fetch(version: str, home: Path) -> None:
             str(pom),
             "dependency:copy-dependencies",
             f"-DoutputDirectory={staging / 'lib'}",
+            *options,
         ]
         try:
             done = subprocess.run(
@@ -205,18 +270,91 @@ def _fetch(version: str, home: Path) -> None:
             )
         except subprocess.TimeoutExpired as exc:
             raise KafkaUnavailableError(
-                f"fetching Apache Kafka {version} with Maven took over {_MVN_TIMEOUT:.0f} s"
+                f"fetching {what} with Maven took over {_MVN_TIMEOUT:.0f} s"
             ) from exc
-        if done.returncode != 0 or _jar_dir(staging) is None:
+        if done.returncode != 0 or check(staging) is None:
             output = (done.stdout + done.stderr)[-3000:]
             raise KafkaUnavailableError(
-                f"fetching Apache Kafka {version} with Maven failed "
-                f"(exit {done.returncode}): {output}"
+                f"fetching {what} with Maven failed (exit {done.returncode}): {output}"
             )
-        (staging / _STAMP).write_text(f"kafka {version}\n")
+        (staging / _STAMP).write_text(f"{what}\n")
         if home.exists():
             shutil.rmtree(home)
         staging.rename(home)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+
+
+# -- Spark's Kafka connector ---------------------------------------------------------
+
+
+def _connector_dir(home: Path) -> Path | None:
+    """``home/lib`` if it holds Spark's Kafka connector."""
+    directory = home / "lib"
+    if directory.is_dir() and any(directory.glob("spark-sql-kafka-0-10_2.13-*.jar")):
+        return directory
+    return None
+
+
+def _artifact(jar: Path) -> str:
+    """A jar's artifact name: ``kafka-clients-3.9.2.jar`` -> ``kafka-clients``.
+
+    The version is what follows the first ``-<digits>.``, so
+    ``spark-sql-kafka-0-10_2.13-4.2.0.jar`` is ``spark-sql-kafka-0-10_2.13``.
+    """
+    match = re.match(r"(.+?)-(\d+\.[\w.-]*)\.jar$", jar.name)
+    return match.group(1) if match else jar.stem
+
+
+def spark_kafka_home(version: str | None = None) -> Path:
+    """The cache directory holding Spark's Kafka connector ``version`` and its dependencies.
+
+    Fetched with Maven on first use (under a file lock), like :func:`kafka_home`.
+
+    Args:
+        version: the connector's release (default ``$PYKAF_SPARK_KAFKA_VERSION``,
+            else :data:`DEFAULT_SPARK_KAFKA_VERSION`).
+
+    Raises:
+        KafkaUnavailableError: no ``java`` or ``mvn``, or the fetch failed
+            (Maven's output is quoted: e.g. a version not on Maven Central).
+    """
+    version = version or os.environ.get("PYKAF_SPARK_KAFKA_VERSION") or DEFAULT_SPARK_KAFKA_VERSION
+    home = _cache_root() / f"spark-sql-kafka-{version}"
+    if (home / _STAMP).exists() and _connector_dir(home) is not None:
+        return home
+    with _locked(home.parent / f"spark-sql-kafka-{version}.lock"):
+        if not (home / _STAMP).exists():
+            _fetch_pom(
+                SPARK_KAFKA_POM_TEMPLATE.format(spark=version),
+                home,
+                f"Spark's Kafka connector {version}",
+                _connector_dir,
+                ["-DincludeScope=runtime"],  # not Spark itself (provided) nor tests
+            )
+    return home
+
+
+def spark_kafka_jars(version: str | None = None, provided: Path | None = None) -> list[Path]:
+    """The jars a SparkSession adds (``spark.jars``) to load Spark's Kafka connector.
+
+    The connector's runtime dependencies less those whose artifact (of any
+    version) is already in ``provided``, PySpark's own ``jars`` directory
+    (found from the installed ``pyspark`` when not given): Scala, Hadoop,
+    compression codecs and logging come from Spark itself, so only the
+    connector, its token provider, ``kafka-clients`` and ``commons-pool2``
+    remain.
+
+    Raises:
+        KafkaUnavailableError: as :func:`spark_kafka_home`.
+        ImportError: ``provided`` is not given and pyspark is not installed.
+    """
+    if provided is None:
+        import pyspark
+
+        provided = Path(pyspark.__file__).parent / "jars"
+    have = {_artifact(jar) for jar in provided.glob("*.jar")}
+    directory = _connector_dir(spark_kafka_home(version))
+    assert directory is not None  # spark_kafka_home checked it
+    return sorted(jar for jar in directory.glob("*.jar") if _artifact(jar) not in have)
