@@ -374,7 +374,11 @@ def records_to_batch(records: list[Any], topic: str, partition: int, schema: Any
     if len(schema) > 7:
         columns.append(
             pa.array(
-                [[{"key": k, "value": v} for k, v in r.headers] for r in records],
+                # No headers is null, as Spark's connector gives it (not an empty list).
+                [
+                    [{"key": k, "value": v} for k, v in r.headers] if r.headers else None
+                    for r in records
+                ],
                 schema.field("headers").type,
             )
         )

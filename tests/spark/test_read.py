@@ -47,8 +47,9 @@ def test_write_then_read_back_equal_with_headers(spark: Any, kafka: Any) -> None
     ]  # fmt: skip
     out = got.collect()
     assert Counter(
-        (r.key, r.value, tuple((h.key, h.value) for h in r.headers)) for r in out
-    ) == Counter((k.encode(), v, tuple(h)) for k, v, h in rows)
+        (r.key, r.value, None if r.headers is None else tuple((h.key, h.value) for h in r.headers))
+        for r in out
+    ) == Counter((k.encode(), v, tuple(h) if h else None) for k, v, h in rows)  # none: null
     # offsets are each partition's 0..n-1; topic, partition and timestamps are filled in
     by_partition: dict[int, list[int]] = {}
     for r in out:
