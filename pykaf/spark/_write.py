@@ -3,10 +3,11 @@
 Rows: ``value`` (binary or string) is required; ``key`` (binary or string),
 ``topic`` (string), ``partition`` (int), ``headers`` (array of struct<key
 string, value binary>) and ``timestamp`` (timestamp, pykaf's addition) are
-optional. A null topic takes the ``topic`` option; a null partition leaves it
-to the partitioner. Each Arrow batch is split by topic and partition and each
-part goes to the producer's bulk path whole; up to :data:`PIPELINE` parts are
-in flight at once, and a task ends only when every record is acknowledged.
+optional. The ``topic`` option, when given, overrides the ``topic`` column (as
+in Spark's Kafka sink); a null partition leaves it to the partitioner. Each
+Arrow batch is split by topic and partition and each part goes to the
+producer's bulk path whole; up to :data:`PIPELINE` parts are in flight at
+once, and a task ends only when every record is acknowledged.
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ class _TaskWriter:
         if "topic" not in names and self.topic is None:
             raise errors.ConfigError("no 'topic' option and no 'topic' column")
         table = pa.Table.from_batches([batch])
+        # The topic option overrides a topic column, as in Spark's Kafka sink.
         groups = [c for c in ("topic", "partition") if c in names]
+        if self.topic is not None and "topic" in groups:
+            groups.remove("topic")
         if not groups:
             self._send(table, self.topic, None)
             return
@@ -95,7 +99,7 @@ class _TaskWriter:
                     else pc.equal(table[column], row[column])
                 )
                 mask = cond if mask is None else pc.and_(mask, cond)
-            topic = row.get("topic") or self.topic
+            topic = self.topic or row.get("topic")
             if topic is None:
                 raise errors.ConfigError("a row has a null topic and there is no 'topic' option")
             self._send(table.filter(mask), topic, row.get("partition"))

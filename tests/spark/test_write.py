@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import pykaf
 import pykaf.sync
 from pykaf import errors
 from pykaf.testing import FakeClusterThread
@@ -91,10 +92,13 @@ def test_producer_config_from_kafka_options() -> None:
         producer_config({"kafka.bootstrap.servers": "h:1", "kafka.batch.size": "big"})
 
 
-def test_null_topic_and_partition_cells_fall_back_not_away(
+def test_topic_option_overrides_column_and_null_partitions_fall_back(
     spark: Any, cluster: FakeClusterThread, new_topic: Any
 ) -> None:
-    """A null partition lets the partitioner choose; a null topic takes the ``topic`` option."""
+    """A null partition lets the partitioner choose; the topic option overrides the column.
+
+    (Spark's Kafka sink does the same: the option wins over a ``topic`` column.)
+    """
     default, named = new_topic(2), new_topic(2)
     rows = [
         (None if i % 3 == 0 else named, None if i % 2 == 0 else 1, b"v%d" % i) for i in range(60)
@@ -103,13 +107,19 @@ def test_null_topic_and_partition_cells_fall_back_not_away(
     df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
         "topic", default
     ).mode("append").save()
-    to_default = sum(1 for t, _, _ in rows if t is None)
-    got_default = _read(cluster.bootstrap, default, 2, to_default)
-    got_named = _read(cluster.bootstrap, named, 2, len(rows) - to_default)
-    assert sorted(r.value for r in got_default + got_named) == sorted(v for _, _, v in rows)
-    for r in got_default + got_named:
+    got = _read(cluster.bootstrap, default, 2, len(rows))
+    assert sorted(r.value for r in got) == sorted(v for _, _, v in rows)
+    for r in got:
         if int(r.value[1:]) % 2:
             assert r.partition == 1
+    with pykaf.sync.Admin(cluster.bootstrap) as admin:  # nothing went to the column's topic
+        ends = admin.list_offsets({(named, 0): pykaf.NEWEST, (named, 1): pykaf.NEWEST})
+    assert set(ends.values()) == {0}
+    # without the option, a null topic cell is refused
+    with pytest.raises(Exception, match="null topic"):
+        df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).mode(
+            "append"
+        ).save()
 
 
 def test_a_failed_record_fails_the_write_job(spark: Any) -> None:
