@@ -75,3 +75,23 @@ def kafka(request: pytest.FixtureRequest, cluster: Any) -> Kafka:
     tansu = request.getfixturevalue("tansu")
     conf = {"bootstrap.servers": tansu.bootstrap}
     return Kafka("tansu", tansu.bootstrap, lambda t, n: create_topic(conf, t, n))
+
+
+@pytest.fixture(scope="session")
+def spark_kafka_connector(spark: Any) -> list[str]:
+    """Spark's own Kafka connector (``format("kafka")``) loaded into the session's ``spark``.
+
+    The jars (:func:`pykaf.testing._kafka_dist.spark_kafka_jars`: the
+    connector and what PySpark lacks) are fetched with Maven on first use and
+    added with ``ADD JAR``; their paths are returned. No Java or Maven, or a
+    failed fetch, fails the test that asks for it, saying why.
+    """
+    from pykaf.testing._kafka_dist import KafkaUnavailableError, spark_kafka_jars
+
+    try:
+        jars = [str(jar) for jar in spark_kafka_jars()]
+    except KafkaUnavailableError as exc:
+        pytest.fail(f"Spark's Kafka connector is unavailable: {exc}")
+    for jar in jars:
+        spark.sql(f"ADD JAR '{jar}'")
+    return jars
