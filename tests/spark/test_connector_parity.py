@@ -10,6 +10,7 @@ either side is noticed.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -23,7 +24,10 @@ import pykaf.sync
 pytestmark = pytest.mark.spark
 
 FORMATS = ("kafka", "pykaf")
-BASE_MS = 1_700_000_000_000  # CreateTimes of the records written, spread around this
+# CreateTimes of the records written: from 30 hours ago, spread over 28 hours. Recent
+# enough that retention (7 days) deletes nothing, and not in the future (Kafka
+# refuses a timestamp over an hour ahead).
+BASE_MS = int(time.time() * 1000) - 30 * 3600 * 1000
 
 
 @dataclass(frozen=True)
@@ -201,12 +205,51 @@ def test_partial_offsets_json(spark: Any, spark_kafka_connector: list[str], sour
     assert rows == [r for r in full if r[3] != 1 or r[4] >= 100]
 
 
+def test_offset_past_the_end(
+    spark: Any, spark_kafka_connector: list[str], kafka_cluster: Any
+) -> None:
+    """Both fail on an offset past a partition's end: Spark in the task, pykaf when planning.
+
+    Spark's task polls for the missing offsets until ``kafkaConsumer.pollTimeoutMs``
+    (120 s by default; 3 s here), then fails with "Some data may have been lost".
+    """
+    topic = _name("parity-past")
+    kafka_cluster.create_topic(topic, partitions=2)
+    with pykaf.sync.Producer(kafka_cluster.bootstrap) as producer:
+        producer.send_many(topic, [b"v%d" % i for i in range(10)], partition=1)
+    past = json.dumps({topic: {"0": -1, "1": 1000}})
+    options = {"subscribe": topic, "endingOffsets": past, "kafkaConsumer.pollTimeoutMs": "3000"}
+    kafka = _read(spark, "kafka", kafka_cluster.bootstrap, **options)
+    with pytest.raises(Exception, match=r"lost|Lost task"):
+        kafka.collect()  # (the reason is lost when the connector came in by ADD JAR)
+    del options["kafkaConsumer.pollTimeoutMs"]  # pykaf has no such option
+    ours = _read(spark, "pykaf", kafka_cluster.bootstrap, **options)
+    with pytest.raises(Exception, match=f"{topic}/1: offset 1000 is past the partition's end 10"):
+        ours.collect()
+
+
+def test_kafka_options(spark: Any, spark_kafka_connector: list[str], source: Source) -> None:
+    """Spark passes any kafka.* setting to its client; pykaf refuses those it does not take."""
+    options = {"subscribe": source.create, "kafka.max.poll.records": "7"}
+    kafka, ours = _both(spark, source.bootstrap, **options)
+    assert len(kafka.collect()) == source.records
+    # the connector's own options without the kafka. prefix: pykaf does not check them
+    unchecked = {"subscribe": source.create, "kafkaConsumer.pollTimeoutMs": "nonsense"}
+    assert len(_read(spark, "pykaf", source.bootstrap, **unchecked).collect()) == source.records
+    with pytest.raises(Exception, match=r"unsupported option\(s\) kafka.max.poll.records"):
+        ours.collect()
+
+
 def test_timestamp_offsets_ignored_by_pykaf(
     spark: Any, spark_kafka_connector: list[str], source: Source
 ) -> None:
     """Known porting issue: pykaf ignores startingTimestamp and the ByTimestamp options."""
-    after = BASE_MS + 50_000_000  # half of the stamped records are later
-    options = {"subscribe": source.create, "startingTimestamp": str(after)}
+    after = BASE_MS + 30_000_000  # most of the stamped records are later
+    options = {
+        "subscribe": source.create,
+        "startingTimestamp": str(after),
+        "startingOffsetsByTimestampStrategy": "latest",  # (a partition with none: at its end)
+    }
     kafka, ours = _both(spark, source.bootstrap, **options)
     full = _rows(_read(spark, "kafka", source.bootstrap, subscribe=source.create))
     spark_rows = _rows(kafka)
