@@ -172,9 +172,7 @@ class ClientConfig(BaseConfig):
     ssl_cafile: str | None = opt(None, "CA bundle to verify brokers with; enables TLS.")
     ssl_certfile: str | None = opt(None, "Client certificate (PEM) for mutual TLS.")
     ssl_keyfile: str | None = opt(None, "Private key (PEM) of the client certificate.")
-    ssl_password: str | None = opt(
-        None, "Password of the private key, if encrypted.", secret=True
-    )
+    ssl_password: str | None = opt(None, "Password of the private key, if encrypted.", secret=True)
     ssl_check_hostname: bool = opt(True, "Verify the broker's certificate matches its host name.")
     sasl_mechanism: str | None = opt(
         None, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER; enables SASL."
