@@ -60,9 +60,11 @@ DEF TRANSACTIONAL_BIT = 0x10
 DEF CONTROL_BIT = 0x20
 DEF MAX_RECORD_OVERHEAD = 21  # length 5 + attributes 1 + ts delta 10 + offset delta 5
 DEF INT32_MAX = 2147483647
+DEF MIN_RECORD_SIZE = 7  # = _compression.MIN_RECORD_SIZE: one byte for each of 7 varints
 
 cdef object _NAMES = _compression.NAMES
 cdef object _decompress = _compression.decompress
+cdef object _inflate_limit = _compression.inflate_limit
 cdef object _compress = _compression.compress
 
 __all__ = [
@@ -624,6 +626,11 @@ cdef RecordBatch _decode_v2(object owner, const uint8_t* p, Py_ssize_t pos, Py_s
     cdef int codec = b.attributes & COMPRESSION_MASK
     cdef bint log_append = (b.attributes & TIMESTAMP_TYPE_BIT) != 0
     cdef bytes inflated
+    cdef Py_ssize_t section = end - pos - HEADER
+    if codec != 0 and b.record_count > _inflate_limit(section) // MIN_RECORD_SIZE:
+        # Refuse a count the section cannot hold before inflating anything.
+        raise CorruptRecordError(
+            f"record count {b.record_count} exceeds what {section} compressed bytes may hold")
     if codec == 0:
         b.records = _decode_records(h + HEADER, end - pos - HEADER, b.record_count,
                                     b.base_offset, b.base_timestamp, log_append, b.max_timestamp,
@@ -655,7 +662,7 @@ cdef inline object _get_varbytes(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t e
 cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t base_offset,
                           int64_t base_ts, bint log_append, int64_t log_ts, const Origin* where):
     # Each record takes at least 7 bytes; a larger count cannot be honest.
-    if count > n // 7:
+    if count > n // MIN_RECORD_SIZE:
         raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
     cdef list records = [None] * count
     cdef Py_ssize_t pos = 0, rec_end, hpos

@@ -528,6 +528,12 @@ def _decode_v2(
     codec = attributes & _COMPRESSION_MASK
     body: Buffer = view[pos + RECORD_BATCH_OVERHEAD : end]
     if codec != COMPRESSION_NONE:
+        # Refuse a count the section cannot hold before inflating anything.
+        most = _compression.inflate_limit(len(body)) // _compression.MIN_RECORD_SIZE
+        if count > most:
+            raise CorruptRecordError(
+                f"record count {count} exceeds what {len(body)} compressed bytes may hold"
+            )
         body = _compression.decompress(codec, body)
     log_append = bool(attributes & _TIMESTAMP_TYPE_BIT)
     b.records = _decode_records(
@@ -556,7 +562,7 @@ def _decode_records(
     new_record = Record.__new__
     n = len(body)
     # Each record takes at least 7 bytes; a larger count cannot be honest.
-    if count > n // 7:
+    if count > n // _compression.MIN_RECORD_SIZE:
         raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
     records: list[Record] = []
     pos = 0
