@@ -529,10 +529,11 @@ def _decode_v2(
     body: Buffer = view[pos + RECORD_BATCH_OVERHEAD : end]
     if codec != COMPRESSION_NONE:
         # Refuse a count the section cannot hold before inflating anything.
-        most = _compression.inflate_limit(len(body)) // _compression.MIN_RECORD_SIZE
+        section = end - pos - RECORD_BATCH_OVERHEAD
+        most = _compression.inflate_limit(section) // _compression.MIN_RECORD_SIZE
         if count > most:
             raise CorruptRecordError(
-                f"record count {count} exceeds what {len(body)} compressed bytes may hold"
+                f"record count {count} exceeds what {section} compressed bytes may hold"
             )
         body = _compression.decompress(codec, body)
     log_append = bool(attributes & _TIMESTAMP_TYPE_BIT)
