@@ -82,7 +82,7 @@ class RecordBatch:
     partition_leader_epoch: int
     magic: int
     crc: int
-    attributes: int
+    attributes: int  # a bit field, read unsigned: 0..65535 (magic 2), 0..255 (legacy)
     last_offset_delta: int
     base_timestamp: int
     max_timestamp: int

@@ -60,9 +60,11 @@ DEF TRANSACTIONAL_BIT = 0x10
 DEF CONTROL_BIT = 0x20
 DEF MAX_RECORD_OVERHEAD = 21  # length 5 + attributes 1 + ts delta 10 + offset delta 5
 DEF INT32_MAX = 2147483647
+DEF MIN_RECORD_SIZE = 7  # = _compression.MIN_RECORD_SIZE: one byte for each of 7 varints
 
 cdef object _NAMES = _compression.NAMES
 cdef object _decompress = _compression.decompress
+cdef object _inflate_limit = _compression.inflate_limit
 cdef object _compress = _compression.compress
 
 __all__ = [
@@ -97,6 +99,10 @@ cdef inline void wr32(uint8_t* p, int64_t v) noexcept nogil:
 cdef inline void wr64(uint8_t* p, int64_t v) noexcept nogil:
     wr32(p, <int64_t>(<uint64_t>v >> 32))
     wr32(p + 4, v)
+
+cdef inline bint add_overflows(int64_t a, int64_t b) noexcept nogil:
+    """Whether a + b falls outside int64 (checked before adding: C overflow is undefined)."""
+    return (b > 0 and a > INT64_MAX - b) or (b < 0 and a < INT64_MIN - b)
 
 cdef inline uint32_t zz32(int64_t v) noexcept nogil:
     return <uint32_t>((<uint32_t>v << 1) ^ <uint32_t>(<int32_t>v >> 31))
@@ -433,12 +439,12 @@ cdef class RecordBatch:
     @property
     def last_offset(self):
         """Offset of the batch's last record (it may have been compacted away)."""
-        return self.base_offset + self.last_offset_delta
+        return <object>self.base_offset + self.last_offset_delta  # Python ints: no wrap
 
     @property
     def next_offset(self):
         """The offset to fetch after this batch."""
-        return self.base_offset + self.last_offset_delta + 1
+        return <object>self.base_offset + self.last_offset_delta + 1  # Python ints: no wrap
 
     @property
     def compression_type(self):
@@ -613,9 +619,18 @@ cdef RecordBatch _decode_v2(object owner, const uint8_t* p, Py_ssize_t pos, Py_s
         raise CorruptRecordError(f"negative record count {b.record_count}")
     if b.last_offset_delta < 0:
         raise CorruptRecordError(f"negative last offset delta {b.last_offset_delta}")
+    if b.base_offset > INT64_MAX - 1 - b.last_offset_delta:
+        # Kafka's offsets are int64s; the next offset to fetch must be one too.
+        raise CorruptRecordError(
+            f"base offset {b.base_offset} + last offset delta {b.last_offset_delta} overflows int64")
     cdef int codec = b.attributes & COMPRESSION_MASK
     cdef bint log_append = (b.attributes & TIMESTAMP_TYPE_BIT) != 0
     cdef bytes inflated
+    cdef Py_ssize_t section = end - pos - HEADER
+    if codec != 0 and b.record_count > _inflate_limit(section) // MIN_RECORD_SIZE:
+        # Refuse a count the section cannot hold before inflating anything.
+        raise CorruptRecordError(
+            f"record count {b.record_count} exceeds what {section} compressed bytes may hold")
     if codec == 0:
         b.records = _decode_records(h + HEADER, end - pos - HEADER, b.record_count,
                                     b.base_offset, b.base_timestamp, log_append, b.max_timestamp,
@@ -647,7 +662,7 @@ cdef inline object _get_varbytes(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t e
 cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t base_offset,
                           int64_t base_ts, bint log_append, int64_t log_ts, const Origin* where):
     # Each record takes at least 7 bytes; a larger count cannot be honest.
-    if count > n // 7:
+    if count > n // MIN_RECORD_SIZE:
         raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
     cdef list records = [None] * count
     cdef Py_ssize_t pos = 0, rec_end, hpos
@@ -687,8 +702,15 @@ cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t
             r._headers = headers
         if pos != rec_end:
             raise CorruptRecordError(f"record length {length} disagrees with its fields")
+        if add_overflows(base_offset, off_delta):
+            raise CorruptRecordError(f"record offset delta {off_delta} overflows int64")
         r.offset = base_offset + off_delta
-        r.timestamp = log_ts if log_append else base_ts + ts_delta
+        if log_append:
+            r.timestamp = log_ts
+        elif add_overflows(base_ts, ts_delta):
+            raise CorruptRecordError(f"record timestamp delta {ts_delta} overflows int64")
+        else:
+            r.timestamp = base_ts + ts_delta
         records[i] = r
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
@@ -770,6 +792,8 @@ cdef void _decode_legacy(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, bint 
     b.max_timestamp = timestamp
     cdef Record r
     if codec == 0:
+        if offset == INT64_MAX:
+            raise CorruptRecordError(f"legacy message offset {offset}: the next offset overflows int64")
         b.base_offset = offset
         b.record_count = 1
         r = Record.__new__(Record)
@@ -808,22 +832,30 @@ cdef void _decode_legacy(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, bint 
     cdef list records = []
     for ib in inner:
         records.extend(ib.records)
-    cdef int64_t shift
+    cdef object shift, shifted
     if magic == 1:
         # Inner offsets are relative; the wrapper carries the last one's absolute offset.
         # The wrapper's timestamp type also rules (Java's LegacyRecord): LogAppendTime
         # stamps its timestamp on every inner message; under CreateTime the inner
         # magic 1 messages are CreateTime and magic 0 ones keep -1 (no timestamp).
-        shift = offset - (<Record>records[len(records) - 1]).offset
+        shift = <object>offset - (<Record>records[len(records) - 1]).offset  # Python ints
         for r in records:
-            r.offset += shift
+            shifted = r.offset + shift
+            if not INT64_MIN <= shifted <= INT64_MAX:
+                raise CorruptRecordError(f"inner message offset overflows int64 (wrapper {offset})")
+            r.offset = shifted
             if attributes & TIMESTAMP_TYPE_BIT:
                 r.timestamp = timestamp
                 r.timestamp_type = 1
             elif r.timestamp_type != -1:
                 r.timestamp_type = 0
     b.base_offset = (<Record>records[0]).offset
-    b.last_offset_delta = <int32_t>((<Record>records[len(records) - 1]).offset - b.base_offset)
+    span = <object>(<Record>records[len(records) - 1]).offset - b.base_offset  # Python ints
+    if not 0 <= span <= INT32_MAX:
+        raise CorruptRecordError(f"compressed message set spans {span} offsets")
+    if (<Record>records[len(records) - 1]).offset == INT64_MAX:
+        raise CorruptRecordError("compressed message set: the next offset overflows int64")
+    b.last_offset_delta = <int32_t>span
     b.record_count = len(records)
     b.records = records
     out.append(b)

@@ -46,6 +46,8 @@ _LEGACY_HEADER = 12  # offset int64 + message size int32
 _V2_HEADER = struct.Struct(">qiiBIhiqqqhii")
 _LEGACY_V0 = struct.Struct(">qiIbb")
 _INT32_MAX = 2**31 - 1
+_INT64_MIN = -(2**63)
+_INT64_MAX = 2**63 - 1
 
 Headers = Sequence[tuple[str, bytes | None]]
 
@@ -502,6 +504,12 @@ def _decode_v2(
         raise CorruptRecordError(f"negative record count {count}")
     if last_offset_delta < 0:
         raise CorruptRecordError(f"negative last offset delta {last_offset_delta}")
+    if base_offset > _INT64_MAX - 1 - last_offset_delta:
+        # Kafka's offsets are int64s; the next offset to fetch must be one too.
+        raise CorruptRecordError(
+            f"base offset {base_offset} + last offset delta {last_offset_delta} overflows int64"
+        )
+    attributes &= 0xFFFF  # a bit field: read unsigned, as the compiled twin does
     b = RecordBatch()
     b.base_offset = base_offset
     b.batch_length = batch_length
@@ -520,6 +528,13 @@ def _decode_v2(
     codec = attributes & _COMPRESSION_MASK
     body: Buffer = view[pos + RECORD_BATCH_OVERHEAD : end]
     if codec != COMPRESSION_NONE:
+        # Refuse a count the section cannot hold before inflating anything.
+        section = end - pos - RECORD_BATCH_OVERHEAD
+        most = _compression.inflate_limit(section) // _compression.MIN_RECORD_SIZE
+        if count > most:
+            raise CorruptRecordError(
+                f"record count {count} exceeds what {section} compressed bytes may hold"
+            )
         body = _compression.decompress(codec, body)
     log_append = bool(attributes & _TIMESTAMP_TYPE_BIT)
     b.records = _decode_records(
@@ -548,7 +563,7 @@ def _decode_records(
     new_record = Record.__new__
     n = len(body)
     # Each record takes at least 7 bytes; a larger count cannot be honest.
-    if count > n // 7:
+    if count > n // _compression.MIN_RECORD_SIZE:
         raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
     records: list[Record] = []
     pos = 0
@@ -583,10 +598,19 @@ def _decode_records(
                 headers.append((name, hval))
         if pos != rec_end:
             raise CorruptRecordError(f"record length {length} disagrees with its fields")
+        offset = base_offset + off_delta
+        if not _INT64_MIN <= offset <= _INT64_MAX:
+            raise CorruptRecordError(f"record offset delta {off_delta} overflows int64")
+        if log_append_ts is None:
+            timestamp = base_ts + ts_delta
+            if not _INT64_MIN <= timestamp <= _INT64_MAX:
+                raise CorruptRecordError(f"record timestamp delta {ts_delta} overflows int64")
+        else:
+            timestamp = log_append_ts
         # Every slot set directly: half the cost of a call to Record.__init__.
         r = new_record(Record)
-        r.offset = base_offset + off_delta
-        r.timestamp = log_append_ts if log_append_ts is not None else base_ts + ts_delta
+        r.offset = offset
+        r.timestamp = timestamp
         r.key = key
         r.value = value
         r._headers = headers
@@ -667,6 +691,10 @@ def _decode_legacy(
     b.size = end - pos
     b.base_timestamp = b.max_timestamp = timestamp
     if codec == COMPRESSION_NONE:
+        if offset == _INT64_MAX:
+            raise CorruptRecordError(
+                f"legacy message offset {offset}: the next offset overflows int64"
+            )
         b.base_offset = offset
         b.record_count = 1
         ts_type = -1 if magic == 0 else int(bool(attributes & _TIMESTAMP_TYPE_BIT))
@@ -713,6 +741,8 @@ def _decode_legacy(
         shift = offset - records[-1].offset
         for r in records:
             r.offset += shift
+            if not _INT64_MIN <= r.offset <= _INT64_MAX:
+                raise CorruptRecordError(f"inner message offset overflows int64 (wrapper {offset})")
         if attributes & _TIMESTAMP_TYPE_BIT:
             for r in records:
                 r.timestamp = timestamp
@@ -722,7 +752,12 @@ def _decode_legacy(
                 if r.timestamp_type != -1:
                     r.timestamp_type = TIMESTAMP_CREATE_TIME
     b.base_offset = records[0].offset
-    b.last_offset_delta = records[-1].offset - records[0].offset
+    span = records[-1].offset - records[0].offset
+    if not 0 <= span <= _INT32_MAX:
+        raise CorruptRecordError(f"compressed message set spans {span} offsets")
+    if records[-1].offset == _INT64_MAX:
+        raise CorruptRecordError("compressed message set: the next offset overflows int64")
+    b.last_offset_delta = span
     b.record_count = len(records)
     b.records = records
     out.append(b)

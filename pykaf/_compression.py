@@ -5,8 +5,11 @@ record, so plain Python calling the C libraries costs nothing measurable.
 Libraries: zlib (stdlib) for gzip, cramjam for snappy (maintained, wheels
 everywhere, no system library), lz4 for the LZ4 frame format, zstandard for zstd.
 
-Every decoder bounds its output (``MAX_DECOMPRESSED``) so a decompression bomb
-is a :class:`~pykaf.errors.CorruptRecordError`, not an out-of-memory crash.
+Every decoder bounds its output so a decompression bomb is a
+:class:`~pykaf.errors.CorruptRecordError`, not an out-of-memory crash: by
+default a section may inflate to :func:`inflate_limit` of its compressed size
+(``INFLATE_FLOOR`` bytes, or ``MAX_RATIO`` times its size, whichever is more,
+never more than ``MAX_DECOMPRESSED``); docs/codec.md explains the choice.
 """
 
 from __future__ import annotations
@@ -29,6 +32,24 @@ NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
 
 #: Largest records section pykaf will inflate from one compressed batch.
 MAX_DECOMPRESSED = 256 * 1024 * 1024
+#: Any compressed section may inflate to this many bytes, whatever its ratio.
+INFLATE_FLOOR = 4 * 1024 * 1024
+#: Beyond the floor, a section may inflate to at most this many times its size
+#: (LZ4's own ceiling; Kafka data compresses 2-20x, rarely past 100x).
+MAX_RATIO = 255
+#: The fewest bytes a v2 record takes: length, attributes, timestamp delta,
+#: offset delta, key length, value length and header count, one byte each.
+MIN_RECORD_SIZE = 7
+
+
+def inflate_limit(compressed_size: int) -> int:
+    """The most bytes a records section of ``compressed_size`` bytes may inflate to.
+
+    ``max(INFLATE_FLOOR, MAX_RATIO * compressed_size)``, capped at ``MAX_DECOMPRESSED``:
+    small batches inflate freely, large ones no further than ``MAX_RATIO`` to 1.
+    """
+    return min(MAX_DECOMPRESSED, max(INFLATE_FLOOR, MAX_RATIO * compressed_size))
+
 
 # xerial snappy-java's stream framing, which Java clients write: an 8-byte magic,
 # two int32 versions, then blocks of (int32 compressed length, raw snappy block).
@@ -74,14 +95,20 @@ def compress(codec: int, data: _Buffer, level: int | None = None) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: _Buffer, limit: int = MAX_DECOMPRESSED) -> bytes:
-    """Inflate a compressed records section.
+def decompress(codec: int, data: _Buffer, limit: int | None = None) -> bytes:
+    """Inflate a compressed records section to at most ``limit`` bytes.
+
+    ``limit`` defaults to :func:`inflate_limit` of the section's size; inflation
+    stops once it is passed (at most a block beyond), so a bomb costs no more
+    memory than the limit.
 
     Raises:
         CorruptRecordError: the data is not valid for the codec, is truncated,
             or inflates beyond ``limit`` bytes.
         (also for an unknown codec id: a batch naming one is not readable)
     """
+    if limit is None:
+        limit = inflate_limit(memoryview(data).nbytes)
     try:
         if codec == GZIP:
             return _gzip_decompress(data, limit)
@@ -163,7 +190,11 @@ def _snappy_decompress(data: _Buffer, limit: int) -> bytes:
 
 
 def _lz4_decompress(data: _Buffer, limit: int) -> bytes:
-    if len(memoryview(data)) * _LZ4_MAX_RATIO <= limit:
+    # A frame may state its content size; the one-call path below would
+    # allocate that much up front, so refuse a stated size past the limit.
+    if lz4.frame.get_frame_info(data)["content_size"] > limit:
+        raise _too_big("lz4", limit)
+    if memoryview(data).nbytes * _LZ4_MAX_RATIO <= limit:
         # LZ4 cannot inflate this far past the limit: one call (much faster
         # than the incremental decompressor; it also refuses truncated frames).
         return bytes(lz4.frame.decompress(data))
