@@ -134,6 +134,8 @@ class ConsumerGroup:
         self.protocol: str | None = None
         self.leader = False
         self.rebalances = 0
+        # SyncGroup answers of INVALID_REQUEST in a row (see _join_once).
+        self._sync_refusals = 0
         self.session: GroupSession | None = None
         self._claims: dict[TopicPartition, Claim] = {}
         self._assignment: dict[str, list[int]] = {}
@@ -383,7 +385,17 @@ class ConsumerGroup:
                 raise _Rejoin
             if issubclass(err, errors.RebalanceInProgressError):
                 raise _Rejoin
+            if issubclass(err, errors.InvalidRequestError) and self._sync_refusals < 2:
+                # librdkafka's mock cluster ends a generation as soon as the
+                # leader's SyncGroup carries every assignment; a follower whose
+                # SyncGroup arrives after that is refused as INVALID_REQUEST.
+                # Joining again recovers (as librdkafka does); a refusal that
+                # repeats is a real malformed request and is raised.
+                self._sync_refusals += 1
+                log.info("group %s: SyncGroup refused (%s); joining again", self.group_id, err)
+                raise _Rejoin
             raise err(f"SyncGroup {self.group_id!r}: {err.description}")
+        self._sync_refusals = 0
         self.generation_id = generation
         self.protocol = protocol
         assignment = decode_assignment(answer.assignment or b"")

@@ -291,11 +291,29 @@ async def test_exactly_once_with_a_kafka_node_killed_mid_run(
 
 
 async def test_a_replacement_instance_fences_the_zombie(target: TxnTarget) -> None:
-    """Two instances with one transactional id: the newer fences the older, output exact."""
+    """Two instances with one transactional id: the newer fences the older, output exact.
+
+    The first instance (the zombie) commits one transaction, then its next one
+    waits until the replacement exists (its producer initialised, so its epoch
+    is the newer). Without that gate the zombie could finish its partitions
+    before the replacement starts and never touch its producer again, so never
+    learn it was fenced.
+    """
     run = await _new_run(target)
     tid = target.unique("eos-shared")
     example = _example()
     fenced: list[BaseException] = []
+    replacement_ready = trio.Event()
+
+    def gate_after_first_commit(handler: Any) -> None:
+        transact = handler._transact
+
+        async def gated(session: Any, claim: Any, batch: list[Any]) -> bool:
+            if handler.committed >= 1:
+                await replacement_ready.wait()
+            return bool(await transact(session, claim, batch))
+
+        handler._transact = gated
 
     async def zombie() -> None:
         try:
@@ -306,17 +324,28 @@ async def test_a_replacement_instance_fences_the_zombie(target: TxnTarget) -> No
                 sink=run.sink,
                 transform=example.upper,
                 transactional_id=tid,
+                handler_ready=gate_after_first_commit,
                 consumer_options={"max_partition_fetch_bytes": 1},
             )
         except BaseException as exc:
             fenced.append(exc)
 
+    async def open_gate(handlers: list[Any]) -> None:
+        while not handlers:  # the replacement's producer is initialised
+            await trio.sleep(0.01)
+        replacement_ready.set()
+
     async with trio.open_nursery() as nursery, pykaf.open_client(run.bootstrap) as client:
         nursery.start_soon(zombie)
-        with trio.fail_after(30):  # let the first instance commit some work
+        with trio.fail_after(60):  # let the first instance commit some work
             while not any(c > 0 for c in await _committed(run, client)):
+                # The first instance ending before any commit is the failure to
+                # report, not the wait running out.
+                assert not fenced, f"the first instance ended before committing: {fenced!r}"
                 await trio.sleep(0.05)
-        await _run_until_done(run, {"transactional_id": tid})
+        handlers: list[Any] = []
+        nursery.start_soon(open_gate, handlers)
+        await _run_until_done(run, {"transactional_id": tid}, handlers=handlers)
         with trio.fail_after(30):
             while not fenced:
                 await trio.sleep(0.05)
