@@ -35,6 +35,10 @@ NEWEST = -1
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
+#: Seconds a topic this client asked the broker to create may stay unknown
+#: before the broker is taken not to auto-create it (Kafka creates one in far
+#: less; request_timeout caps it too).
+AUTO_CREATE_WAIT = 5.0
 
 _METADATA, _LIST_OFFSETS, _FIND_COORDINATOR = 3, 2, 10
 
@@ -207,16 +211,22 @@ class Client:
         if t is None:
             await self.refresh_metadata(topic)
             t = self.metadata.topics.get(topic)
-        # A retriable answer about an unknown topic (LEADER_NOT_AVAILABLE; with
-        # auto-creation on, Kafka's UNKNOWN_TOPIC_OR_PARTITION while it creates
-        # the topic) is asked again, up to request_timeout.
-        deadline = time.monotonic() + self.config.request_timeout
+        # A retriable answer about an unknown topic is asked again:
+        # LEADER_NOT_AVAILABLE (the topic exists, its leader is being elected)
+        # up to request_timeout; with auto-creation asked for, Kafka's
+        # UNKNOWN_TOPIC_OR_PARTITION while it creates the topic, for a shorter
+        # while: a broker that does not auto-create answers it for ever.
+        start = time.monotonic()
+        deadline = start + self.config.request_timeout
         creating = self.config.allow_auto_create_topics
+        creation_deadline = start + min(self.config.request_timeout, AUTO_CREATE_WAIT)
         while t is None and time.monotonic() < deadline:
             known = self.metadata.topic_errors.get(topic)
             if known is None or not known.retriable:
                 break
-            if known is errors.UnknownTopicOrPartitionError and not creating:
+            if known is errors.UnknownTopicOrPartitionError and (
+                not creating or time.monotonic() >= creation_deadline
+            ):
                 break
             await trio.sleep(self.config.retry_backoff)
             await self.refresh_metadata(topic)
@@ -225,7 +235,16 @@ class Client:
             known = self.metadata.topic_errors.get(topic)
             if known is not None and known is not errors.UnknownTopicOrPartitionError:
                 raise known(f"topic {topic!r}: {known.description}")
-            hint = "" if self.config.allow_auto_create_topics else " (auto-creation is off)"
+            if creating:
+                hint = (
+                    " and the broker did not create it (its auto.create.topics.enable"
+                    " is off): create it with `pykaf topics create` or Admin.create_topics"
+                )
+            else:
+                hint = (
+                    " (this client does not ask the broker to create topics:"
+                    " allow_auto_create_topics=False)"
+                )
             raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} does not exist{hint}")
         return t
 

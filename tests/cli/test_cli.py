@@ -41,9 +41,12 @@ def pykaf_command(
     return done
 
 
-@pytest.fixture(params=["kafka", "tansu", "fake"])
+@pytest.fixture(params=["kafka", "fake"])
 def cli(request: pytest.FixtureRequest) -> tuple[Any, Run]:
-    """A broker, and a function running ``python -m pykaf ARGS`` against it."""
+    """A broker, and a function running ``python -m pykaf ARGS`` against it.
+
+    Apache Kafka, and the fake cluster users' own tests run the command on.
+    """
     broker = bc.broker_from(request, request.param)
     return broker, partial(pykaf_command, bootstrap=broker.bootstrap)
 

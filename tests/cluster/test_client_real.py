@@ -54,7 +54,7 @@ async def test_metadata_leaders_and_offsets(real_broker: Any) -> None:
 async def test_unknown_topic_and_partition_errors(real_broker: Any) -> None:
     small = bc.unique("small")
     async with open_client(real_broker.bootstrap) as client:
-        with pytest.raises(errors.UnknownTopicOrPartitionError, match="auto-creation is off"):
+        with pytest.raises(errors.UnknownTopicOrPartitionError, match="allow_auto_create"):
             await client.partitions(bc.unique("no-such-topic"))
         real_broker.create(small, 1)
         await client.refresh_metadata()

@@ -65,16 +65,14 @@ class Kafka:
         return name
 
 
-@pytest.fixture(params=["tansu", "fake"])
+@pytest.fixture(params=["kafka", "fake"])
 def kafka(request: pytest.FixtureRequest, cluster: Any) -> Kafka:
-    """The session's Tansu, then the session's fake cluster (the ``pykaf`` format registered)."""
+    """The session's Apache Kafka, then the session's fake cluster (the ``pykaf`` format
+    registered)."""
     if request.param == "fake":
         return Kafka("fake", cluster.bootstrap, lambda t, n: cluster.create_topic(t, n))
-    create_topic = pytest.importorskip("broker_clients").create_topic
-
-    tansu = request.getfixturevalue("tansu")
-    conf = {"bootstrap.servers": tansu.bootstrap}
-    return Kafka("tansu", tansu.bootstrap, lambda t, n: create_topic(conf, t, n))
+    real = request.getfixturevalue("kafka_cluster")
+    return Kafka("kafka", real.bootstrap, lambda t, n: real.create_topic(t, n))
 
 
 @pytest.fixture(scope="session")

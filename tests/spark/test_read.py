@@ -97,6 +97,7 @@ def test_offset_ranges_and_splits(spark: Any, kafka: Any) -> None:
     assert pattern.count() == 200
 
 
+@pytest.mark.parametrize("kafka", ["fake"], indirect=True)  # the options, not the broker
 def test_bad_read_options_are_named(spark: Any, kafka: Any) -> None:
     topic = kafka.topic(1)
     _produce(kafka.bootstrap, topic, 0, [b"x"] * 5)

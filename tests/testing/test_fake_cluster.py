@@ -141,15 +141,33 @@ async def test_auto_creation_follows_the_request_and_the_cluster() -> None:
     for cluster_allows, expected in ((True, [0, 1, 2, 3, 4]), (False, None)):
         async with (
             open_fake_cluster(1, default_partitions=5, auto_create_topics=cluster_allows) as fake,
-            pykaf.open_client(fake.bootstrap, allow_auto_create_topics=True) as client,
+            # request_timeout caps the wait for a topic the broker never creates.
+            pykaf.open_client(
+                fake.bootstrap, allow_auto_create_topics=True, request_timeout=1.0
+            ) as client,
         ):
             # As Kafka does, the Metadata request that creates the topic answers
             # UNKNOWN_TOPIC_OR_PARTITION (tests/conformance); the client asks again.
             if expected is not None:
                 assert await client.partitions("made") == expected
             else:
-                with pytest.raises(errors.UnknownTopicOrPartitionError):
+                with pytest.raises(errors.UnknownTopicOrPartitionError, match="did not create"):
                     await client.partitions("made")
+
+
+async def test_a_topic_the_broker_never_creates_is_given_up_before_request_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pykaf._cluster import client as client_module
+
+    monkeypatch.setattr(client_module, "AUTO_CREATE_WAIT", 0.3)
+    async with (
+        open_fake_cluster(1, auto_create_topics=False) as fake,
+        pykaf.open_client(fake.bootstrap, allow_auto_create_topics=True) as client,
+    ):
+        # request_timeout (30 s) is not what ends the wait: the guard would.
+        with trio.fail_after(20), pytest.raises(errors.UnknownTopicOrPartitionError):
+            await client.partitions("never")
 
 
 # -- the server: framing, versions, handler failures ----------------------------
