@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -102,13 +102,32 @@ def check(cond: bool, name: str, value: Any, what: str) -> None:
 
 def positive(name: str, value: Any, *, allow_zero: bool = False) -> None:
     """Check a positive number (or non-negative with ``allow_zero``)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = ok and (value >= 0 if allow_zero else value > 0)
-    check(ok, name, value, "must be a non-negative number" if allow_zero else "must be > 0")
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    check(is_number, name, value, f"must be a number, not {type(value).__name__}")
+    ok = value >= 0 if allow_zero else value > 0
+    check(ok, name, value, "must be >= 0" if allow_zero else "must be > 0")
 
 
 def parse_bootstrap(servers: str | list[str] | tuple[str, ...]) -> list[tuple[str, int]]:
-    """Turn "host:port,host2:port2" (or a list) into [(host, port), ...]."""
+    """Turn "host:port,host2:port2" (or a list) into [(host, port), ...].
+
+    Raises:
+        ConfigError: not host:port strings (a confluent-kafka style dict of
+            options, for one, which pykaf takes as keywords instead).
+    """
+    if isinstance(servers, dict):
+        raise ConfigError(
+            f"bootstrap_servers={servers!r}: a dict of options; pykaf takes the servers,"
+            " then options as keywords with pykaf's names (docs/configuration.md),"
+            " e.g. Producer('host:9092', client_id='app')"
+        )
+    if not isinstance(servers, (str, list, tuple)) or not all(
+        isinstance(item, str) for item in ([servers] if isinstance(servers, str) else servers)
+    ):
+        raise ConfigError(
+            f"bootstrap_servers={servers!r}: must be 'host:port,host:port' or a list of"
+            " 'host:port' strings"
+        )
     items = servers.split(",") if isinstance(servers, str) else list(servers)
     out: list[tuple[str, int]] = []
     for raw in items:
@@ -130,6 +149,23 @@ def parse_bootstrap(servers: str | list[str] | tuple[str, ...]) -> list[tuple[st
     return out
 
 
+def bootstrap_argument(servers: Any) -> str | list[str]:
+    """A ``bootstrap_servers`` argument as the option takes it (a string, or a list).
+
+    The sync classes take any sequence of ``host:port``; a dict (a
+    confluent-kafka style configuration) is refused here, with a hint,
+    rather than read as a list of its keys.
+
+    Raises:
+        ConfigError: not ``host:port`` strings.
+    """
+    value = servers
+    if not isinstance(servers, (str, dict)) and isinstance(servers, Iterable):
+        value = list(servers)
+    parse_bootstrap(value)
+    return value  # type: ignore[no-any-return]
+
+
 TokenProvider = Callable[[], Any]
 
 
@@ -144,7 +180,11 @@ class ClientConfig(BaseConfig):
     request_timeout: float = opt(
         30.0, "Seconds to wait for a response before the connection is dropped."
     )
-    connect_timeout: float = opt(10.0, "Seconds to open a TCP (and TLS) connection.")
+    connect_timeout: float = opt(
+        10.0,
+        "Seconds to open a TCP (and TLS) connection and agree on API versions; until a "
+        "broker first answers, also how long an unreachable cluster is retried.",
+    )
     max_in_flight_per_connection: int = opt(
         5, "Requests pipelined on one broker connection before a sender waits."
     )

@@ -50,6 +50,23 @@ def test_invalid_values_are_config_errors(kwargs: dict[str, object]) -> None:
         ClientConfig.from_kwargs(**kwargs)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        # a confluent-kafka style dict as the bootstrap (pykaf.sync.Producer({...}))
+        ({"bootstrap_servers": {"bootstrap.servers": "h:9092"}}, "takes options as keywords"),
+        ({"bootstrap_servers": 9092}, "must be 'host:port"),
+        ({"bootstrap_servers": ["h:1", 2]}, "must be 'host:port"),
+        # a string where a number belongs is a type error, not a range one
+        ({"request_timeout": "abc"}, "must be a number, not str"),
+        ({"retry_backoff": -1}, "must be >= 0"),
+    ],
+)
+def test_config_errors_say_what_is_wrong(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ClientConfig.from_kwargs(**kwargs)
+
+
 def test_bootstrap_parsing() -> None:
     assert parse_bootstrap("a:1, b:2,SSL://c:3") == [("a", 1), ("b", 2), ("c", 3)]
     assert parse_bootstrap(["[::1]:9093", "host"]) == [("::1", 9093), ("host", 9092)]

@@ -164,7 +164,13 @@ class Client:
         full = not topics or (
             self.config.metadata_full and not self.config.allow_auto_create_topics
         )
-        deadline = time.monotonic() + self.config.request_timeout
+        # Until some broker answered once (bootstrap), an unreachable cluster
+        # is given connect_timeout, not request_timeout: a wrong address is
+        # reported in seconds. Later, brokers restarting get request_timeout.
+        wait = self.config.request_timeout
+        if not self.metadata.updates:
+            wait = min(wait, self.config.connect_timeout)
+        deadline = time.monotonic() + wait
         last: Exception | None = None
         while True:
             try:
@@ -185,6 +191,8 @@ class Client:
                     log.debug("metadata for %r: %s", name, err.name)
                 return
             except (errors.KafkaConnectionError, errors.ProtocolError) as exc:
+                if last is None:  # at once, not only after the wait: the cause
+                    log.warning("%s; retrying for up to %gs", exc, wait)
                 last = exc
             if time.monotonic() >= deadline:
                 raise errors.KafkaConnectionError(f"metadata refresh failed: {last}")

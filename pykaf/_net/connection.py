@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+import sys
 import time
 from typing import Any
 
@@ -29,20 +30,35 @@ from pykaf.errors import (
 )
 from pykaf.protocol.connection import API_VERSIONS_KEY, BrokerVersions, Connection
 
+if sys.version_info < (3, 11):  # pragma: no cover - trio installs the backport there
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found]
+
 log = logging.getLogger("pykaf.net")
 
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError)
 
 
 def describe(exc: BaseException) -> str:
-    """A useful message for an I/O error (trio's wrappers often have none)."""
+    """A useful message for an I/O error (trio's wrappers often have none).
+
+    It follows the causes, and into exception groups: trio's
+    ``open_tcp_stream`` raises "all attempts to connect ... failed" from a
+    group holding each address's error (``Connection refused``), which is
+    what a user needs to read.
+    """
     parts: list[str] = []
-    while exc is not None and len(parts) < 3:
-        text = str(exc)
-        if text:
+    first = exc
+    current: BaseException | None = exc
+    while current is not None and len(parts) < 4:
+        if isinstance(current, BaseExceptionGroup):
+            causes = list(dict.fromkeys(describe(e) for e in current.exceptions))
+            parts.append("; ".join(causes))
+            break
+        text = str(current)
+        if text and (not parts or text not in parts[-1]):
             parts.append(text)
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return ": ".join(parts) or type(exc).__name__
+        current = current.__cause__ or current.__context__
+    return ": ".join(parts) or type(first).__name__
 
 
 def _fresh(error: BaseException) -> BaseException:
@@ -199,11 +215,21 @@ class BrokerConnection:
     async def _negotiate_versions(self) -> None:
         req_cls = P.REQUESTS[API_VERSIONS_KEY]
         version = req_cls.MAX_VERSION
+        # Part of connecting: a port that is not Kafka's (an HTTP server, a TLS
+        # listener spoken to in plaintext) never answers; connect_timeout says
+        # so in seconds, not request_timeout.
+        wait = min(self.config.request_timeout, self.config.connect_timeout)
         for _ in range(3):
             slot = await self._send(
                 self._proto.api_versions_request(), version, expect_response=True
             )
-            resp = await self._wait(slot, self.config.request_timeout)
+            try:
+                resp = await self._wait(slot, wait)
+            except KafkaTimeoutError:
+                raise KafkaTimeoutError(
+                    f"{self}: no answer to ApiVersions within {wait:g}s (connect_timeout):"
+                    " is this a Kafka listener, and one of the client's security_protocol?"
+                ) from None
             if self._proto.handle_api_versions(resp) is not None:
                 return
             version = self._proto.retry_api_versions_version

@@ -22,6 +22,7 @@ from pykaf._admin.results import (
     TopicDescription,
     TopicPartition,
 )
+from pykaf._config import bootstrap_argument
 from pykaf._portal import get_portal
 from pykaf.errors import ClosedError
 
@@ -50,9 +51,7 @@ class Admin:
     """
 
     def __init__(self, bootstrap_servers: str | Sequence[str], **config: Any) -> None:
-        servers = (
-            bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
-        )
+        servers = bootstrap_argument(bootstrap_servers)
         self._portal = get_portal()
         self._admin, self._handle = self._portal.start_context(
             partial(open_admin, servers, **config)

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import trio
 
 from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf._config import bootstrap_argument
 from pykaf._consumer.consumer import Consumer as AsyncConsumer
 from pykaf._consumer.consumer import ConsumerStatistics, open_consumer
 from pykaf._consumer.partition import PartitionConsumer
@@ -228,10 +229,6 @@ def _parse_assignment(partitions: Iterable[Any]) -> list[tuple[str, int, int | N
         offset = _check_offset(entry[2]) if len(entry) == 3 else None
         wanted.append((topic, partition, offset))
     return wanted
-
-
-def _servers(bootstrap_servers: str | Sequence[str]) -> str | list[str]:
-    return bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
 
 
 class _Reader:
@@ -652,7 +649,7 @@ class Consumer(_Reader):
     def __init__(self, bootstrap_servers: str | Sequence[str], **config: Any) -> None:
         super().__init__()
         loop, handle = self._portal.start_context(
-            partial(_open_loop_consumer, _servers(bootstrap_servers), config, self._inbox)
+            partial(_open_loop_consumer, bootstrap_argument(bootstrap_servers), config, self._inbox)
         )
         self._loop: _LoopConsumer = loop
         self._handle = handle
@@ -909,7 +906,7 @@ class ConsumerGroup(_Reader):
         loop, handle = self._portal.start_context(
             partial(
                 _open_loop_group,
-                _servers(bootstrap_servers),
+                bootstrap_argument(bootstrap_servers),
                 group_id,
                 topic_list,
                 config,

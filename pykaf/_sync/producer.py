@@ -13,6 +13,7 @@ from typing import Any
 
 import trio
 
+from pykaf._config import bootstrap_argument
 from pykaf._portal import ContextHandle, Portal, get_portal, wait_future
 from pykaf._producer.producer import Producer as AsyncProducer
 from pykaf._producer.producer import open_producer
@@ -350,9 +351,7 @@ class Producer:
 
     def __init__(self, bootstrap_servers: str | Sequence[str], **config: Any) -> None:
         self._portal = get_portal()
-        servers = (
-            bootstrap_servers if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
-        )
+        servers = bootstrap_argument(bootstrap_servers)
         producer, handle = self._portal.start_context(partial(open_producer, servers, **config))
         self._producer: AsyncProducer = producer
         self._handle: ContextHandle[AsyncProducer] = handle

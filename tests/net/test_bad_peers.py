@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import struct
+import sys
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -12,6 +14,9 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
+
+if sys.version_info < (3, 11):  # pragma: no cover - trio installs the backport there
+    from exceptiongroup import BaseExceptionGroup
 
 Handler = Callable[[trio.SocketStream], Awaitable[None]]
 
@@ -186,8 +191,48 @@ async def test_connect_timeout() -> None:
         mute_port = await serve(mute, nursery)
         with trio.fail_after(5), pytest.raises(errors.KafkaTimeoutError):
             await open_conn(mute_port, nursery, request_timeout=0.3)
+        # connect_timeout bounds the ApiVersions exchange too, whatever
+        # request_timeout says: a port that is not Kafka's is named in seconds.
+        with trio.fail_after(20), pytest.raises(errors.KafkaTimeoutError, match="ApiVersions"):
+            await open_conn(mute_port, nursery, request_timeout=60.0, connect_timeout=0.3)
         assert port
         nursery.cancel_scope.cancel()
+
+
+async def test_an_unreachable_bootstrap_names_the_cause_within_connect_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from pykaf._cluster.client import open_client
+
+    # A closed port: the kernel refuses at once. request_timeout (60 s) is not
+    # the wait: until a broker first answered, connect_timeout is.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    with trio.fail_after(30), pytest.raises(errors.KafkaConnectionError) as info:
+        async with open_client(
+            f"127.0.0.1:{closed}", request_timeout=60.0, connect_timeout=0.5
+        ) as client:
+            await client.topics()
+    assert "Connection refused" in str(info.value)
+    # and the first failure is logged at once, with its cause
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings and "Connection refused" in warnings[0].getMessage()
+
+
+def test_describe_reads_into_exception_groups() -> None:
+    from pykaf._net.connection import describe
+
+    refused = ConnectionRefusedError(111, "Connection refused")
+    try:
+        try:
+            raise BaseExceptionGroup("attempts", [refused, OSError("unreachable")])
+        except BaseExceptionGroup as group:
+            raise OSError("all attempts to connect failed") from group
+    except OSError as exc:
+        text = describe(exc)
+    assert text.startswith("all attempts to connect failed: ")
+    assert "Connection refused" in text and "unreachable" in text
 
 
 async def test_closing_the_client_with_requests_stuck_does_not_hang() -> None:

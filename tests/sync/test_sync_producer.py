@@ -465,3 +465,13 @@ def test_send_many_takes_arrow_strings(real_broker: Any, producer_factory: Any) 
     assert producer.send_many(topic, pa.array(["x", None, "zé"]), timeout=T) == 3
     values = [m.value() for m in consume(real_broker.bootstrap, topic, [0], 3)]
     assert values == [b"x", None, "zé".encode()]
+
+
+@pytest.mark.parametrize("name", ["Producer", "Consumer", "ConsumerGroup", "Admin"])
+def test_a_confluent_style_dict_is_refused_at_once(name: str) -> None:
+    # pykaf.sync.Producer({"bootstrap.servers": ...}) used to be read as the
+    # host "bootstrap.servers" and fail 30 s later resolving it.
+    cls = getattr(pykaf.sync, name)
+    args: tuple[object, ...] = ("group", ["topic"]) if name == "ConsumerGroup" else ()
+    with pytest.raises(pykaf.errors.ConfigError, match="options as keywords"):
+        cls({"bootstrap.servers": "localhost:9092"}, *args)
