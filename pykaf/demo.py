@@ -856,9 +856,9 @@ def _codec_main(args: argparse.Namespace) -> int:
 _COMMANDS = ("broker", "codec")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str = "python -m pykaf.demo") -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m pykaf.demo",
+        prog=prog,
         description="pykaf's demo. Without a subcommand: 'broker'.",
     )
     sub = ap.add_subparsers(dest="command", metavar="{broker,codec}")
@@ -894,12 +894,15 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry: ``python -m pykaf.demo [broker|codec] [options]``."""
+def main(argv: list[str] | None = None, prog: str = "python -m pykaf.demo") -> int:
+    """Command-line entry: ``python -m pykaf.demo [broker|codec] [options]``.
+
+    ``prog`` is the name its help shows (``pykaf demo`` from the CLI).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in _COMMANDS and argv[0] not in ("-h", "--help")):
         argv.insert(0, "broker")
-    args = _parser().parse_args(argv)
+    args = _parser(prog).parse_args(argv)
     try:
         if args.command == "codec":
             return _codec_main(args)

@@ -19,17 +19,27 @@ import argparse
 import os
 import sys
 
+if sys.version_info < (3, 11):  # pragma: no cover - trio installs the backport there
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found]
+
 from pykaf import errors
 from pykaf.cli._acls import add_acls
-from pykaf.cli._common import CliError
+from pykaf.cli._common import CliError, add_global_connection, merge_global_connection
 from pykaf.cli._console import add_consume, add_produce
 from pykaf.cli._manage import add_groups, add_topics
 from pykaf.cli._perf import add_perf
 
 
 def parser() -> argparse.ArgumentParser:
-    """The whole command line."""
+    """The whole command line.
+
+    ``-b`` and ``-X`` go before the command (as kcat users type them) or after it.
+    """
+    from pykaf import __version__
+
     ap = argparse.ArgumentParser(prog="pykaf", description="pykaf's command-line tools.")
+    ap.add_argument("--version", action="version", version=f"pykaf {__version__}")
+    add_global_connection(ap)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_produce(sub)
     add_consume(sub)
@@ -49,12 +59,21 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["demo"]:
         from pykaf.demo import main as demo_main
 
-        return demo_main(argv[1:])
+        return demo_main(argv[1:], prog="pykaf demo")
     ap = parser()
+    if not argv:  # a bare ``pykaf``: what it can do, not a usage error
+        ap.print_help()
+        return 0
     args = ap.parse_args(argv)
+    merge_global_connection(args)
     try:
-        status: int = args.run(args)
-        return status
+        try:
+            status: int = args.run(args)
+            return status
+        except BaseExceptionGroup as group:
+            # trio's nurseries wrap what a command raises: show the error
+            # inside, never the group's traceback.
+            raise first_leaf(group) from None
     except CliError as exc:
         ap.error(str(exc))
     except BrokenPipeError:
@@ -69,4 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     return 2  # unreachable: ap.error exits
 
 
-__all__ = ["main", "parser"]
+def first_leaf(group: BaseExceptionGroup) -> BaseException:
+    """The exception a group stands for: the first one that is not a group itself.
+
+    An interruption (Ctrl-C) wins over the errors it caused elsewhere.
+    """
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            stack[:0] = list(exc.exceptions)
+        else:
+            leaves.append(exc)
+    for leaf in leaves:
+        if isinstance(leaf, KeyboardInterrupt):
+            return leaf
+    return leaves[0]
+
+
+__all__ = ["first_leaf", "main", "parser"]

@@ -16,23 +16,50 @@ class CliError(Exception):
     """A usage problem found after parsing (printed, exit status 2)."""
 
 
-def add_connection(parser: argparse.ArgumentParser) -> None:
-    """``-b`` and ``-X``, which every subcommand that talks to a cluster takes."""
+def add_connection(parser: argparse.ArgumentParser, *, prefix: str = "") -> None:
+    """``-b`` and ``-X``, which every subcommand that talks to a cluster takes.
+
+    ``prefix`` names their destinations apart: the top-level parser's copies
+    (``pykaf -b HOST produce``) would otherwise be overwritten by the
+    subcommand's defaults. :func:`merge_global_connection` joins the two.
+    """
     parser.add_argument(
         "-b",
         "--bootstrap-servers",
-        default=os.environ.get("PYKAF_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP),
+        dest=f"{prefix}bootstrap_servers",
+        default=None,
         metavar="HOST:PORT[,...]",
         help="brokers to start from (default: $PYKAF_BOOTSTRAP_SERVERS or localhost:9092)",
     )
     parser.add_argument(
         "-X",
-        dest="settings",
+        dest=f"{prefix}settings",
         action="append",
         default=[],
         metavar="NAME=VALUE",
         help="a pykaf option, e.g. -X request_timeout=5 -X sasl_mechanism=PLAIN (repeatable)",
     )
+
+
+def add_global_connection(parser: argparse.ArgumentParser) -> None:
+    """``-b`` and ``-X`` before the command: ``pykaf -b HOST:PORT consume ...``."""
+    add_connection(parser, prefix="global_")
+
+
+def merge_global_connection(args: argparse.Namespace) -> None:
+    """One ``bootstrap_servers`` and ``settings`` from both places and the environment.
+
+    The command's own ``-b`` wins over one given before it; ``-X`` settings
+    add up, the command's last.
+    """
+    own = getattr(args, "bootstrap_servers", None)
+    args.bootstrap_servers = (
+        own
+        or args.global_bootstrap_servers
+        or os.environ.get("PYKAF_BOOTSTRAP_SERVERS")
+        or DEFAULT_BOOTSTRAP
+    )
+    args.settings = [*args.global_settings, *getattr(args, "settings", [])]
 
 
 def parse_value(text: str) -> Any:
@@ -73,6 +100,11 @@ def client_settings(args: argparse.Namespace) -> dict[str, Any]:
     from pykaf._config import ClientConfig
 
     return {k: v for k, v in settings(args).items() if k in ClientConfig.__dataclass_fields__}
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 record``, ``2 records``."""
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
 
 
 def print_json(value: Any) -> None:

@@ -19,10 +19,13 @@ from pykaf.cli._common import (
     client_settings,
     pairs,
     partitions_arg,
+    plural,
     producer_options,
     settings,
 )
 
+#: Seconds between looks at the positions with -e.
+END_CHECK = 0.2
 #: Lines gathered before they go to the producer's bulk path as one batch.
 CHUNK = 10_000
 
@@ -95,7 +98,7 @@ def run_produce(args: argparse.Namespace) -> int:
                 sent += flush_chunk()
         sent += flush_chunk()
     seconds = time.monotonic() - started
-    print(f"produced {sent} records to {args.topic} in {seconds:.2f} s", file=sys.stderr)
+    print(f"produced {plural(sent, 'record')} to {args.topic} in {seconds:.2f} s", file=sys.stderr)
     return 0
 
 
@@ -126,6 +129,12 @@ def add_consume(sub: Any) -> None:
     c.add_argument("-n", "--max-messages", type=int, help="stop after this many records")
     c.add_argument(
         "-t", "--timeout", type=float, help="stop when no record came for this many seconds"
+    )
+    c.add_argument(
+        "-e",
+        "--exit-at-end",
+        action="store_true",
+        help="stop once every partition was read to its end as it was at the start (kcat -e)",
     )
     c.add_argument(
         "--format",
@@ -210,9 +219,12 @@ def run_consume(args: argparse.Namespace) -> int:
     out = sys.stdout.buffer
     count = 0
     limit = args.max_messages
+    ends: dict[tuple[str, int], int] = {}
     if args.group is not None:
         if args.from_time is not None or start >= 0:
             raise CliError("with --group, --from is beginning or end (where nothing is committed)")
+        if args.exit_at_end:
+            raise CliError("-e reads assigned partitions: use it without --group")
         options.setdefault("auto_offset_reset", "earliest" if start == OLDEST else "latest")
         reader: Any = pykaf.sync.ConsumerGroup(
             args.bootstrap_servers, args.group, [args.topic], **options
@@ -220,24 +232,53 @@ def run_consume(args: argparse.Namespace) -> int:
     else:
         level = options.get("isolation_level", "read_committed")
         assignment = _assignment(args, start, level)
+        if args.exit_at_end:
+            ends = _ends(args, [p for _, p, _ in assignment], level)
         reader = pykaf.sync.Consumer(args.bootstrap_servers, **options)
         reader.assign(assignment)
+    interrupted = False
+
+    def at_end() -> bool:
+        return all(reader.position(t, p) >= end for (t, p), end in ends.items())
+
+    # With -e, poll wakes up often to look at the positions (transaction
+    # markers move them with no record to show); -t still ends an idle wait.
+    wait = min(args.timeout or END_CHECK, END_CHECK) if ends else args.timeout
+    idle_since = time.monotonic()
     try:
         while limit is None or count < limit:
-            record = reader.poll(timeout=args.timeout)
-            if record is None:
+            if ends and at_end():
                 break
+            record = reader.poll(timeout=wait)
+            if record is None:
+                idle = time.monotonic() - idle_since
+                if ends and (args.timeout is None or idle < args.timeout):
+                    continue
+                break
+            idle_since = time.monotonic()
             _write(out, record, args.format)
             count += 1
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         try:
             out.flush()  # (BrokenPipeError when the reader of stdout went away)
         finally:
             reader.close()
-    print(f"consumed {count} records", file=sys.stderr)
-    return 0
+    print(f"consumed {plural(count, 'record')}", file=sys.stderr)
+    return 130 if interrupted else 0
+
+
+def _ends(
+    args: argparse.Namespace, partitions: list[int], level: str
+) -> dict[tuple[str, int], int]:
+    """Each partition's end now (its last stable offset with read_committed): where -e stops."""
+    import pykaf.sync
+
+    with pykaf.sync.Admin(args.bootstrap_servers, **client_settings(args)) as admin:
+        return admin.list_offsets(
+            {(args.topic, p): NEWEST for p in partitions}, isolation_level=level
+        )
 
 
 def _assignment(args: argparse.Namespace, start: int, level: str) -> list[tuple[str, int, int]]:

@@ -163,9 +163,19 @@ def run_groups(args: argparse.Namespace) -> int:
             if args.json:
                 print_json([dataclasses.asdict(x) for x in lags])
             else:
+                # No commit yet: "-", not Kafka's -1 (the lag counts from the log start).
                 print_table(
                     ["topic", "partition", "committed", "end", "lag"],
-                    [(x.topic, x.partition, x.committed, x.end, x.lag) for x in lags],
+                    [
+                        (
+                            x.topic,
+                            x.partition,
+                            "-" if x.committed < 0 else x.committed,
+                            x.end,
+                            x.lag,
+                        )
+                        for x in lags
+                    ],
                 )
                 print(f"total lag {sum(x.lag for x in lags)}")
         elif args.action == "delete":
@@ -179,9 +189,15 @@ def run_groups(args: argparse.Namespace) -> int:
                 which = OLDEST if args.to_earliest else NEWEST
                 offsets = admin.list_offsets({(args.topic, p): which for p in parts})
             admin.alter_group_offsets(args.group, offsets)
-            _done(
-                args, {"group": args.group, "offsets": {str(p): o for (_, p), o in offsets.items()}}
-            )
+            if args.json:
+                print_json(
+                    {"group": args.group, "offsets": {str(p): o for (_, p), o in offsets.items()}}
+                )
+            else:
+                print(f"group {args.group}: offsets of {args.topic} set")
+                print_table(
+                    ["partition", "offset"], [(p, o) for (_, p), o in sorted(offsets.items())]
+                )
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 
 import pykaf
+import pykaf.sync
 
 bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
 
@@ -129,6 +131,60 @@ def test_groups_commands(cli: tuple[Any, Run]) -> None:
     assert group not in run("groups", "list").stdout
 
 
+def test_consume_to_the_end_errors_and_ctrl_c(cli: tuple[Any, Run]) -> None:
+    broker, run = cli
+    topic = unique("cli-end")
+    run("topics", "create", topic, "-p", "2")
+    run("produce", topic, "-p", "0", stdin="".join(f"{i}\n" for i in range(7)))
+    run("produce", topic, "-p", "1", stdin="one\n")
+    # -e: every partition read to its end, then exit 0 (no -t, no -n)
+    done = run("consume", topic, "--from", "beginning", "-e")
+    assert sorted(done.stdout.splitlines()) == sorted([str(i) for i in range(7)] + ["one"])
+    assert "consumed 8 records" in done.stderr
+    single = run("consume", topic, "-p", "1", "--from", "beginning", "-e")
+    assert single.stdout == "one\n" and "consumed 1 record\n" in single.stderr
+    # an error inside trio's nurseries: one line, no exception group's traceback
+    missing = run("consume", topic, "-p", "7", check=False)
+    assert missing.returncode == 1, missing.stderr
+    assert "ExceptionGroup" not in missing.stderr and "Traceback" not in missing.stderr
+    assert missing.stderr.count("\n") == 1 and "pykaf: " in missing.stderr
+    # Ctrl-C: the count so far, and 130 (as the docs say)
+    env = {**os.environ, "PYKAF_BOOTSTRAP_SERVERS": broker.bootstrap}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pykaf", "consume", topic, "--from", "beginning"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline()  # consuming: the first record is out
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "consumed" in err and "Traceback" not in err
+
+
+def test_group_lag_without_a_commit_and_reset_offsets_output(cli: tuple[Any, Run]) -> None:
+    broker, run = cli
+    topic, group = unique("cli-lag"), unique("cli-g")
+    run("topics", "create", topic, "-p", "2")
+    run("produce", topic, "-p", "0", stdin="a\nb\n")
+    with pykaf.sync.Admin(broker.bootstrap) as admin:
+        admin.alter_group_offsets(group, {(topic, 0): 1})  # partition 1: no commit
+    rows = [line.split() for line in run("groups", "lag", group).stdout.splitlines()]
+    assert rows[0] == ["topic", "partition", "committed", "end", "lag"]
+    assert rows[1] == [topic, "0", "1", "2", "1"]
+    assert rows[2][:3] == [topic, "1", "-"]
+    reset = run("groups", "reset-offsets", group, "--topic", topic, "--to-offset", "0").stdout
+    lines = reset.splitlines()
+    assert lines[0] == f"group {group}: offsets of {topic} set"
+    assert [line.split() for line in lines[1:]] == [["partition", "offset"], ["0", "0"], ["1", "0"]]
+
+
 @pytest.fixture(params=["kafka", "fake"])
 def kafka_or_fake(request: pytest.FixtureRequest) -> Any:
     """Apache Kafka, then a fresh fake cluster: for what Tansu lacks."""
@@ -153,7 +209,6 @@ def test_consume_from_a_time(kafka_or_fake: Any) -> None:
 def test_usage_errors_exit_2() -> None:
     run = partial(pykaf_command, check=False)
     for args, message in [
-        ((), "required"),
         (("consume",), "topic"),
         (("consume", "t", "--from", "soon"), "--from must be beginning, end or an offset"),
         (("topics", "create", "t", "-c", "novalue"), "--config must look like NAME=VALUE"),
@@ -162,8 +217,30 @@ def test_usage_errors_exit_2() -> None:
         done = run(*args)
         assert done.returncode == 2, (args, done.stderr)
         assert message in done.stderr, (args, done.stderr)
-    unreachable = run("topics", "list", "-b", "127.0.0.1:1", "-X", "request_timeout=1")
+    unreachable = run("topics", "list", "-b", "127.0.0.1:1", "-X", "connect_timeout=1")
     assert unreachable.returncode == 1 and "pykaf: " in unreachable.stderr
+    assert "Connection refused" in unreachable.stderr
+    typed = run("topics", "list", "-X", "request_timeout=abc")
+    assert typed.returncode == 1 and "must be a number, not str" in typed.stderr
+
+
+def test_help_version_and_options_before_the_command() -> None:
+    run = partial(pykaf_command, check=False)
+    bare = run()  # what it can do, not a usage error
+    assert bare.returncode == 0 and "COMMAND" in bare.stdout and "consume" in bare.stdout
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"pykaf {pykaf.__version__}"
+    demo = run("demo", "-h")
+    assert demo.returncode == 0 and demo.stdout.startswith("usage: pykaf demo")
+    # -b and -X before the command (kcat's order), and after it: the command's -b wins
+    early = run("-b", "127.0.0.1:1", "-X", "connect_timeout=1", "topics", "list")
+    assert early.returncode == 1 and "127.0.0.1:1" in early.stderr
+    both = run(
+        "-b", "127.0.0.1:1", "topics", "list", "-b", "127.0.0.1:2", "-X", "connect_timeout=1"
+    )
+    assert (
+        both.returncode == 1 and "127.0.0.1:2" in both.stderr and "127.0.0.1:1" not in both.stderr
+    )
 
 
 def test_a_closed_pipe_ends_consume_quietly(fake_cluster: Any) -> None:
