@@ -60,10 +60,13 @@ _OFFSET_FETCH = P.OffsetFetchRequest.API_KEY
 _OFFSET_COMMIT = P.OffsetCommitRequest.API_KEY
 _OFFSET_DELETE = P.OffsetDeleteRequest.API_KEY
 _DELETE_RECORDS = P.DeleteRecordsRequest.API_KEY
-# Group APIs: the last versions before the flexible encoding, which
-# librdkafka's mock cluster mis-parses (as the consumer group does). OffsetFetch
-# is not capped: its v8+ groups form is the one Tansu answers right for "all".
-_MAX_VERSIONS = {_OFFSET_COMMIT: 8, _DESCRIBE_GROUPS: 4, _LIST_GROUPS: 2}
+# librdkafka's mock cluster only (it names its cluster "mockCluster..."): the
+# last group API versions before the flexible encoding, which it mis-parses.
+# Other brokers get what ApiVersions offers (ListGroups v4+ carries the
+# group's state). OffsetFetch is not capped: its v8+ groups form is the one
+# Tansu answers right for "all".
+_MOCK_MAX_VERSIONS = {_OFFSET_COMMIT: 8, _DESCRIBE_GROUPS: 4, _LIST_GROUPS: 2}
+_MOCK_CLUSTER_ID = "mockCluster"
 _TOPIC, _BROKER = 2, 4  # DescribeConfigs resource types
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 
@@ -137,7 +140,10 @@ class Admin:
     async def _send(self, conn: BrokerConnection, request: Any) -> Any:
         api_key = type(request).API_KEY
         version = conn.version_for(api_key)
-        version = min(version, _MAX_VERSIONS.get(api_key, version))
+        if not self.client.metadata.updates:  # the cluster id is in the metadata
+            await self.client.refresh_metadata()
+        if (self.client.metadata.cluster_id or "").startswith(_MOCK_CLUSTER_ID):
+            version = min(version, _MOCK_MAX_VERSIONS.get(api_key, version))
         return await conn.request(request, version)
 
     async def _to_controller(self, request: Any) -> Any:
