@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from typing import Any
@@ -36,17 +37,22 @@ def add_perf(sub: Any) -> None:
     """The ``perf`` subcommand and its two tests."""
     perf = sub.add_parser("perf", help="producer and consumer performance tests")
     tests = perf.add_subparsers(dest="test", required=True, metavar="TEST")
-    p = tests.add_parser("produce", help="send records as fast as possible (or at --rate)")
+    shown = argparse.ArgumentDefaultsHelpFormatter  # -h shows each default
+    p = tests.add_parser(
+        "produce", help="send records as fast as possible (or at --rate)", formatter_class=shown
+    )
     p.add_argument("topic")
-    p.add_argument("-n", "--records", type=int, default=1_000_000)
-    p.add_argument("-s", "--size", type=int, default=100, help="value bytes (default 100)")
+    p.add_argument("-n", "--records", type=int, default=1_000_000, help="records to send")
+    p.add_argument("-s", "--size", type=int, default=100, help="value bytes")
     p.add_argument("--chunk", type=int, default=1000, help="records per send_batch call")
     p.add_argument("--rate", type=float, help="records per second at most")
     add_producer_options(p)
-    c = tests.add_parser("consume", help="read a topic from the start")
+    c = tests.add_parser("consume", help="read a topic from the start", formatter_class=shown)
     c.add_argument("topic")
-    c.add_argument("-n", "--records", type=int, default=1_000_000)
-    c.add_argument("-t", "--timeout", type=float, default=30.0, help="give up after idle seconds")
+    c.add_argument("-n", "--records", type=int, default=1_000_000, help="records to read")
+    c.add_argument(
+        "-t", "--timeout", type=float, default=30.0, help="give up after this many idle seconds"
+    )
     for parser in (p, c):
         add_connection(parser)
         parser.add_argument("--json", action="store_true", help="the summary as JSON on stdout")
@@ -66,20 +72,30 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 class _Progress:
-    """A line on stderr each second (only on a terminal)."""
+    """A line on stderr each second (only on a terminal), data or not.
+
+    The test moves ``done`` and ``value_bytes``; :meth:`tick` (a task)
+    prints them each second, so the line goes on while nothing arrives.
+    """
 
     def __init__(self, what: str, total: int) -> None:
         self.what = what
         self.total = total
         self.live = sys.stderr.isatty()
         self.started = time.monotonic()
-        self.last = self.started
+        self.done = 0
+        self.value_bytes = 0
 
-    def update(self, done: int, value_bytes: int) -> None:
+    async def tick(self) -> None:
+        """Print the line each second until cancelled."""
+        while self.live:
+            await trio.sleep(1.0)
+            self.show()
+
+    def show(self) -> None:
+        """The line, now."""
         now = time.monotonic()
-        if not self.live or now - self.last < 1.0:
-            return
-        self.last = now
+        done, value_bytes = self.done, self.value_bytes
         rate = done / max(now - self.started, 1e-9)
         print(
             f"\r{self.what}: {done:,}/{self.total:,} records, {rate:,.0f} rec/s, "
@@ -110,25 +126,39 @@ async def perf_produce(bootstrap: str, args: argparse.Namespace) -> dict[str, An
         nonlocal acknowledged
         done = await delivery.wait()  # (not "+= await": that reads the total before waiting)
         acknowledged += done
+        progress.done, progress.value_bytes = acknowledged, acknowledged * args.size
         latencies.append((trio.current_time() - started) * 1000)
 
+    interrupted = False
     async with pykaf.open_producer(bootstrap, **options) as producer:
         started = trio.current_time()
         sent = 0
-        async with trio.open_nursery() as nursery:
-            while sent < args.records:
-                n = min(args.chunk, args.records - sent)
-                if args.rate:
-                    await trio.sleep_until(started + sent / args.rate)
-                t0 = trio.current_time()
-                delivery = await producer.send_batch(args.topic, [value] * n)
-                nursery.start_soon(settle, t0, delivery)  # a task per chunk, not per record
-                sent += n
-                progress.update(acknowledged, acknowledged * args.size)
+        async with trio.open_nursery() as outer:
+            outer.start_soon(progress.tick)
+            with trio.CancelScope() as sending:
+                outer.start_soon(_on_ctrl_c, sending)
+                async with trio.open_nursery() as nursery:
+                    while sent < args.records:
+                        n = min(args.chunk, args.records - sent)
+                        if args.rate:
+                            await trio.sleep_until(started + sent / args.rate)
+                        t0 = trio.current_time()
+                        delivery = await producer.send_batch(args.topic, [value] * n)
+                        nursery.start_soon(settle, t0, delivery)  # a task per chunk
+                        sent += n
+            # Ctrl-C stops the sending; what was handed over is still awaited
+            # (the producer's close flushes it), and the summary counts it.
+            interrupted = sending.cancelled_caught
+            if interrupted:
+                await producer.flush()
+            outer.cancel_scope.cancel()
         seconds = trio.current_time() - started
         stats = producer.statistics()
+        if interrupted:  # the settle tasks were cancelled with the sending
+            acknowledged = stats.records_acked
     progress.end()
     return {
+        "interrupted": interrupted,
         "test": "produce",
         "topic": args.topic,
         "records": acknowledged,
@@ -154,7 +184,7 @@ async def perf_consume(bootstrap: str, args: argparse.Namespace) -> dict[str, An
     async with pykaf.open_consumer(bootstrap, **settings(args)) as consumer:
         partitions = await consumer.partitions(args.topic)
         send, receive = trio.open_memory_channel[list[Any]](len(partitions) * 2)
-        started = trio.current_time()
+        started = last = trio.current_time()
 
         async def read(partition: int) -> None:
             pc = await consumer.consume_partition(args.topic, partition, OLDEST)
@@ -162,23 +192,29 @@ async def perf_consume(bootstrap: str, args: argparse.Namespace) -> dict[str, An
                 await send.send(await pc.next_batch())
 
         async with trio.open_nursery() as nursery:
-            for partition in partitions:
-                nursery.start_soon(read, partition)
-            while count < args.records:
-                with trio.move_on_after(args.timeout) as idle:
-                    records = await receive.receive()
-                if idle.cancelled_caught:
-                    break
-                now_ms = time.time() * 1000
-                batches += 1
-                ages.append(max(0.0, now_ms - records[0].timestamp))
-                count += len(records)
-                value_bytes += sum(len(r.value or b"") for r in records)
-                progress.update(count, value_bytes)
+            nursery.start_soon(progress.tick)
+            with trio.CancelScope() as reading:
+                nursery.start_soon(_on_ctrl_c, reading)
+                for partition in partitions:
+                    nursery.start_soon(read, partition)
+                while count < args.records:
+                    with trio.move_on_after(args.timeout) as idle:
+                        records = await receive.receive()
+                    if idle.cancelled_caught:
+                        break
+                    last = trio.current_time()
+                    now_ms = time.time() * 1000
+                    batches += 1
+                    ages.append(max(0.0, now_ms - records[0].timestamp))
+                    count += len(records)
+                    value_bytes += sum(len(r.value or b"") for r in records)
+                    progress.done, progress.value_bytes = count, value_bytes
             nursery.cancel_scope.cancel()
-        seconds = trio.current_time() - started
+        # Up to the last batch: the idle wait that ended the test is no reading.
+        seconds = last - started
     progress.end()
     return {
+        "interrupted": reading.cancelled_caught,
         "test": "consume",
         "topic": args.topic,
         "records": count,
@@ -191,8 +227,19 @@ async def perf_consume(bootstrap: str, args: argparse.Namespace) -> dict[str, An
     }
 
 
+async def _on_ctrl_c(scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` at the first Ctrl-C (SIGINT): the test ends with a summary."""
+    with trio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
 def run_perf(args: argparse.Namespace) -> int:
-    """Run one test; print its summary; exit 1 if records failed or were missing."""
+    """Run one test; print its summary; exit 1 if records failed or were missing.
+
+    Ctrl-C ends the test early: the summary of what was done, exit 130.
+    """
     test = perf_produce if args.test == "produce" else perf_consume
     summary = trio.run(test, args.bootstrap_servers, args)
     if args.json:
@@ -220,6 +267,9 @@ def run_perf(args: argparse.Namespace) -> int:
                 ]
             ],
         )
+    if summary["interrupted"]:
+        print(f"pykaf perf: interrupted after {summary['records']:,} records", file=sys.stderr)
+        return 130
     complete = summary["records"] >= args.records and not summary.get("failed")
     if not complete:
         print(f"pykaf perf: {summary['records']} of {args.records} records", file=sys.stderr)

@@ -287,6 +287,47 @@ def test_perf_produce_then_consume(cli: tuple[Any, Run]) -> None:
     assert short.returncode == 1 and json.loads(short.stdout)["records"] == 21000
 
 
+PACED = ("--rate", "5000", "--chunk", "100", "--json")
+
+
+def test_perf_ctrl_c_ends_with_a_summary_of_what_was_done(cli: tuple[Any, Run]) -> None:
+    broker, run = cli
+    topic = unique("cli-perf-int")
+    run("topics", "create", topic, "-p", "1")
+    env = {**os.environ, "PYKAF_BOOTSTRAP_SERVERS": broker.bootstrap}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pykaf", "perf", "produce", topic, "-n", "100000000", *PACED],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        with pykaf.sync.Admin(broker.bootstrap) as admin:
+            deadline = time.monotonic() + 60  # a hang guard
+            while admin.list_offsets({(topic, 0): pykaf.NEWEST})[(topic, 0)] == 0:
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.1)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+            written = admin.list_offsets({(topic, 0): pykaf.NEWEST})[(topic, 0)]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    summary = json.loads(out)
+    assert summary["interrupted"] is True
+    # every acknowledged record counted, none lost in the stop
+    assert summary["records"] == written > 0 and summary["failed"] == 0
+    assert "interrupted after" in err
+    assert "Traceback" not in err and "ProducerBatch" not in err
+
+
+def test_perf_help_shows_the_defaults() -> None:
+    for test, default in (("produce", "1000000"), ("consume", "30.0")):
+        text = pykaf_command("perf", test, "-h").stdout
+        assert f"(default: {default})" in text, text
+
+
 def test_percentiles() -> None:
     from pykaf.cli._perf import percentiles
 
