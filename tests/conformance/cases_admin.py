@@ -394,6 +394,15 @@ async def case_acls(t: Target, w: Wire, out: Answers) -> None:
         r = await w.send(P.DescribeAclsRequest(**fields))
         out.add(label, (r.error_code, bindings(r.resources)))
 
+    async def matching_acl_case_t() -> list[Any]:
+        r = await w.send(P.DescribeAclsRequest(**acl_filter(ACL_TOPIC, "acl_case.t", MATCH)))
+        return bindings(r.resources)
+
+    # Kafka answers CreateAcls and DeleteAcls once the controller took them;
+    # its brokers' authorizers apply them a moment later (the fake at once):
+    # wait for the bindings to show before comparing what is described.
+    await t.wait_for(matching_acl_case_t, lambda found: len(found) == 3)
+
     await describe("literal name", **acl_filter(ACL_TOPIC, "acl_case.t", LITERAL))
     await describe("match name", **acl_filter(ACL_TOPIC, "acl_case.t", MATCH))
     await describe("prefixed name", **acl_filter(ACL_TOPIC, "acl_case.", PREFIXED))
@@ -446,6 +455,9 @@ async def case_acls(t: Target, w: Wire, out: Answers) -> None:
             )
             for f in deleted.filter_results
         ],
+    )
+    await t.wait_for(
+        matching_acl_case_t, lambda found: not any(b[3] == "User:alice" for b in found)
     )
     await describe("after delete", **acl_filter(ACL_TOPIC, "acl_case.t", MATCH))
     # (filters name this case's resources only: the Kafka cluster is the session's)
