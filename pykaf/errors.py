@@ -139,6 +139,7 @@ __all__ = [
     "TelemetryTooLargeError",
     "ThrottlingQuotaExceededError",
     "TimeoutError",
+    "TlsCertificateError",
     "TopicAuthorizationError",
     "TopicDeletionDisabledError",
     "TopicExistsError",
@@ -219,6 +220,14 @@ class KafkaConnectionError(RetriableError):
 
 class KafkaTimeoutError(KafkaConnectionError):
     """A broker did not answer within the configured timeout."""
+
+
+class TlsCertificateError(PykafError):
+    """The broker's TLS certificate is not trusted, or not for its host name.
+
+    Not retried: only a change of configuration (``ssl_cafile``,
+    ``ssl_check_hostname``) or of the broker's certificate mends it.
+    """
 
 
 class ProtocolError(PykafError):

@@ -54,7 +54,7 @@ def test_invalid_values_are_config_errors(kwargs: dict[str, object]) -> None:
     ("kwargs", "message"),
     [
         # a confluent-kafka style dict as the bootstrap (pykaf.sync.Producer({...}))
-        ({"bootstrap_servers": {"bootstrap.servers": "h:9092"}}, "takes options as keywords"),
+        ({"bootstrap_servers": {"bootstrap.servers": "h:9092"}}, "options as keywords"),
         ({"bootstrap_servers": 9092}, "must be 'host:port"),
         ({"bootstrap_servers": ["h:1", 2]}, "must be 'host:port"),
         # a string where a number belongs is a type error, not a range one

@@ -26,6 +26,7 @@ from pykaf.errors import (
     KafkaTimeoutError,
     ProtocolError,
     PykafError,
+    TlsCertificateError,
     UnsupportedVersionError,
 )
 from pykaf.protocol.connection import API_VERSIONS_KEY, BrokerVersions, Connection
@@ -59,6 +60,18 @@ def describe(exc: BaseException) -> str:
             parts.append(text)
         current = current.__cause__ or current.__context__
     return ": ".join(parts) or type(first).__name__
+
+
+def _certificate_error(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification failure behind ``exc`` (trio wraps it), if any."""
+    current: BaseException | None = exc
+    for _ in range(4):
+        if current is None:
+            return None
+        if isinstance(current, ssl.SSLCertVerificationError):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _fresh(error: BaseException) -> BaseException:
@@ -197,6 +210,13 @@ class BrokerConnection:
                 f"connecting to {host}:{port} took longer than {config.connect_timeout}s"
             ) from None
         except _IO_ERRORS as exc:
+            refused = _certificate_error(exc)
+            if refused is not None:  # retrying cannot help: fail now, saying what to change
+                raise TlsCertificateError(
+                    f"{host}:{port}: the broker's TLS certificate was refused:"
+                    f" certificate verify failed: {refused.verify_message} (ssl_cafile names"
+                    " the CA to trust; ssl_check_hostname turns the host name check off)"
+                ) from exc
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {describe(exc)}") from exc
         conn = cls(stream, host, port, node_id, config)
         await nursery.start(conn._reader)
