@@ -71,6 +71,10 @@ def run_produce(args: argparse.Namespace) -> int:
     separator = args.key_separator.encode() if args.key_separator is not None else None
     stream = args.file or sys.stdin.buffer
     options = producer_options(args)
+    # As kcat and Kafka's console producer do: the broker's own
+    # auto.create.topics.enable decides whether an unknown topic is created
+    # (-X allow_auto_create_topics=false keeps the client from asking).
+    options.setdefault("allow_auto_create_topics", True)
     started = time.monotonic()
     sent = 0
     with pykaf.sync.Producer(args.bootstrap_servers, **options) as producer:

@@ -185,6 +185,25 @@ def test_group_lag_without_a_commit_and_reset_offsets_output(cli: tuple[Any, Run
     assert [line.split() for line in lines[1:]] == [["partition", "offset"], ["0", "0"], ["1", "0"]]
 
 
+def test_produce_to_a_new_topic_lets_the_broker_create_it(cli: tuple[Any, Run]) -> None:
+    """As with kcat and Kafka's console producer, the broker's auto.create.topics.enable decides."""
+    _, run = cli
+    topic = unique("cli-new")
+    assert "produced 5 records" in run("produce", topic, stdin="1\n2\n3\n4\n5\n").stderr
+    assert run("consume", topic, "--from", "beginning", "-n", "5").stdout.split() == list("12345")
+    refused = run(
+        "produce",
+        unique("cli-new"),
+        "-X",
+        "allow_auto_create_topics=false",
+        stdin="x\n",
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "UnknownTopicOrPartitionError" in refused.stderr
+    assert "allow_auto_create_topics=False" in refused.stderr
+
+
 @pytest.fixture(params=["kafka", "fake"])
 def kafka_or_fake(request: pytest.FixtureRequest) -> Any:
     """Apache Kafka, then a fresh fake cluster: for what Tansu lacks."""
