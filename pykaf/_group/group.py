@@ -20,7 +20,8 @@
    and the member rejoins at once so that they can be handed on.
 
 ``async for record in group`` runs the same loop with a built-in handler and
-marks each record as it is handed out.
+marks each record done when the loop asks for the next one (or, for the last
+one, when the group's ``async with`` block is left without an error).
 """
 
 from __future__ import annotations
@@ -146,6 +147,10 @@ class ConsumerGroup:
         self._consume_done = trio.Event()
         self._consume_done.set()
         self._iter_receive: trio.MemoryReceiveChannel[tuple[Claim, list[Record]]] | None = None
+        # The record ``async for`` handed out last, not yet marked: it counts
+        # as done when the loop asks for the next one, or when the group's
+        # block is left normally (after a ``break``).
+        self._handed: tuple[str | None, int, int] | None = None
 
     # -- the public surface -----------------------------------------------------
 
@@ -190,12 +195,26 @@ class ConsumerGroup:
             self._iter_receive = receive
             self._nursery.start_soon(self.consume, _ForwardingHandler(send))
         receive = self._iter_receive
+        self._settle_handed()
         async for claim, batch in receive:
             for record in batch:
                 if claim.revoked:
                     break
+                self._handed = (record.topic, record.partition, record.offset + 1)
                 yield record
-                self._mark(record.topic, record.partition, record.offset + 1, None)
+                self._settle_handed()
+
+    def _settle_handed(self) -> None:
+        """Mark the record ``async for`` handed out last as done.
+
+        The loop marks a record when it is asked for the next one; a block
+        left normally after a ``break`` calls this, so the record the loop
+        stopped at is committed too (as :class:`pykaf.sync.ConsumerGroup`
+        commits everything handed out on a normal ``close``).
+        """
+        handed, self._handed = self._handed, None
+        if handed is not None:
+            self._mark(handed[0], handed[1], handed[2], None)
 
     async def commit(self) -> None:
         """Commit the marked offsets of the current generation now.
@@ -706,6 +725,11 @@ async def open_consumer_group(
             group = ConsumerGroup(client, cfg, group_id, topics, consumer, tasks)
             try:
                 yield group
+            except BaseException:
+                group._handed = None  # left by an error: that record is read again
+                raise
+            else:
+                group._settle_handed()
             finally:
                 with trio.CancelScope(shield=True):
                     await group.aclose()

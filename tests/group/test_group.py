@@ -225,6 +225,44 @@ async def test_async_for_over_the_group(group_broker: Any) -> None:
     )
 
 
+class _Stop(Exception):
+    pass
+
+
+async def test_async_for_break_commits_the_record_it_stopped_at_unless_an_error_ended_it(
+    group_broker: Any,
+) -> None:
+    """Like pykaf.sync.ConsumerGroup: a block left normally commits what was handed out."""
+    broker = group_broker
+    topic = unique("grp-break")
+    broker.create(topic, 1)
+    async with pykaf.open_producer(broker.bootstrap) as producer:
+        await producer.send_batch(topic, [b"%d" % i for i in range(10)], partition=0)
+
+    async def read_until_offset(group_id: str, stop_at: int, fail: bool) -> None:
+        async with pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as g:
+            with trio.fail_after(30):
+                async for record in g:
+                    if record.offset == stop_at:
+                        if fail:
+                            raise _Stop
+                        break
+
+    async def committed(group_id: str) -> int:
+        async with pykaf.open_admin(broker.bootstrap) as admin:
+            offsets = await admin.list_group_offsets(group_id)
+        return offsets[(topic, 0)].offset
+
+    normal, failed = unique("g"), unique("g")
+    await read_until_offset(normal, 4, fail=False)
+    assert await committed(normal) == 5  # offsets 0-4 done
+    with pytest.raises(_Stop):
+        await read_until_offset(failed, 4, fail=True)
+    assert await committed(failed) == 4  # the record that failed is read again
+    await read_until_offset(normal, 9, fail=False)  # a rerun goes on after the break
+    assert await committed(normal) == 10
+
+
 async def test_marks_only_move_forward_and_reset_offset_moves_back(real_broker: Any) -> None:
     topic, group_id = unique("grp-marks"), unique("g")
     real_broker.create(topic, 1)
