@@ -342,6 +342,11 @@ class BrokerConnection:
                 request, version, expect_response=expect_response, context=slot
             )
             data = self._proto.data_to_send()
+            if slot is not None:
+                # Stamped before the write: a broker on loopback can answer,
+                # and the reader record the answer, before send_all returns.
+                slot.sent_at = trio.current_time()
+                slot.size = len(data)
             # A frame cut in half by a cancellation would corrupt the stream for
             # every later request, so the write is shielded and has its own bound.
             with trio.CancelScope(shield=True):
@@ -354,9 +359,6 @@ class BrokerConnection:
                     self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
             self.requests_sent += 1
             self.bytes_sent += len(data)
-            if slot is not None:
-                slot.sent_at = trio.current_time()
-                slot.size = len(data)
         self._check()
         return slot
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -33,6 +34,33 @@ async def test_requests_are_counted_per_broker_and_api_and_reported_to_the_hook(
     produce = [e for e in events if e.api == "Produce"]
     assert len(produce) == 3 and all(e.api_key == 0 for e in produce)
     assert all(e.error is None and e.seconds >= 0 and e.bytes_sent > 0 for e in events)
+
+
+@pytest.mark.parametrize("where", ["kafka", "fake"])
+async def test_each_request_is_timed_from_its_own_send(
+    where: str, request: pytest.FixtureRequest
+) -> None:
+    """No request can take longer than the whole run that made it.
+
+    Kafka on loopback answers fast enough that the reader saw some answers
+    before the sender stamped the request as sent: they were timed from
+    trio's clock origin (hours).
+    """
+    events: list[pykaf.RequestEvent] = []
+    async with contextlib.AsyncExitStack() as stack:
+        if where == "kafka":
+            bootstrap = request.getfixturevalue("kafka_cluster").bootstrap
+        else:
+            bootstrap = (await stack.enter_async_context(open_fake_cluster(1))).bootstrap
+        started = trio.current_time()
+        async with pykaf.open_client(bootstrap, on_request=events.append) as client:
+            for _ in range(200):
+                await client.refresh_metadata()
+            stats = client.statistics().requests
+        elapsed = trio.current_time() - started
+    assert len(events) >= 200
+    assert all(0 <= e.seconds <= elapsed for e in events), max(e.seconds for e in events)
+    assert all(s.max_ms <= elapsed * 1000 for s in stats)
 
 
 async def test_a_request_without_an_answer_is_reported_with_its_error() -> None:
