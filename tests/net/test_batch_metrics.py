@@ -9,7 +9,6 @@ one event per batch with its error; a hook that raises changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 from collections import defaultdict
@@ -25,7 +24,7 @@ from pykaf import errors
 from pykaf._consumer.fetcher import BrokerFetcher
 from pykaf._consumer.read_committed import TransactionFilter
 from pykaf.codec import BatchBuilder
-from pykaf.testing import MockCluster, open_fake_cluster
+from pykaf.testing import MockCluster
 
 bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
 unique = bc.unique
@@ -310,41 +309,34 @@ def test_the_sync_facades_report_batches(broker: Any) -> None:
     assert threading.get_ident() not in threads
 
 
-@pytest.mark.parametrize("where", ["kafka", "fake"])
 async def test_committed_transactions_markers_and_aborted_batches_are_dropped(
-    where: str, request: pytest.FixtureRequest
+    kafka_or_fake_bootstrap: str,
 ) -> None:
     """Apache Kafka and the fake: Tansu and the mock list no aborted transactions in Fetch."""
     events: list[pykaf.BatchEvent] = []
-    async with contextlib.AsyncExitStack() as stack:
-        if where == "kafka":
-            bootstrap = request.getfixturevalue("kafka_cluster").bootstrap
-        else:
-            bootstrap = (await stack.enter_async_context(open_fake_cluster(1))).bootstrap
-        topic = unique("txn-batches")
-        async with pykaf.open_admin(bootstrap) as admin:
-            await admin.create_topic(topic, 1)
-        async with pykaf.open_producer(
-            bootstrap, transactional_id=unique("txn"), **FAST
-        ) as producer:
-            for commit in (False, True):
-                producer.begin_transaction()
-                delivery = await producer.send_batch(topic, [b"t"] * 20, partition=0)
-                await producer.flush()
-                assert await delivery.wait() == 20
-                if commit:
-                    await producer.commit_transaction()
-                else:
-                    await producer.abort_transaction()
-        end = 42  # 20 aborted, a marker, 20 committed, a marker
-        async with pykaf.open_consumer(
-            bootstrap, on_batch=events.append, fetch_max_wait=0.05
-        ) as consumer:
-            pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
-            records: list[Any] = []
-            with trio.fail_after(20):
-                while pc.position < end:
-                    records.extend(await pc.next_batch())
+    bootstrap = kafka_or_fake_bootstrap
+    topic = unique("txn-batches")
+    async with pykaf.open_admin(bootstrap) as admin:
+        await admin.create_topic(topic, 1)
+    async with pykaf.open_producer(bootstrap, transactional_id=unique("txn"), **FAST) as producer:
+        for commit in (False, True):
+            producer.begin_transaction()
+            delivery = await producer.send_batch(topic, [b"t"] * 20, partition=0)
+            await producer.flush()
+            assert await delivery.wait() == 20
+            if commit:
+                await producer.commit_transaction()
+            else:
+                await producer.abort_transaction()
+    end = 42  # 20 aborted, a marker, 20 committed, a marker
+    async with pykaf.open_consumer(
+        bootstrap, on_batch=events.append, fetch_max_wait=0.05
+    ) as consumer:
+        pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
+        records: list[Any] = []
+        with trio.fail_after(20):
+            while pc.position < end:
+                records.extend(await pc.next_batch())
     assert len(records) == 20 and pc.position == end
     assert sum(e.records for e in events) == 20
     # The aborted batch and both markers were fetched and dropped.
