@@ -1,4 +1,4 @@
-"""The data plane of the fake cluster: Produce, Fetch, ListOffsets, and the topic admin APIs.
+"""The data plane of the fake cluster: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, admin.
 
 Produce checks what a Kafka leader checks before appending (leadership, the
 batch's framing and CRC-32C, the idempotent producer's epoch and sequence,
@@ -6,6 +6,10 @@ KIP-890's "is this partition in the producer's transaction"), then appends the
 client's bytes. Fetch hands stored batch bytes back, holding read_committed
 fetches below the last stable offset and listing the aborted transactions of
 the range returned; it waits for ``min_bytes`` on a wakeup set by appends.
+Produce, Fetch, ListOffsets and OffsetForLeaderEpoch fence a
+``current_leader_epoch`` other than the partition's (KIP-320); batches are
+stamped with the leader epoch and OffsetForLeaderEpoch answers from each
+partition's epoch history.
 CreateTopics, DeleteTopics and CreatePartitions are the controller's;
 DeleteRecords is the partition leader's.
 """
@@ -694,7 +698,7 @@ APIS = [
         P.OffsetForLeaderEpochRequest,
         P.OffsetForLeaderEpochResponse,
         offset_for_leader_epoch,
-        0,
+        2,  # Kafka 4 answers v2-4 (KIP-896 removed v0-1)
         4,
         _offset_for_leader_epoch_error,
     ),
