@@ -270,6 +270,11 @@ class PartitionConsumer:
     def note_batches(self, batches: Sequence[RecordBatch], start: int, end: int) -> None:
         """Remember the leader epochs of the batches fetched from ``start`` up to ``end``."""
         last = self._epochs[-1][1] if self._epochs else -2
+        if (
+            not batches
+            or batches[0].partition_leader_epoch == last == batches[-1].partition_leader_epoch
+        ):
+            return  # epochs never go down in a log: nothing changed in between
         for batch in batches:
             epoch = batch.partition_leader_epoch
             if epoch != last and epoch >= 0:
