@@ -114,6 +114,14 @@ class KafkaTimeoutError(KafkaConnectionError):
     """A broker did not answer within the configured timeout."""
 
 
+class TlsCertificateError(PykafError):
+    """The broker's TLS certificate is not trusted, or not for its host name.
+
+    Not retried: only a change of configuration (``ssl_cafile``,
+    ``ssl_check_hostname``) or of the broker's certificate mends it.
+    """
+
+
 class ProtocolError(PykafError):
     """A peer sent bytes that break the Kafka wire protocol."""
 
@@ -147,6 +155,54 @@ class UnknownKafkaError(KafkaError):
 '''
 
 FOOTER = '''
+
+class LogTruncationError(OffsetOutOfRangeError):
+    """The partition's log was truncated below the consumer's position (KIP-320).
+
+    After an unclean leader election the new leader may lack records the
+    consumer already read: the consumer's position, checked with
+    OffsetForLeaderEpoch against the leader epoch of the last record it
+    fetched, lies past the end of that epoch on the new leader. Reported on a
+    partition consumer's ``errors()`` when ``auto_offset_reset`` is ``"none"``
+    (the partition stops); with a reset policy the consumer continues from the
+    divergent offset instead. Not retriable: the records past the divergent
+    offset are gone.
+
+    Attributes:
+        topic, partition: the partition.
+        fetch_offset: the consumer's position when the truncation was found.
+        divergent_offset: the first offset at which the logs may diverge (the
+            end offset of the consumer's last epoch on the leader), or None
+            when the leader does not know that epoch.
+        divergent_epoch: the leader epoch the leader answered for it (-1 if none).
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        fetch_offset: int,
+        divergent_offset: int | None,
+        divergent_epoch: int = -1,
+        message: str | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.fetch_offset = fetch_offset
+        self.divergent_offset = divergent_offset
+        self.divergent_epoch = divergent_epoch
+        if message is None:
+            where = (
+                "at an unknown offset"
+                if divergent_offset is None
+                else f"at offset {{divergent_offset}} (leader epoch {{divergent_epoch}})"
+            )
+            message = (
+                f"{{topic}}/{{partition}}: log truncated below the position {{fetch_offset}}: "
+                f"the leader's log diverges {{where}}"
+            )
+        super().__init__(message)
+
 
 _BY_CODE: dict[int, type[KafkaError]] = {{
 {by_code}
@@ -201,9 +257,11 @@ def render(rows: list[dict[str, str]]) -> str:
         "KafkaConnectionError",
         "KafkaError",
         "KafkaTimeoutError",
+        "LogTruncationError",
         "ProtocolError",
         "PykafError",
         "RetriableError",
+        "TlsCertificateError",
         "UnknownKafkaError",
         "error_for_code",
         "raise_for_code",

@@ -44,7 +44,9 @@ class ConsumerConfig(ClientConfig):
     auto_offset_reset: str = opt(
         "earliest",
         "Where to go when the position is out of range: earliest, latest, or none (the "
-        "partition consumer gets OffsetOutOfRangeError).",
+        "partition consumer gets OffsetOutOfRangeError). After a log truncation (an unclean "
+        "leader election, KIP-320) earliest and latest continue from the first divergent "
+        "offset; none reports LogTruncationError.",
     )
     check_crcs: bool = opt(True, "Check every fetched batch's CRC-32C.")
     partition_buffer: int = opt(

@@ -9,6 +9,16 @@ Roles (trio tasks in the consumer's nursery):
 - one **fetcher** per broker (``fetcher.py``) fetches all of that broker's
   partitions with one request and hands each partition consumer its records
   as one list per answer.
+
+Log truncation (KIP-320): each Fetch carries the partition's leader epoch from
+the metadata, and the partition consumer remembers the leader epoch of the
+batches it fetched. When the partition task attaches a partition under a new
+leader epoch (a leader change, a FENCED_LEADER_EPOCH answer, or a start given
+with its epoch), it first asks the leader, with OffsetForLeaderEpoch, where
+the epoch of the last fetched record ends there. An end below the position
+means the log was truncated (an unclean leader election): reported as
+LogTruncationError, or, with an ``auto_offset_reset`` policy, fetching goes on
+from the first divergent offset.
 """
 
 from __future__ import annotations
@@ -22,14 +32,20 @@ from typing import Any
 import trio
 
 from pykaf import errors
+from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._consumer.config import ConsumerConfig
-from pykaf._consumer.fetcher import BrokerFetcher
+from pykaf._consumer.fetcher import _LEADER_ERRORS, BrokerFetcher
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._consumer.read_committed import TransactionFilter
 from pykaf._util import open_service_nursery, start_task_nursery
 
 log = logging.getLogger("pykaf.consumer")
+
+_OFFSET_FOR_LEADER_EPOCH = 23
+#: v3+ names the consumer (replica id -1), so the leader answers as to a consumer;
+#: an older broker gets no validation (as Kafka's consumer does).
+MIN_EPOCH_VERSION = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +101,7 @@ class Consumer:
         offset: int = NEWEST,
         *,
         timestamp: int | None = None,
+        leader_epoch: int | None = None,
     ) -> PartitionConsumer:
         """Start reading ``topic``/``partition``.
 
@@ -94,9 +111,16 @@ class Consumer:
             offset: the first offset to read, or ``OLDEST`` / ``NEWEST``.
             timestamp: instead of ``offset``, start at the first record whose
                 timestamp (ms) is at or after it (at the end if there is none).
+            leader_epoch: with an ``offset``, the leader epoch of the record
+                before it (a saved ``PartitionConsumer.position_epoch``, or a
+                group's committed epoch): before the first fetch the leader is
+                asked whether that epoch's log still reaches ``offset``; if it
+                was truncated below, LogTruncationError (or a reset, see
+                ``auto_offset_reset``). None or -1: no check.
 
         Raises:
-            ConfigError: the partition is already being consumed, or the offset is invalid.
+            ConfigError: the partition is already being consumed, the offset is
+                invalid, or ``leader_epoch`` is not an epoch or comes without an offset.
             UnknownTopicOrPartitionError: no such topic or partition.
             ClosedError: the consumer is closed.
         """
@@ -108,6 +132,17 @@ class Consumer:
             not isinstance(offset, int) or isinstance(offset, bool) or offset < -2
         ):
             raise errors.ConfigError(f"not an offset: {offset!r} (use an offset, OLDEST or NEWEST)")
+        if leader_epoch is not None:
+            if (
+                not isinstance(leader_epoch, int)
+                or isinstance(leader_epoch, bool)
+                or not -1 <= leader_epoch < 2**31
+            ):
+                raise errors.ConfigError(f"not a leader epoch: {leader_epoch!r}")
+            if leader_epoch >= 0 and (timestamp is not None or offset < 0):
+                raise errors.ConfigError(
+                    "leader_epoch goes with an offset, not OLDEST, NEWEST or a timestamp"
+                )
         if partition not in await self.client.partitions(topic):
             raise errors.UnknownTopicOrPartitionError(
                 f"topic {topic!r} has no partition {partition}"
@@ -118,7 +153,7 @@ class Consumer:
         if timestamp is not None:
             pc.start, pc.start_is_time = timestamp, True
         elif offset >= 0:
-            pc.restart_at(offset)
+            pc.restart_at(offset, -1 if leader_epoch is None else leader_epoch)
         self._partitions[(topic, partition)] = pc
         self._nursery.start_soon(
             self._partition_task, pc, name=f"pykaf consumer {topic}/{partition}"
@@ -166,6 +201,8 @@ class Consumer:
                     if pc.fetch_offset < 0:
                         await self._resolve_start(pc)
                     node = await self._leader(pc)
+                    if node is not None and not await self._validate(pc, node):
+                        continue  # reset: resolve the new start first
                 except errors.PykafError as exc:
                     pc.failures += 1
                     if pc.failures == 1 and not getattr(exc, "retriable", False):
@@ -206,6 +243,101 @@ class Consumer:
             pc.needs_metadata = True
             return None
         return leader.node_id
+
+    async def _validate(self, pc: PartitionConsumer, node: int) -> bool:
+        """Before fetching under a new leader epoch, check that the log was not truncated.
+
+        Asks the leader (OffsetForLeaderEpoch) where the epoch of the last
+        fetched record ends. Returns False when the position was reset to an
+        offset still to resolve (OLDEST/NEWEST), True to go on fetching.
+
+        Raises:
+            KafkaError: the leader's error (a retriable one: after a metadata refresh).
+        """
+        info = self.client.metadata.partition(pc.topic, pc.partition)
+        current = info.leader_epoch if info is not None else -1
+        if current == pc.leader_epoch:
+            return True
+        last = pc.fetched_epoch
+        if last < 0 or current < 0:
+            pc.leader_epoch = current
+            return True
+        conn = await self.client.broker_connection(node)
+        try:
+            version = min(
+                conn.version_for(_OFFSET_FOR_LEADER_EPOCH),
+                P.OffsetForLeaderEpochRequest.MAX_VERSION,
+            )
+        except errors.UnsupportedVersionError:
+            version = -1
+        if version < MIN_EPOCH_VERSION:
+            log.debug("%s/%d: the leader cannot validate positions", pc.topic, pc.partition)
+            pc.leader_epoch = current
+            return True
+        R = P.OffsetForLeaderEpochRequest
+        request = R(
+            replica_id=-1,
+            topics=[
+                R.OffsetForLeaderTopic(
+                    topic=pc.topic,
+                    partitions=[
+                        R.OffsetForLeaderPartition(
+                            partition=pc.partition, current_leader_epoch=current, leader_epoch=last
+                        )
+                    ],
+                )
+            ],
+        )
+        position, generation = pc.fetch_offset, pc.generation
+        response = await conn.request(request, version)
+        answer = next(
+            (
+                p
+                for t in response.topics
+                if t.topic == pc.topic
+                for p in t.partitions
+                if p.partition == pc.partition
+            ),
+            None,
+        )
+        if answer is None:
+            raise errors.UnknownTopicOrPartitionError(
+                f"{pc.topic}/{pc.partition}: OffsetForLeaderEpoch left the partition out"
+            )
+        err = errors.error_for_code(answer.error_code)
+        if err is not None:
+            if issubclass(err, _LEADER_ERRORS) or err.retriable:
+                pc.needs_metadata = True
+            raise err(f"{pc.topic}/{pc.partition}: OffsetForLeaderEpoch: {err.description}")
+        if pc.fetch_offset != position or pc.generation != generation:
+            return False  # a seek meanwhile: the answer is about a position gone; again
+        pc.leader_epoch = current
+        end, epoch = answer.end_offset, answer.leader_epoch
+        if end >= 0 and epoch >= 0 and end >= position:
+            return True
+        return self._truncated(pc, position, None if end < 0 or epoch < 0 else end, epoch)
+
+    def _truncated(self, pc: PartitionConsumer, position: int, end: int | None, epoch: int) -> bool:
+        """The log lost records below ``position``: report, or go on as configured."""
+        error = errors.LogTruncationError(pc.topic, pc.partition, position, end, epoch)
+        reset = self.config.auto_offset_reset
+        if reset == "none":
+            log.warning("%s", error)
+            pc.report(error)
+            pc.paused = True
+            return True
+        if end is None:
+            # The leader does not know the epoch: no divergence point, so the
+            # reset policy decides (as Kafka's consumer does).
+            log.warning("%s; resetting to the %s offset", error, reset)
+            pc.generation += 1
+            pc.discard_buffer()
+            pc.start, pc.start_is_time = (OLDEST if reset == "earliest" else NEWEST), False
+            pc.fetch_offset = -1
+            return False
+        restart = pc.truncated_to(end)
+        log.warning("%s; continuing from offset %d", error, restart)
+        return True
 
     def _fetcher(self, node_id: int) -> BrokerFetcher:
         fetcher = self._fetchers.get(node_id)

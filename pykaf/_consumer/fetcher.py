@@ -113,6 +113,8 @@ class BrokerFetcher:
                     partition=pc.partition,
                     fetch_offset=pc.fetch_offset,
                     partition_max_bytes=pc.max_bytes,
+                    # KIP-320: the leader fences a stale epoch (v9+; -1 checks nothing)
+                    current_leader_epoch=pc.leader_epoch,
                 )
             )
         request = F(
@@ -194,13 +196,13 @@ class BrokerFetcher:
         result = pc.filter.filter(record_set.batches, aborted, lso, start)
         pc.max_bytes = consumer.config.max_partition_fetch_bytes  # back from any growth
         self.aborted_records += result.skipped_aborted
-        if (
-            (result.records or result.next_offset > start)
-            and pc.deliver(pc.generation, result.records, start, result.next_offset)
-            and self.batch_hook is not None
+        if (result.records or result.next_offset > start) and pc.deliver(
+            pc.generation, result.records, start, result.next_offset
         ):
-            limit = lso if pc.filter.read_committed and lso >= 0 else -1
-            self._report_batches(pc, record_set.batches, result.records, limit)
+            pc.note_batches(record_set.batches, start, result.next_offset)
+            if self.batch_hook is not None:
+                limit = lso if pc.filter.read_committed and lso >= 0 else -1
+                self._report_batches(pc, record_set.batches, result.records, limit)
 
     def _report_batches(
         self,

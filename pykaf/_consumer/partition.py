@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+from bisect import bisect_right
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import trio
 
 from pykaf import errors
-from pykaf.codec import Record
+from pykaf.codec import Record, RecordBatch
 
 if TYPE_CHECKING:
     from pykaf._consumer.consumer import Consumer
@@ -37,6 +39,10 @@ class ConsumerError(errors.PykafError):
         self.topic = topic
         self.partition = partition
         self.error = error
+
+
+#: leader epoch changes a partition consumer remembers (the oldest are forgotten)
+_EPOCHS_KEPT = 32
 
 
 class PartitionConsumer:
@@ -80,6 +86,12 @@ class PartitionConsumer:
         self.failures = 0
         self.detached = trio.Event()
         self.records_fetched = 0
+        # Leader epochs (KIP-320): the epoch from the metadata that Fetch sends
+        # (-1 until attached), and where the fetched batches' epochs changed:
+        # (first offset, epoch) pairs, both increasing.
+        self.leader_epoch = -1
+        self._epochs: list[tuple[int, int]] = []
+        self._epoch_offsets: list[int] = []
         # The reader's side.
         size = consumer.config.partition_buffer
         # (generation, records, offset to fetch after them): a list per fetch answer;
@@ -162,6 +174,26 @@ class PartitionConsumer:
         return self._position
 
     @property
+    def position_epoch(self) -> int:
+        """The leader epoch of the record before :attr:`position` (-1 when unknown).
+
+        Store it with the position: ``consume_partition(topic, partition,
+        position, leader_epoch=position_epoch)`` resumes there and first
+        checks that the log was not truncated below it meanwhile.
+        """
+        return self.epoch_at(self.position - 1)
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch of the fetched batch holding ``offset`` (-1 when unknown).
+
+        Known for offsets fetched since the last seek (or for the offset before
+        a start given with its epoch); the epoch of an offset past what was
+        fetched is the last one seen, as Kafka's consumer assumes.
+        """
+        i = bisect_right(self._epoch_offsets, offset) - 1
+        return self._epochs[i][1] if i >= 0 else -1
+
+    @property
     def lag(self) -> int:
         """High watermark minus position (0 when unknown)."""
         if self.high_water_mark < 0 or self.position < 0:
@@ -211,11 +243,64 @@ class PartitionConsumer:
             and self._send.statistics().current_buffer_used < self.consumer.config.partition_buffer
         )
 
-    def restart_at(self, offset: int) -> None:
-        """Fetch from ``offset`` on, with fresh transaction state; the reader continues there."""
+    def restart_at(self, offset: int, epoch: int = -1) -> None:
+        """Fetch from ``offset`` on, with fresh transaction state; the reader continues there.
+
+        ``epoch`` is the leader epoch of the record before ``offset`` when
+        known; the epochs of what was fetched before are forgotten.
+        """
         self.fetch_offset = offset
         self._position = offset
         self.filter.reset()
+        self._epochs, self._epoch_offsets = [], []
+        if epoch >= 0:
+            self._note_epoch(offset - 1, epoch)
+
+    def _note_epoch(self, offset: int, epoch: int) -> None:
+        if self._epochs and self._epochs[-1][1] == epoch:
+            return
+        while self._epoch_offsets and self._epoch_offsets[-1] >= offset:
+            self._epochs.pop()  # refetched after a truncation: the new history wins
+            self._epoch_offsets.pop()
+        self._epochs.append((offset, epoch))
+        self._epoch_offsets.append(offset)
+        if len(self._epochs) > _EPOCHS_KEPT:
+            del self._epochs[0], self._epoch_offsets[0]
+
+    def note_batches(self, batches: Sequence[RecordBatch], start: int, end: int) -> None:
+        """Remember the leader epochs of the batches fetched from ``start`` up to ``end``."""
+        last = self._epochs[-1][1] if self._epochs else -2
+        if (
+            not batches
+            or batches[0].partition_leader_epoch == last == batches[-1].partition_leader_epoch
+        ):
+            return  # epochs never go down in a log: nothing changed in between
+        for batch in batches:
+            epoch = batch.partition_leader_epoch
+            if epoch != last and epoch >= 0:
+                base = batch.base_offset
+                if base >= end:
+                    break
+                self._note_epoch(max(base, start), epoch)
+                last = epoch
+
+    @property
+    def fetched_epoch(self) -> int:
+        """The leader epoch of the last record fetched (-1 when unknown): what validation asks."""
+        return self.epoch_at(self.fetch_offset - 1) if self._epochs else -1
+
+    def truncated_to(self, offset: int) -> int:
+        """The log diverges from ``offset`` on: fetch again from there; returns the new position.
+
+        What was buffered is dropped; when the reader is behind ``offset``,
+        fetching restarts at the reader's position instead.
+        """
+        self.generation += 1
+        self.discard_buffer()
+        restart = min(self._position, offset) if self._position >= 0 else offset
+        epoch = self.epoch_at(restart - 1) if restart > 0 else -1
+        self.restart_at(restart, epoch)
+        return restart
 
     def deliver(self, generation: int, records: list[Record], start: int, end: int) -> bool:
         """Hand the records fetched from ``start`` up to ``end`` to the reader.

@@ -290,11 +290,17 @@ class ConsumerGroup:
         # record after the claim ended still gets that record committed.
         if topic is None or (topic, partition) not in self._claims:
             return
-        self.offsets.mark(topic, partition, offset, metadata)
+        epoch = self._epoch_before(topic, partition, offset)
+        self.offsets.mark(topic, partition, offset, metadata, epoch)
 
     def _reset(self, topic: str, partition: int, offset: int, metadata: str | None) -> None:
         if (topic, partition) in self._claims:
-            self.offsets.reset(topic, partition, offset, metadata)
+            epoch = self._epoch_before(topic, partition, offset)
+            self.offsets.reset(topic, partition, offset, metadata, epoch)
+
+    def _epoch_before(self, topic: str, partition: int, offset: int) -> int:
+        """The leader epoch of the record before ``offset``, if this member fetched it, else -1."""
+        return self._claims[(topic, partition)].epoch_before(offset)
 
     # -- joining --------------------------------------------------------------------
 
@@ -506,8 +512,10 @@ class ConsumerGroup:
         for tp in new:
             topic, partition = tp
             start = committed.get(tp, -1)
+            # the committed epoch: the start is checked against the log first (KIP-320)
+            epoch = self.offsets.committed_epoch(topic, partition) if start >= 0 else None
             pc: PartitionConsumer = await self._consumer.consume_partition(
-                topic, partition, start if start >= 0 else reset
+                topic, partition, start if start >= 0 else reset, leader_epoch=epoch
             )
             claim = Claim(topic, partition, start, pc)
             self._claims[tp] = claim

@@ -4,6 +4,11 @@ Marking is cheap and local (a dict entry per partition); a commit sends every
 partition whose mark moved since the last commit, in one OffsetCommit to the
 group coordinator. A mark never moves backwards (a lower offset is ignored),
 so committed offsets only grow; ``reset`` is the one deliberate exception.
+
+Each mark carries the leader epoch of the record before the marked offset
+(KIP-320) when it is known; OffsetCommit sends it and OffsetFetch brings it
+back, so a member resuming from a committed offset can check that the log was
+not truncated below it meanwhile.
 """
 
 from __future__ import annotations
@@ -52,27 +57,47 @@ class OffsetManager:
         self.client = client
         self.group_id = group_id
         self.group_instance_id = group_instance_id
-        self._marked: dict[TopicPartition, tuple[int, str | None]] = {}
+        # (offset, metadata, leader epoch or -1) by partition
+        self._marked: dict[TopicPartition, tuple[int, str | None, int]] = {}
         self._committed: dict[TopicPartition, int] = {}
+        self._committed_epochs: dict[TopicPartition, int] = {}
         self._dirty: set[TopicPartition] = set()
         self.commits = 0
         self.commit_errors = 0
 
     # -- marks --------------------------------------------------------------------
 
-    def mark(self, topic: str, partition: int, offset: int, metadata: str | None = None) -> None:
-        """Mark ``offset`` (the next offset to consume) for commit; lower marks are ignored."""
+    def mark(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        metadata: str | None = None,
+        leader_epoch: int = -1,
+    ) -> None:
+        """Mark ``offset`` (the next offset to consume) for commit; lower marks are ignored.
+
+        ``leader_epoch`` is the leader epoch of the record before ``offset``
+        (-1 when unknown), committed with it.
+        """
         tp = (topic, partition)
         current = self._marked.get(tp)
         if current is not None and offset <= current[0]:
             return
-        self._marked[tp] = (offset, metadata)
+        self._marked[tp] = (offset, metadata, leader_epoch)
         self._dirty.add(tp)
 
-    def reset(self, topic: str, partition: int, offset: int, metadata: str | None = None) -> None:
+    def reset(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        metadata: str | None = None,
+        leader_epoch: int = -1,
+    ) -> None:
         """Set the mark to ``offset`` even if it is lower (the next commit moves it back)."""
         tp = (topic, partition)
-        self._marked[tp] = (offset, metadata)
+        self._marked[tp] = (offset, metadata, leader_epoch)
         self._committed.pop(tp, None)
         self._dirty.add(tp)
 
@@ -85,11 +110,16 @@ class OffsetManager:
         """The last offset committed (or fetched as committed) for a partition, -1 if none."""
         return self._committed.get((topic, partition), -1)
 
+    def committed_epoch(self, topic: str, partition: int) -> int:
+        """The leader epoch committed with the partition's offset, -1 if none or unknown."""
+        return self._committed_epochs.get((topic, partition), -1)
+
     def forget(self, partitions: list[TopicPartition]) -> None:
         """Drop what this member knows of partitions it no longer owns."""
         for tp in partitions:
             self._marked.pop(tp, None)
             self._committed.pop(tp, None)
+            self._committed_epochs.pop(tp, None)
             self._dirty.discard(tp)
 
     @property
@@ -141,16 +171,21 @@ class OffsetManager:
             top = errors.error_for_code(getattr(response, "error_code", 0) or 0)
             failure: type[errors.KafkaError] | None = top
             out: dict[TopicPartition, int] = {}
+            epochs: dict[TopicPartition, int] = {}
             for rt in response.topics:
                 for rp in rt.partitions:
                     err = errors.error_for_code(rp.error_code)
                     if err is not None:
                         failure = err
                     out[(rt.name, rp.partition_index)] = rp.committed_offset
+                    # v5+: the leader epoch committed with the offset (-1 if none)
+                    epoch = getattr(rp, "committed_leader_epoch", -1)
+                    epochs[(rt.name, rp.partition_index)] = -1 if epoch is None else epoch
             if failure is None:
                 for tp, offset in out.items():
                     if offset >= 0:
                         self._committed[tp] = offset
+                        self._committed_epochs[tp] = epochs[tp]
                 return {tp: out.get(tp, -1) for tp in partitions}
             if not failure.retriable or last:
                 raise failure(f"OffsetFetch for group {self.group_id!r}: {failure.description}")
@@ -168,9 +203,9 @@ class OffsetManager:
         if not dirty:
             return 0
         entries = {tp: self._marked[tp] for tp in dirty}
-        by_topic: dict[str, list[tuple[int, int, str | None]]] = {}
-        for (topic, partition), (offset, metadata) in entries.items():
-            by_topic.setdefault(topic, []).append((partition, offset, metadata))
+        by_topic: dict[str, list[tuple[int, int, str | None, int]]] = {}
+        for (topic, partition), (offset, metadata, epoch) in entries.items():
+            by_topic.setdefault(topic, []).append((partition, offset, metadata, epoch))
         C = P.OffsetCommitRequest
         conn = await self._coordinator_connection()
         version = min(MAX_COMMIT_VERSION, conn.version_for(_OFFSET_COMMIT))
@@ -184,9 +219,12 @@ class OffsetManager:
                     name=topic,
                     partitions=[
                         C.OffsetCommitRequestPartition(
-                            partition_index=p, committed_offset=o, committed_metadata=m
+                            partition_index=p,
+                            committed_offset=o,
+                            committed_metadata=m,
+                            committed_leader_epoch=e,  # v6+
                         )
-                        for p, o, m in parts
+                        for p, o, m, e in parts
                     ],
                 )
                 for topic, parts in by_topic.items()
@@ -206,6 +244,7 @@ class OffsetManager:
                     self._dirty.discard(tp)  # not re-marked while the commit was in flight
                 if tp in entries:
                     self._committed[tp] = entries[tp][0]
+                    self._committed_epochs[tp] = entries[tp][2]
                 done += 1
         self.commits += 1
         if failures:

@@ -58,6 +58,14 @@ class Claim:
         """The offset of the next record the claim hands out."""
         return self._pc.position
 
+    def epoch_before(self, offset: int) -> int:
+        """The leader epoch of the record before ``offset`` if it was fetched, else -1.
+
+        What a commit of ``offset`` carries (KIP-320).
+        """
+        pc = self._pc
+        return pc.epoch_at(offset - 1) if 0 < offset <= pc.fetch_offset else -1
+
     @property
     def revoked(self) -> bool:
         """Whether the claim has ended (partition revoked, membership lost, group closing)."""

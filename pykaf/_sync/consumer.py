@@ -823,7 +823,12 @@ class _LoopGroup:
                 # The claim ended (revoked, or the group is closing): the commit
                 # that follows covers what the caller was done with. (The claim
                 # is revoked already, so the group's own _mark would ignore it.)
-                self.group.offsets.mark(part.topic, part.partition, part.marked)
+                self.group.offsets.mark(
+                    part.topic,
+                    part.partition,
+                    part.marked,
+                    leader_epoch=claim.epoch_before(part.marked),
+                )
 
     async def _forward_errors(self, part: _Part, claim: Claim) -> None:
         async for error in claim.errors():

@@ -65,7 +65,8 @@ _PR_SET_PDEATHSIG = 1  # prctl option: a signal for the child when its parent di
 #: Server properties every test cluster gets (each can be overridden with
 #: ``broker_configs``): replication factors that fit the cluster, no initial
 #: rebalance delay, small internal topics (they are created on first use and a
-#: 50-partition topic takes seconds on two cores), short group session floors.
+#: 50-partition topic takes seconds on two cores), short group session floors,
+#: unclean elections (for topics that enable them) within a second.
 _TEST_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "5",
@@ -78,6 +79,9 @@ _TEST_DEFAULTS = {
     "group.share.min.session.timeout.ms": "1000",
     "group.share.min.heartbeat.interval.ms": "500",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
+    # How often the controller looks for leaderless partitions of topics that
+    # allow unclean elections (default 5 minutes); only such topics are touched.
+    "unclean.leader.election.interval.ms": "1000",
     "log.segment.bytes": str(64 * 1024 * 1024),
     "num.network.threads": "2",
     "num.io.threads": "4",

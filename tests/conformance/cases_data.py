@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from conformance_harness import Answers, Target, Wire, case, norm
 from conformance_util import (
     EARLIEST,
@@ -15,6 +17,7 @@ from conformance_util import (
     produce,
 )
 
+from pykaf import codec
 from pykaf import protocol as P
 
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -209,3 +212,55 @@ async def case_metadata_unknown_topics(t: Target, w: Wire, out: Answers) -> None
     out.add("auto-created", norm(done.topics))
     bad = await w.send(req("metadata unknown bad name!", True))
     out.add("invalid name, auto-creation", norm(bad.topics))
+
+
+def _epoch_ends(topic: str, asks: list[tuple[int, int]], partition: int = 0) -> Any:
+    """An OffsetForLeaderEpoch (as a consumer) of (current leader epoch, epoch) pairs."""
+    R = P.OffsetForLeaderEpochRequest
+    return R(
+        replica_id=-1,
+        topics=[
+            R.OffsetForLeaderTopic(
+                topic=topic,
+                partitions=[
+                    R.OffsetForLeaderPartition(
+                        partition=partition, current_leader_epoch=current, leader_epoch=epoch
+                    )
+                    for current, epoch in asks
+                ],
+            )
+        ],
+    )
+
+
+def _ends(resp: Any) -> list[tuple[int, int, int]]:
+    """(error, leader epoch, end offset) of each partition of an OffsetForLeaderEpoch answer."""
+    return [(p.error_code, p.leader_epoch, p.end_offset) for t in resp.topics for p in t.partitions]
+
+
+@case()
+async def case_offset_for_leader_epoch(t: Target, w: Wire, out: Answers) -> None:
+    """Leader epochs on a new partition (epoch 0): batches stamped with it, OffsetForLeaderEpoch
+    answering the log end for it and -1 for epochs it does not know, current_leader_epoch
+    fencing in OffsetForLeaderEpoch and Fetch."""
+    topic = await t.create_topic("offset_for_leader_epoch")
+    out.add("empty log, epoch 0", _ends(await w.send(_epoch_ends(topic, [(-1, 0)]))))
+    for i, values in enumerate([[b"a", b"b"], [b"c"]]):
+        out.add(f"produce {i}", norm(one_partition(await w.send(produce(topic, batch(values))))))
+    data = one_partition(await w.send(fetch(topic, 0))).records
+    out.add(
+        "fetched batches' leader epochs",
+        [b.partition_leader_epoch for b in codec.decode_batches(bytes(data or b""))],
+    )
+    out.add(
+        "epochs 0, -1, 1 and 7 (no current epoch)",
+        _ends(await w.send(_epoch_ends(topic, [(-1, 0), (-1, -1), (-1, 1), (-1, 7)]))),
+    )
+    out.add("current epoch 0", _ends(await w.send(_epoch_ends(topic, [(0, 0)]))))
+    out.add("current epoch 5 (newer)", _ends(await w.send(_epoch_ends(topic, [(5, 0)]))))
+    out.add("no such partition", _ends(await w.send(_epoch_ends(topic, [(-1, 0)], partition=9))))
+    for label, current in [("0", 0), ("5 (newer)", 5)]:
+        req = fetch(topic, 0)
+        req.topics[0].partitions[0].current_leader_epoch = current
+        part = one_partition(await w.send(req))
+        out.add(f"fetch with current epoch {label}", (part.error_code, part.high_watermark))

@@ -310,6 +310,72 @@ async def test_fetch_limits_errors_and_watermarks() -> None:
             )
 
 
+async def test_leader_epochs_stamped_answered_and_truncated() -> None:
+    """Batches carry the partition leader epoch; OffsetForLeaderEpoch answers each
+    epoch's end from the epoch history; Fetch fences a stale or too new epoch;
+    truncate_partition cuts whole batches and starts a new epoch at the new end."""
+    async with open_fake_cluster(brokers=2) as cluster:
+        cluster.create_topic("ep", partitions=1)
+        leader = cluster.topics["ep"].partitions[0].leader
+        other = next(n for n in cluster.nodes if n != leader)
+        async with pykaf.open_client(cluster.bootstrap) as client:
+
+            async def ends(node: int, epochs: list[int], current: int = -1) -> list[Any]:
+                R = P.OffsetForLeaderEpochRequest
+                req = R(
+                    replica_id=-1,
+                    topics=[
+                        R.OffsetForLeaderTopic(
+                            topic="ep",
+                            partitions=[
+                                R.OffsetForLeaderPartition(
+                                    partition=0, current_leader_epoch=current, leader_epoch=e
+                                )
+                                for e in epochs
+                            ],
+                        )
+                    ],
+                )
+                resp = await client.request(node, req)
+                return [
+                    (p.error_code, p.leader_epoch, p.end_offset) for p in resp.topics[0].partitions
+                ]
+
+            async def fetched_epochs(current: int = -1) -> tuple[int, list[int]]:
+                req = fetch_request("ep", 0, 0)
+                req.topics[0].partitions[0].current_leader_epoch = current
+                p = (await client.request(leader, req)).responses[0].partitions[0]
+                return p.error_code, [b.partition_leader_epoch for b in decode_batches(p.records)]
+
+            await produce_raw(client, cluster, "ep", batch([b"a", b"b"]))
+            cluster.set_partition_leader("ep", 0, leader)  # epoch 1 from offset 2
+            await produce_raw(client, cluster, "ep", batch([b"c", b"d"]))
+            await produce_raw(client, cluster, "ep", batch([b"e"]))
+            assert await fetched_epochs() == (0, [0, 1, 1])
+            assert await fetched_epochs(1) == (0, [0, 1, 1])
+            assert (await fetched_epochs(0))[0] == errors.FencedLeaderEpochError.code
+            assert (await fetched_epochs(2))[0] == errors.UnknownLeaderEpochError.code
+            assert await ends(leader, [0, 1, 2, -1]) == [
+                (0, 0, 2),
+                (0, 1, 5),
+                (0, -1, -1),
+                (0, -1, -1),
+            ]
+            assert (await ends(leader, [0], current=0))[0][0] == errors.FencedLeaderEpochError.code
+            assert (await ends(other, [0]))[0][0] == errors.NotLeaderOrFollowerError.code
+
+            assert cluster.truncate_partition("ep", 0, 3) == 2  # the batch holding 3 goes whole
+            assert cluster.partition("ep", 0).leader_epoch == 2
+            assert cluster.high_watermark("ep", 0) == 2
+            # epoch 1 wrote nothing that survived: it is gone from the history
+            assert await ends(leader, [0, 1, 2], current=2) == [(0, 0, 2), (0, 0, 2), (0, 2, 2)]
+            await produce_raw(client, cluster, "ep", batch([b"x"]))
+            assert await fetched_epochs(2) == (0, [0, 2])
+            assert await ends(leader, [2]) == [(0, 2, 3)]
+            with pytest.raises(Exception, match="below the log start"):
+                cluster.truncate_partition("ep", 0, -1)
+
+
 # -- list offsets and admin ---------------------------------------------------------------
 
 

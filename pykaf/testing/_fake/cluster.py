@@ -313,9 +313,28 @@ class FakeCluster:
         p = self._partition(topic, partition)
         self._node(broker_id)
         p.leader = broker_id
-        p.leader_epoch += 1
+        p.new_leader_epoch()
         if broker_id not in p.replicas:
             p.replicas.append(broker_id)
+
+    def truncate_partition(self, topic: str, partition: int, offset: int) -> int:
+        """An unclean leader election: a replica lacking the records from ``offset`` on leads.
+
+        The log loses its batches from the one holding ``offset`` (whole
+        batches, as a replica's log is cut), then the leader epoch grows and
+        the new epoch starts at the new log end; the leader stays the same
+        broker (the fake keeps one copy of the log). Returns the new log end.
+
+        Raises:
+            FakeClusterError: no such partition, or ``offset`` below the log start.
+        """
+        p = self._partition(topic, partition)
+        try:
+            end = p.log.truncate_to(offset)
+        except ValueError as exc:
+            raise FakeClusterError(f"{topic}[{partition}]: {exc}") from None
+        p.new_leader_epoch()
+        return end
 
     def push_request_errors(
         self, api_key: int, *errors: int, broker_id: int | None = None, rtt_ms: float = 0.0

@@ -1,4 +1,4 @@
-"""The data plane of the fake cluster: Produce, Fetch, ListOffsets, and the topic admin APIs.
+"""The data plane of the fake cluster: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch, admin.
 
 Produce checks what a Kafka leader checks before appending (leadership, the
 batch's framing and CRC-32C, the idempotent producer's epoch and sequence,
@@ -6,6 +6,10 @@ KIP-890's "is this partition in the producer's transaction"), then appends the
 client's bytes. Fetch hands stored batch bytes back, holding read_committed
 fetches below the last stable offset and listing the aborted transactions of
 the range returned; it waits for ``min_bytes`` on a wakeup set by appends.
+Produce, Fetch, ListOffsets and OffsetForLeaderEpoch fence a
+``current_leader_epoch`` other than the partition's (KIP-320); batches are
+stamped with the leader epoch and OffsetForLeaderEpoch answers from each
+partition's epoch history.
 CreateTopics, DeleteTopics and CreatePartitions are the controller's;
 DeleteRecords is the partition leader's.
 """
@@ -392,6 +396,66 @@ def _list_offsets_error(req: P.ListOffsetsRequest, version: int, code: int) -> A
     return _partition_errors(cls, cls.ListOffsetsTopicResponse, _ListPart, req.topics, code)
 
 
+# -- OffsetForLeaderEpoch ---------------------------------------------------------
+
+_EpochEnd = P.OffsetForLeaderEpochResponse.EpochEndOffset
+
+
+def _epoch_end(
+    ctx: RequestContext, topic: str, op: P.OffsetForLeaderEpochRequest.OffsetForLeaderPartition
+) -> _EpochEnd:
+    out = _EpochEnd(partition=op.partition, error_code=0, leader_epoch=-1, end_offset=-1)
+    code, p = _lookup(ctx, topic, op.partition, op.current_leader_epoch)
+    if code:
+        out.error_code = code
+        return out
+    assert p is not None
+    out.leader_epoch, out.end_offset = p.log.end_offset_for(op.leader_epoch)
+    return out
+
+
+async def offset_for_leader_epoch(
+    ctx: RequestContext, req: P.OffsetForLeaderEpochRequest, version: int
+) -> Any:
+    """The end offset of each asked leader epoch, from the partition leader's epoch history.
+
+    As Kafka: the current epoch ends at the log end offset, an older one where
+    the next epoch starts; an unknown epoch gets (-1, -1); ``current_leader_epoch``
+    (v2+) fences stale or too new callers.
+    """
+    R = P.OffsetForLeaderEpochResponse
+    return R(
+        throttle_time_ms=0,
+        topics=[
+            R.OffsetForLeaderTopicResult(
+                topic=t.topic, partitions=[_epoch_end(ctx, t.topic, op) for op in t.partitions]
+            )
+            for t in req.topics
+        ],
+    )
+
+
+def _offset_for_leader_epoch_error(
+    req: P.OffsetForLeaderEpochRequest, version: int, code: int
+) -> Any:
+    R = P.OffsetForLeaderEpochResponse
+    return R(
+        throttle_time_ms=0,
+        topics=[
+            R.OffsetForLeaderTopicResult(
+                topic=t.topic,
+                partitions=[
+                    _EpochEnd(
+                        partition=op.partition, error_code=code, leader_epoch=-1, end_offset=-1
+                    )
+                    for op in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
 # -- topic admin ----------------------------------------------------------------
 
 
@@ -630,6 +694,14 @@ APIS = [
     _api(P.ProduceRequest, P.ProduceResponse, produce, 3, 11, _produce_error),
     _api(P.FetchRequest, P.FetchResponse, fetch, 4, 12, _fetch_error),
     _api(P.ListOffsetsRequest, P.ListOffsetsResponse, list_offsets, 1, 7, _list_offsets_error),
+    _api(
+        P.OffsetForLeaderEpochRequest,
+        P.OffsetForLeaderEpochResponse,
+        offset_for_leader_epoch,
+        2,  # Kafka 4 answers v2-4 (KIP-896 removed v0-1)
+        4,
+        _offset_for_leader_epoch_error,
+    ),
     _api(P.CreateTopicsRequest, P.CreateTopicsResponse, create_topics, 2, 7, _create_topics_error),
     _api(P.DeleteTopicsRequest, P.DeleteTopicsResponse, delete_topics, 1, 6, _delete_topics_error),
     _api(

@@ -29,6 +29,11 @@ from pykaf.errors import CorruptRecordError
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = _HEADER.size  # 61
 _BASE_OFFSET = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_EPOCH_AT = 12  # partitionLeaderEpoch: after baseOffset and batchLength, outside the CRC
+#: what OffsetForLeaderEpoch answers for an epoch the log does not know
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
 
 ATTR_TRANSACTIONAL = 0x10
 ATTR_CONTROL = 0x20
@@ -168,6 +173,9 @@ class PartitionLog:
         producers: sequence state by producer id (idempotence).
         open_txns: the first offset of each producer's open transaction here.
         aborted: the aborted transactions, in marker order.
+        leader_epoch: the epoch stamped on every batch appended now.
+        epochs: the epoch history, Kafka's leader epoch cache: (epoch, start
+            offset) pairs, oldest first, both increasing.
     """
 
     def __init__(self) -> None:
@@ -184,6 +192,8 @@ class PartitionLog:
         self.aborted: list[AbortedTxn] = []
         self._aborted_ends: list[int] = []  # last offsets of ``aborted``, for bisect
         self._waiters: set[trio.Event] = set()
+        self.leader_epoch = 0
+        self.epochs: list[tuple[int, int]] = [(0, 0)]
 
     @property
     def last_stable_offset(self) -> int:
@@ -281,7 +291,9 @@ class PartitionLog:
     def append(self, header: BatchHeader, data: bytes) -> int:
         """Store one batch at the end of the log; return its base offset."""
         base = self.high_watermark
-        raw = _BASE_OFFSET.pack(base) + data[8:]
+        # the leader stamps its epoch on the batch (the CRC does not cover it)
+        raw = _BASE_OFFSET.pack(base) + data[8:_EPOCH_AT] + _I32.pack(self.leader_epoch)
+        raw += data[_EPOCH_AT + 4 :]
         last = base + header.last_offset_delta
         self.batches.append(StoredBatch(base, last, header, raw))
         self._bases.append(base)
@@ -312,6 +324,67 @@ class PartitionLog:
             self.aborted.append(AbortedTxn(producer_id, first, offset))
             self._aborted_ends.append(offset)
         return offset
+
+    # -- leader epochs ---------------------------------------------------------------
+
+    def start_epoch(self, epoch: int) -> None:
+        """A new leader took over at ``epoch``: it starts at the log end offset.
+
+        As Kafka's epoch cache does, entries with an epoch at or above
+        ``epoch``, or starting at or after the log end (epochs that wrote
+        nothing), give way to the new one.
+        """
+        end = self.high_watermark
+        self.epochs = [(e, start) for e, start in self.epochs if e < epoch and start < end]
+        self.epochs.append((epoch, end))
+        self.leader_epoch = epoch
+
+    def end_offset_for(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) OffsetForLeaderEpoch answers for ``epoch``.
+
+        The current epoch ends at the log end offset; an older one where the
+        next known epoch starts, answered with the largest known epoch at or
+        below it (the asked epoch itself when it predates every entry); an
+        epoch above every entry, or -1, gets (-1, -1).
+        """
+        if epoch == UNDEFINED_EPOCH or not self.epochs:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self.epochs[-1][0] == epoch:
+            return epoch, self.high_watermark
+        later = [(e, start) for e, start in self.epochs if e > epoch]
+        if not later:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        earlier = [e for e, _ in self.epochs if e <= epoch]
+        return (earlier[-1] if earlier else epoch), later[0][1]
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut the log's end back to ``offset`` (a replica losing what it had not replicated).
+
+        Whole batches go: the log ends where the batch holding ``offset``
+        began. Producer state, open and aborted transactions and epochs past
+        the new end go with them. Returns the new log end offset.
+
+        Raises:
+            ValueError: ``offset`` is below the log start offset.
+        """
+        if offset < self.log_start_offset:
+            raise ValueError(f"offset {offset} is below the log start {self.log_start_offset}")
+        keep = [b for b in self.batches if b.last_offset < offset]
+        end = keep[-1].last_offset + 1 if keep else min(offset, self.high_watermark)
+        end = max(end, self.log_start_offset)
+        self.batches = keep
+        self._bases = [b.base_offset for b in keep]
+        self.size_bytes = sum(len(b.data) for b in keep)
+        self.high_watermark = end
+        for state in self.producers.values():
+            kept = [b for b in state.batches if b[2] < end]
+            state.batches.clear()
+            state.batches.extend(kept)
+        self.open_txns = {pid: first for pid, first in self.open_txns.items() if first < end}
+        self.aborted = [a for a in self.aborted if a.last_offset < end]
+        self._aborted_ends = [a.last_offset for a in self.aborted]
+        self.epochs = [(e, start) for e, start in self.epochs if start < end] or self.epochs[:1]
+        return end
 
     # -- reading -------------------------------------------------------------------
 

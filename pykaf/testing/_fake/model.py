@@ -46,6 +46,12 @@ class Partition:
     leader_epoch: int = 0
     log: PartitionLog = field(default_factory=PartitionLog)
 
+    def new_leader_epoch(self) -> int:
+        """Bump the leader epoch (a leader change); the log starts the epoch at its end."""
+        self.leader_epoch += 1
+        self.log.start_epoch(self.leader_epoch)
+        return self.leader_epoch
+
 
 @dataclass
 class Topic:
