@@ -418,7 +418,7 @@ async def test_tls_with_a_certificate_check(tls_certs: TLSCertificates) -> None:
             assert (await client.leader("sealed", 1)).node_id in (1, 2)
         # a client that does not trust the test CA is refused by its own check
         untrusting = ssl.create_default_context()
-        with pytest.raises(errors.KafkaConnectionError, match="certificate"):
+        with pytest.raises(errors.TlsCertificateError, match="certificate"):
             async with pykaf.open_client(
                 cluster.bootstrap, ssl_context=untrusting, request_timeout=2, connect_timeout=2
             ):
