@@ -28,6 +28,11 @@ from pykaf.cli._common import (
 END_CHECK = 0.2
 #: Lines gathered before they go to the producer's bulk path as one batch.
 CHUNK = 10_000
+#: What ``consume`` fetches per partition unless -X says otherwise: a quarter
+#: of the library's 1 MiB. The command prints record by record, so larger
+#: fetches only wait in memory: 2,000,000 records of 100 B on 3 partitions
+#: peaked at 210 MB RSS with 1 MiB and 88 MB with this, as fast within noise.
+CONSUME_PARTITION_FETCH_BYTES = 262_144
 
 
 def add_produce(sub: Any) -> None:
@@ -219,6 +224,7 @@ def run_consume(args: argparse.Namespace) -> int:
     options = settings(args)
     if args.isolation_level:
         options["isolation_level"] = args.isolation_level
+    options.setdefault("max_partition_fetch_bytes", CONSUME_PARTITION_FETCH_BYTES)
     start = _start(args)
     out = sys.stdout.buffer
     count = 0

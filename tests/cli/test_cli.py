@@ -225,6 +225,28 @@ def test_consume_from_a_time(kafka_or_fake: Any) -> None:
     assert run("consume", topic, "--from-time", future, "-t", "0.5").stdout == ""
 
 
+def test_consume_fetches_a_quarter_mebibyte_per_partition_unless_told(
+    fake_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Memory: printing record by record, larger fetches only wait in RAM (210 MB -> 88 MB)."""
+    from pykaf.cli import main
+    from pykaf.cli._console import CONSUME_PARTITION_FETCH_BYTES
+
+    fake_cluster.create_topic("fetch-size", 1)
+    made: list[dict[str, Any]] = []
+
+    class Recording(pykaf.sync.Consumer):
+        def __init__(self, bootstrap: Any, **options: Any) -> None:
+            made.append(options)
+            super().__init__(bootstrap, **options)
+
+    monkeypatch.setattr(pykaf.sync, "Consumer", Recording)
+    args = ["consume", "fetch-size", "-b", fake_cluster.bootstrap, "-t", "0.1"]
+    assert main(args) == 0
+    assert main([*args, "-X", "max_partition_fetch_bytes=4096"]) == 0
+    assert [m["max_partition_fetch_bytes"] for m in made] == [CONSUME_PARTITION_FETCH_BYTES, 4096]
+
+
 def test_usage_errors_exit_2() -> None:
     run = partial(pykaf_command, check=False)
     for args, message in [

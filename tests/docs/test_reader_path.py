@@ -187,7 +187,10 @@ def test_the_reader_path_names_every_example_it_checks() -> None:
 
 
 @pytest.mark.slow
-def test_the_docs_in_the_order_a_reader_runs_them(cluster: str, tmp_path: Path) -> None:
+def test_the_docs_in_the_order_a_reader_runs_them(
+    cluster: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    cluster_kind = request.node.callspec.params["cluster"]
     for page, checks in PAGES.items():
         for block, check in zip(_page_blocks(page), checks, strict=True):
             lines = _run_block(block, cluster, tmp_path)
@@ -216,6 +219,8 @@ def test_the_docs_in_the_order_a_reader_runs_them(cluster: str, tmp_path: Path) 
         except AssertionError:
             pytest.fail(f"docs/cli.md: `{command}` printed\n{done.stdout}\n{done.stderr}")
 
+    if cluster_kind == "fake":
+        return  # Spark's first example runs on Kafka only: a JVM start is 20 s of the suite
     if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
         return  # the Spark page's example needs pykaf[spark] and Java
     spark_page = blocks_of("spark.md", (DOCS / "spark.md").read_text())
