@@ -23,8 +23,10 @@ module before the session is made, with ``PYSPARK_PYTHON`` unset, makes
 this interpreter the Python of a local session's workers (see
 ``docs/spark.md``, "Registration"). A read whose
 offsets were deleted fails with :class:`DataLossError` (unless the option
-``failOnDataLoss`` is false). pyspark is
-imported only by :func:`register` and the data source's modules.
+``failOnDataLoss`` is false). When PySpark is installed, importing this
+module lets ``df.write.format("pykaf").save()`` without a mode append, as
+Spark's Kafka sink does (``_savemode.py``: Spark refuses that mode for
+Python data sources before they see the write).
 """
 
 import os
@@ -33,6 +35,7 @@ from typing import Any
 
 from pykaf.spark._producer import SUMMARY_SCHEMA, arrow_producer, get_producer
 from pykaf.spark._read import DataLossError
+from pykaf.spark._savemode import install as install_save_modes
 
 
 def _master_from_env() -> str | None:
@@ -65,6 +68,7 @@ def _default_worker_python() -> None:
 
 
 _default_worker_python()
+install_save_modes()
 
 
 def register(spark: Any) -> None:

@@ -25,6 +25,7 @@ from pykaf.spark._read import (
     resolve,
     spark_schema,
 )
+from pykaf.spark._savemode import check_save_mode
 from pykaf.spark._stream import PykafStreamReader
 from pykaf.spark._write import PykafStreamWriter, PykafWriter
 
@@ -91,7 +92,7 @@ class PykafDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> PykafWriter:
         """Batch write; ``overwrite`` is refused (a topic is only appended to)."""
         if overwrite:
-            raise errors.ConfigError("a Kafka topic can only be appended to: use mode('append')")
+            check_save_mode("overwrite")
         return PykafWriter(self.options)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> PykafStreamWriter:

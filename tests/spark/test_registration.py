@@ -50,7 +50,7 @@ _JOB = textwrap.dedent(
                 pykaf.spark.register(spark)  # the thread's active session: see docs/spark.md
                 (df.select("value").write.format("pykaf")
                  .option("kafka.bootstrap.servers", fake.bootstrap)
-                 .option("topic", "copy").mode("append").save())
+                 .option("topic", "copy").save())  # no mode: as Spark's sink
             except Exception as exc:
                 failures.append(exc)
 

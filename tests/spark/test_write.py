@@ -79,6 +79,35 @@ def test_bad_options_and_rows_are_refused(spark: Any, cluster: FakeClusterThread
         ).mode("append").save()
 
 
+def test_save_modes_are_those_of_sparks_kafka_sink(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    """save() without a mode (ErrorIfExists) and errorifexists append; overwrite and ignore
+    are refused on the driver, as Spark's Kafka sink refuses them (issue 17)."""
+    import pykaf.spark  # noqa: F401 (what lets the default mode through PySpark)
+
+    topic = new_topic(1)
+    df = spark.createDataFrame([("a",), ("b",)], "value string")
+    writer = df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap)
+    writer.option("topic", topic).save()
+    df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+        "topic", topic
+    ).mode("errorifexists").save()
+    df.write.option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", topic).save(
+        format="pykaf", mode="error"
+    )
+    assert sorted(r.value for r in _read(cluster.bootstrap, topic, 1, 6)) == [b"a"] * 3 + [b"b"] * 3
+    for mode in ("ignore", "overwrite"):
+        with pytest.raises(
+            errors.ConfigError, match=f"save mode '{mode}' is not allowed for Kafka"
+        ):
+            df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+                "topic", topic
+            ).mode(mode).save()
+    with pytest.raises(errors.ConfigError, match="save mode 'ignore'"):
+        df.write.mode("ignore").save(format="pykaf", topic=topic)
+
+
 def test_producer_config_from_kafka_options() -> None:
     pytest.importorskip("pyspark")
     from pykaf.spark._options import producer_config
