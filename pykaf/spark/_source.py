@@ -93,13 +93,13 @@ class PykafDataSource(DataSource):
         """Batch write; ``overwrite`` is refused (a topic is only appended to)."""
         if overwrite:
             check_save_mode("overwrite")
-        return PykafWriter(self.options)
+        return PykafWriter(self.options, schema)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> PykafStreamWriter:
         """Streaming write (append output mode)."""
         if overwrite:
             raise errors.ConfigError("a Kafka topic can only be appended to: use append mode")
-        return PykafStreamWriter(self.options)
+        return PykafStreamWriter(self.options, schema)
 
 
 def register(spark: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -183,11 +184,41 @@ def test_timestamp_column_is_written(
     ]
 
 
-def test_unknown_columns_are_refused(spark: Any, cluster: FakeClusterThread) -> None:
-    df = spark.createDataFrame([("x", 1)], "value string, extra int")
-    with pytest.raises(Exception, match=r"column\(s\) extra cannot be written"):
-        df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
-            "topic", "t"
+def test_other_columns_are_ignored_and_wrong_types_refused_when_planned(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    """As Spark's Kafka sink: columns it does not write are ignored; a column of a
+    type it cannot write is refused when the write is planned, named with the
+    types it may have, before any task runs (issue 17)."""
+    topic = new_topic(1)
+    df = spark.createDataFrame([("x", 1, "k")], "value string, extra int, key string")
+    df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+        "topic", topic
+    ).mode("append").save()
+    [record] = _read(cluster.bootstrap, topic, 1, 1)
+    assert (record.key, record.value) == (b"k", b"x")
+    headers = "array<struct<key:string,value:binary>>"
+    cases = [
+        ("value int", "column 'value' must be string or binary, not int"),
+        ("value string, key double", "column 'key' must be string or binary, not double"),
+        ("value string, topic binary", "column 'topic' must be string, not binary"),
+        ("value string, partition bigint", "column 'partition' must be int, not bigint"),
+        (
+            "value string, headers array<struct<key:string,value:string>>",
+            f"column 'headers' must be {headers}, not array<struct<key:string,value:string>>",
+        ),
+        ("value string, timestamp long", "column 'timestamp' must be timestamp or "),
+    ]
+    for ddl, message in cases:
+        bad = spark.createDataFrame([], ddl)
+        with pytest.raises(Exception, match=re.escape(message)) as caught:
+            bad.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+                "topic", topic
+            ).mode("append").save()
+        assert "TypeError" not in str(caught.value)  # not a task's failure
+    with pytest.raises(Exception, match="no 'topic' option and no 'topic' column"):
+        spark.createDataFrame([], "value string").write.format("pykaf").option(
+            "kafka.bootstrap.servers", cluster.bootstrap
         ).mode("append").save()
 
 
