@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pykaf import errors
@@ -193,8 +193,26 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-#: An offsets option: "earliest", "latest", or offsets per topic and partition.
-OffsetSpec = int | dict[tuple[str, int], int]
+@dataclass(frozen=True)
+class TimestampSpec:
+    """Offsets by time: where each partition has its first record at or after a time.
+
+    Attributes:
+        option: the option it came from (for error messages).
+        at: ``startingTimestamp`` / ``endingTimestamp``: one time (ms since
+            the epoch) for every partition read.
+        partitions: ``...OffsetsByTimestamp``: a time per partition (the
+            partitions it leaves out take the default offsets).
+    """
+
+    option: str
+    at: int | None = None
+    partitions: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+#: An offsets option: "earliest", "latest", offsets per topic and partition,
+#: or offsets by time.
+OffsetSpec = int | dict[tuple[str, int], int] | TimestampSpec
 
 
 def offset_spec(
@@ -238,6 +256,68 @@ def offset_spec(
     return spec
 
 
+def _timestamp(name: str, value: object) -> int:
+    """A time in milliseconds since the epoch: an integer >= 0, or its decimal string."""
+    number: object = value
+    if isinstance(value, str) and value.strip().isdigit():
+        number = int(value.strip())
+    if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
+        return number
+    raise errors.ConfigError(
+        f"option {name}: {value!r} is not a timestamp (milliseconds since the epoch)"
+    )
+
+
+def offsets_option(
+    options: Mapping[str, str], which: str, default: int, *, allowed: set[int]
+) -> OffsetSpec:
+    """Where a read starts (``which`` "starting") or ends ("ending"), as Spark takes it.
+
+    ``{which}Timestamp`` (one time for every partition) takes precedence over
+    ``{which}OffsetsByTimestamp`` (``{"topic":{"0":1700000000000}}``), which
+    takes precedence over ``{which}Offsets`` (:func:`offset_spec`).
+
+    Raises:
+        ConfigError: a malformed value.
+    """
+    name = f"{which}Timestamp"
+    if options.get(name) is not None:
+        return TimestampSpec(name, at=_timestamp(name, options[name]))
+    name = f"{which}OffsetsByTimestamp"
+    if options.get(name) is not None:
+        parsed = _json(name, options[name])
+        if not isinstance(parsed, dict):
+            raise errors.ConfigError(f'option {name} must look like {{"topic":{{"0":1000}}}}')
+        times: dict[tuple[str, int], int] = {}
+        for topic, parts in parsed.items():
+            if not isinstance(parts, dict):
+                raise errors.ConfigError(f"option {name}: {topic!r} needs {{partition: time}}")
+            for part, when in parts.items():
+                try:
+                    index = int(part)
+                except ValueError:
+                    raise errors.ConfigError(
+                        f"option {name}: {part!r} is not a partition"
+                    ) from None
+                times[(topic, index)] = _timestamp(name, when)
+        return TimestampSpec(name, partitions=times)
+    return offset_spec(options, f"{which}Offsets", default, allowed=allowed)
+
+
+def choice(options: Mapping[str, str], name: str, allowed: tuple[str, ...]) -> str:
+    """An option that is one of ``allowed`` (case-insensitive); the first by default.
+
+    Raises:
+        ConfigError: it is given and is none of them.
+    """
+    value = options.get(name)
+    if value is None:
+        return allowed[0]
+    if value.strip().lower() not in allowed:
+        raise errors.ConfigError(f"option {name} must be {' or '.join(allowed)}, not {value!r}")
+    return value.strip().lower()
+
+
 def positive_int(options: Mapping[str, str], name: str) -> int | None:
     """An optional option that must be an integer >= 1.
 
@@ -278,8 +358,13 @@ class ReadOptions:
     Attributes:
         config: the consumer's options (:func:`consumer_config`).
         subscription: what to read.
-        starting: ``startingOffsets``.
-        ending: ``endingOffsets`` (batch reads only; LATEST for streams).
+        starting: ``startingTimestamp``, ``startingOffsetsByTimestamp`` or
+            ``startingOffsets`` (the first given, in that order).
+        ending: ``endingTimestamp``, ``endingOffsetsByTimestamp`` or
+            ``endingOffsets`` (batch reads only; LATEST for streams).
+        no_match_latest: ``startingOffsetsByTimestampStrategy`` is "latest": a
+            partition with no record at or after its starting time starts at
+            its latest offset (otherwise the read fails).
         max_per_trigger: ``maxOffsetsPerTrigger`` (streams only).
         min_partitions, max_records: ``minPartitions``, ``maxRecordsPerPartition``.
         include_headers: ``includeHeaders``.
@@ -290,6 +375,7 @@ class ReadOptions:
     subscription: Subscription
     starting: OffsetSpec
     ending: OffsetSpec
+    no_match_latest: bool
     max_per_trigger: int | None
     min_partitions: int | None
     max_records: int | None
@@ -301,22 +387,25 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
     """The read options, as Spark's Kafka source takes them.
 
     Batch reads start at the earliest offsets and end at the latest (and may
-    not start at "latest"); streams start at the latest.
+    not start at "latest"); streams start at the latest. Offsets by time are
+    looked up when the query is planned (:func:`pykaf.spark._read.resolve`).
 
     Raises:
         ConfigError: an option is missing, malformed or not allowed here.
     """
     if streaming:
-        starting = offset_spec(options, "startingOffsets", LATEST, allowed={EARLIEST, LATEST})
+        starting = offsets_option(options, "starting", LATEST, allowed={EARLIEST, LATEST})
         ending: OffsetSpec = LATEST
     else:
-        starting = offset_spec(options, "startingOffsets", EARLIEST, allowed={EARLIEST})
-        ending = offset_spec(options, "endingOffsets", LATEST, allowed={LATEST})
+        starting = offsets_option(options, "starting", EARLIEST, allowed={EARLIEST})
+        ending = offsets_option(options, "ending", LATEST, allowed={LATEST})
+    strategy = choice(options, "startingOffsetsByTimestampStrategy", ("error", "latest"))
     return ReadOptions(
         config=consumer_config(options),
         subscription=subscription(options),
         starting=starting,
         ending=ending,
+        no_match_latest=strategy == "latest",
         max_per_trigger=positive_int(options, "maxOffsetsPerTrigger"),
         min_partitions=positive_int(options, "minPartitions"),
         max_records=positive_int(options, "maxRecordsPerPartition"),

@@ -52,8 +52,15 @@ class PykafReader(DataSourceReader):
         with Planner(opts.config) as planner:
             parts = planner.partitions(opts.subscription)
             bounds = planner.bounds(parts)
-        start = resolve(parts, opts.starting, EARLIEST, bounds)
-        end = resolve(parts, opts.ending, LATEST, bounds)
+            start = resolve(
+                parts,
+                opts.starting,
+                EARLIEST,
+                bounds,
+                planner,
+                no_match_latest=opts.no_match_latest,
+            )
+            end = resolve(parts, opts.ending, LATEST, bounds, planner)
         ranges = []
         for topic, partition in parts:
             first, last = start[(topic, partition)], end[(topic, partition)]

@@ -89,10 +89,15 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return planner.partitions(self.opts.subscription, missing_ok=True)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
-        """Where a new query starts: ``startingOffsets`` (latest by default)."""
+        """Where a new query starts: ``startingOffsets`` (latest by default) or by time."""
         with Planner(self.opts.config) as planner:
             parts = self._parts(planner)
-            return to_json(resolve(parts, self.opts.starting, LATEST, planner.bounds(parts)))
+            bounds = planner.bounds(parts)
+            starting, latest_if_none = self.opts.starting, self.opts.no_match_latest
+            offsets = resolve(
+                parts, starting, LATEST, bounds, planner, no_match_latest=latest_if_none
+            )
+            return to_json(offsets)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Note the current end of every partition: the query reads up to it and stops."""

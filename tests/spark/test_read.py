@@ -215,3 +215,59 @@ def test_offset_options_parse_as_spark_does() -> None:
     assert sub.matches("events") and not sub.matches("my-events")
     with pytest.raises(errors.ConfigError, match="subscribePattern"):
         subscription({"subscribePattern": "("})
+
+
+def test_offsets_by_timestamp(spark: Any, kafka: Any) -> None:
+    """startingTimestamp / ...OffsetsByTimestamp / endingTimestamp, as Spark's source takes
+    them: ListOffsets by time, the precedence of the three ways, and a time past the end
+    (issue 17)."""
+    import time
+
+    topic = kafka.topic(1)
+    base = int(time.time() * 1000) - 3_600_000  # an hour ago: well inside retention
+    with pykaf.sync.Producer(kafka.bootstrap, linger=0.005) as producer:
+        producer.send_many(
+            topic,
+            [b"%d" % i for i in range(100)],
+            timestamps=[base + 10 * i for i in range(100)],
+            partition=0,
+        )
+
+    def offsets(**options: str) -> list[int]:
+        rows = _reader(spark, kafka.bootstrap, subscribe=topic, **options).load().collect()
+        assert {r.partition for r in rows} <= {0}
+        return sorted(r.offset for r in rows)
+
+    middle = str(base + 500)  # record 50's time
+    assert offsets(startingTimestamp=middle) == list(range(50, 100))
+    assert offsets(startingTimestamp=middle, endingTimestamp=str(base + 700)) == list(range(50, 70))
+    # the by-partition JSON (partitions left out take the default: see test_stream.py)
+    by_partition = json.dumps({topic: {"0": base + 805}})  # between records 80 and 81
+    assert offsets(startingOffsetsByTimestamp=by_partition) == list(range(81, 100))
+    assert offsets(endingOffsetsByTimestamp=json.dumps({topic: {"0": base + 100}})) == list(
+        range(10)
+    )
+    # precedence: ...Timestamp over ...OffsetsByTimestamp over ...Offsets
+    at_90 = json.dumps({topic: {"0": 90}})
+    assert offsets(
+        startingTimestamp=middle, startingOffsetsByTimestamp=by_partition, startingOffsets=at_90
+    ) == list(range(50, 100))
+    assert offsets(startingOffsetsByTimestamp=by_partition, startingOffsets=at_90) == list(
+        range(81, 100)
+    )
+    assert offsets(
+        endingTimestamp=str(base + 200),
+        endingOffsetsByTimestamp=json.dumps({topic: {"0": base + 100}}),
+        endingOffsets=json.dumps({topic: {"0": 5}}),
+    ) == list(range(20))
+    # past the end: an ending time reads to the latest offset; a starting time fails,
+    # unless startingOffsetsByTimestampStrategy is latest
+    future = str(base + 7_200_000)
+    assert offsets(endingTimestamp=future) == list(range(100))
+    with pytest.raises(Exception, match=rf"{topic}/0 has no record at or after {future} ms"):
+        offsets(startingTimestamp=future)
+    assert offsets(startingTimestamp=future, startingOffsetsByTimestampStrategy="latest") == []
+    with pytest.raises(Exception, match="is not a timestamp"):
+        offsets(startingTimestamp="yesterday")
+    with pytest.raises(Exception, match="must be error or latest"):
+        offsets(startingTimestamp=middle, startingOffsetsByTimestampStrategy="earliest")

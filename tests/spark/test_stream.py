@@ -148,3 +148,33 @@ def test_latest_offset_respects_limits_and_the_available_now_target(cluster: Any
     # availableNow: nothing past the offsets the query started with
     assert moved(reader.latestOffset(start, ReadAllAvailable())) == 40
     assert reader.reportLatestOffset() == {topic: {"0": 30, "1": 15}}
+
+
+def test_a_new_stream_starts_at_a_timestamp(cluster: Any) -> None:
+    """startingTimestamp and startingOffsetsByTimestamp for a new query (issue 17)."""
+    import json
+    import time
+
+    from pykaf.spark._stream import PykafStreamReader
+
+    topic = f"times-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 2)
+    base = int(time.time() * 1000) - 60_000
+    with pykaf.sync.Producer(cluster.bootstrap) as producer:
+        producer.send_many(
+            topic, [b"x"] * 100, timestamps=[base + i for i in range(100)], partition=0
+        )
+        producer.send_many(topic, [b"y"] * 10, timestamps=[base] * 10, partition=1)
+
+    def start(**options: str) -> Any:
+        reader = PykafStreamReader(
+            {"kafka.bootstrap.servers": cluster.bootstrap, "subscribe": topic, **options}
+        )
+        return reader.initialOffset()
+
+    latest = {"startingOffsetsByTimestampStrategy": "latest"}  # partition 1 has nothing as late
+    assert start(startingTimestamp=str(base + 50), **latest) == {topic: {"0": 50, "1": 10}}
+    by_partition = json.dumps({topic: {"1": base}})  # partition 0: the default (latest)
+    assert start(startingOffsetsByTimestamp=by_partition) == {topic: {"0": 100, "1": 0}}
+    with pytest.raises(errors.ConfigError, match=f"{topic}/1 has no record at or after"):
+        start(startingTimestamp=str(base + 50))  # strategy error: partition 1 is older
