@@ -122,6 +122,72 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
     return config
 
 
+# -- which options there are --------------------------------------------------------
+
+#: The options of Spark's Kafka connector other than ``kafka.*`` (each taken by
+#: pykaf, or accepted as a no-op: see docs/spark.md, "Porting from Spark's Kafka
+#: connector"), and Spark's own ``checkpointLocation`` of a streaming write.
+SPARK_OPTIONS = (
+    "assign",
+    "subscribe",
+    "subscribePattern",
+    "topic",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "includeHeaders",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "groupIdPrefix",
+    "checkpointLocation",
+)
+_KNOWN = {name.lower(): name for name in SPARK_OPTIONS}
+
+
+def check_option_names(options: Mapping[str, str]) -> None:
+    """Refuse options that are neither Spark's Kafka connector's nor ``kafka.*`` settings.
+
+    Names are compared without case (PySpark hands options over lower-cased).
+
+    Raises:
+        ConfigError: naming each unknown option, with the options there are.
+    """
+    unknown = [
+        name
+        for name in options
+        if not name.lower().startswith("kafka.") and name.lower() not in _KNOWN
+    ]
+    if unknown:
+        raise errors.ConfigError(
+            f"unknown option(s) {', '.join(sorted(unknown))}: neither an option of Spark's Kafka "
+            f"connector nor a kafka.* setting (the options: {', '.join(SPARK_OPTIONS)})"
+        )
+
+
+def _no_ending_options(options: Mapping[str, str]) -> None:
+    given = [
+        name
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp")
+        if options.get(name) is not None
+    ]
+    if given:
+        raise errors.ConfigError(
+            f"option(s) {', '.join(given)} are not valid in streaming queries (a stream has "
+            "no end), as in Spark's Kafka source"
+        )
+
+
 # -- what to read -----------------------------------------------------------------
 
 
@@ -236,24 +302,33 @@ def offset_spec(
         if words[word] not in allowed:
             raise errors.ConfigError(f"option {name} cannot be {word!r} here")
         return words[word]
+
+    def check(part: str, offset: object) -> int:
+        if _is_int(offset) and (offset >= 0 or offset in allowed):  # type: ignore[operator]
+            return offset  # type: ignore[return-value]
+        raise errors.ConfigError(f"option {name}: {part} has offset {offset!r}")
+
+    return _per_partition(name, value, "offset", check)
+
+
+def _per_partition(
+    name: str, value: str, what: str, check: Callable[[str, object], int]
+) -> dict[tuple[str, int], int]:
+    """A ``{"topic":{"0":n}}`` option: ``check(topic/partition, n)`` gives each number."""
     parsed = _json(name, value)
     if not isinstance(parsed, dict):
-        raise errors.ConfigError(
-            f'option {name} must be earliest, latest or {{"topic":{{"0":23}}}}'
-        )
-    spec: dict[tuple[str, int], int] = {}
+        raise errors.ConfigError(f'option {name} must look like {{"topic":{{"0":{what}}}}}')
+    out: dict[tuple[str, int], int] = {}
     for topic, parts in parsed.items():
         if not isinstance(parts, dict):
-            raise errors.ConfigError(f"option {name}: {topic!r} needs {{partition: offset}}")
-        for part, offset in parts.items():
+            raise errors.ConfigError(f"option {name}: {topic!r} needs {{partition: {what}}}")
+        for part, number in parts.items():
             try:
                 index = int(part)
             except ValueError:
                 raise errors.ConfigError(f"option {name}: {part!r} is not a partition") from None
-            if not _is_int(offset) or offset < EARLIEST or (offset < 0 and offset not in allowed):
-                raise errors.ConfigError(f"option {name}: {topic}/{part} has offset {offset!r}")
-            spec[(topic, index)] = offset
-    return spec
+            out[(topic, index)] = check(f"{topic}/{part}", number)
+    return out
 
 
 def _timestamp(name: str, value: object) -> int:
@@ -285,21 +360,7 @@ def offsets_option(
         return TimestampSpec(name, at=_timestamp(name, options[name]))
     name = f"{which}OffsetsByTimestamp"
     if options.get(name) is not None:
-        parsed = _json(name, options[name])
-        if not isinstance(parsed, dict):
-            raise errors.ConfigError(f'option {name} must look like {{"topic":{{"0":1000}}}}')
-        times: dict[tuple[str, int], int] = {}
-        for topic, parts in parsed.items():
-            if not isinstance(parts, dict):
-                raise errors.ConfigError(f"option {name}: {topic!r} needs {{partition: time}}")
-            for part, when in parts.items():
-                try:
-                    index = int(part)
-                except ValueError:
-                    raise errors.ConfigError(
-                        f"option {name}: {part!r} is not a partition"
-                    ) from None
-                times[(topic, index)] = _timestamp(name, when)
+        times = _per_partition(name, options[name], "time", lambda _, t: _timestamp(name, t))
         return TimestampSpec(name, partitions=times)
     return offset_spec(options, f"{which}Offsets", default, allowed=allowed)
 
@@ -351,6 +412,31 @@ def flag(options: Mapping[str, str], name: str, default: bool) -> bool:
         raise errors.ConfigError(f"option {name} must be true or false, not {value!r}") from None
 
 
+def _duration(options: Mapping[str, str], name: str, default: float) -> float:
+    """A Spark time string (``"15m"``, ``"30s"``, ``"500ms"``; a bare number is ms), in seconds.
+
+    Raises:
+        ConfigError: it is given and is not such a string.
+    """
+    value = options.get(name)
+    if value is None:
+        return default
+    units = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+    found = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if found is None or found.group(2) not in {"", *units}:
+        raise errors.ConfigError(
+            f"option {name} must be a duration such as 15m, 30s or 500ms, not {value!r}"
+        )
+    return int(found.group(1)) * units.get(found.group(2), 1e-3)
+
+
+def _non_negative_int(options: Mapping[str, str], name: str) -> None:
+    """Check an option that must be an integer >= 0 (one pykaf takes but does not need)."""
+    value = options.get(name)
+    if value is not None and not value.strip().isdigit():
+        raise errors.ConfigError(f"option {name} must be an integer >= 0, not {value!r}")
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """Everything a read (batch or streaming) takes from the options, checked.
@@ -366,9 +452,15 @@ class ReadOptions:
             partition with no record at or after its starting time starts at
             its latest offset (otherwise the read fails).
         max_per_trigger: ``maxOffsetsPerTrigger`` (streams only).
+        min_per_trigger: ``minOffsetsPerTrigger`` (streams only): a
+            micro-batch waits until that many offsets are waiting ...
+        max_trigger_delay: ... or ``maxTriggerDelay`` seconds (15 minutes by
+            default) passed since the last micro-batch.
         min_partitions, max_records: ``minPartitions``, ``maxRecordsPerPartition``.
         include_headers: ``includeHeaders``.
         fail_on_data_loss: ``failOnDataLoss``.
+        poll_timeout: ``kafkaConsumer.pollTimeoutMs``, in seconds: how long a
+            task waits without progress before it fails (120 s by default).
     """
 
     config: dict[str, Any]
@@ -377,29 +469,42 @@ class ReadOptions:
     ending: OffsetSpec
     no_match_latest: bool
     max_per_trigger: int | None
+    min_per_trigger: int | None
+    max_trigger_delay: float
     min_partitions: int | None
     max_records: int | None
     include_headers: bool
     fail_on_data_loss: bool
+    poll_timeout: float
 
 
-def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
+def read_options(options: Mapping[str, str], *, streaming: bool | None) -> ReadOptions:
     """The read options, as Spark's Kafka source takes them.
 
     Batch reads start at the earliest offsets and end at the latest (and may
-    not start at "latest"); streams start at the latest. Offsets by time are
-    looked up when the query is planned (:func:`pykaf.spark._read.resolve`).
+    not start at "latest"); streams start at the latest and take no ending
+    option. Offsets by time are looked up when the query is planned
+    (:func:`pykaf.spark._read.resolve`). ``streaming`` None checks what holds
+    for either (the data source's ``schema()``, which does not know which).
+    ``fetchOffset.numRetries``, ``fetchOffset.retryIntervalMs`` and
+    ``groupIdPrefix`` are checked and otherwise not used (pykaf's client
+    retries ListOffsets itself; it reads without a consumer group).
 
     Raises:
-        ConfigError: an option is missing, malformed or not allowed here.
+        ConfigError: an option is unknown, missing, malformed or not allowed here.
     """
+    check_option_names(options)
     if streaming:
+        _no_ending_options(options)
         starting = offsets_option(options, "starting", LATEST, allowed={EARLIEST, LATEST})
         ending: OffsetSpec = LATEST
     else:
-        starting = offsets_option(options, "starting", EARLIEST, allowed={EARLIEST})
+        allowed = {EARLIEST} if streaming is False else {EARLIEST, LATEST}
+        starting = offsets_option(options, "starting", EARLIEST, allowed=allowed)
         ending = offsets_option(options, "ending", LATEST, allowed={LATEST})
     strategy = choice(options, "startingOffsetsByTimestampStrategy", ("error", "latest"))
+    _non_negative_int(options, "fetchOffset.numRetries")
+    _non_negative_int(options, "fetchOffset.retryIntervalMs")
     return ReadOptions(
         config=consumer_config(options),
         subscription=subscription(options),
@@ -407,8 +512,11 @@ def read_options(options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         ending=ending,
         no_match_latest=strategy == "latest",
         max_per_trigger=positive_int(options, "maxOffsetsPerTrigger"),
+        min_per_trigger=positive_int(options, "minOffsetsPerTrigger"),
+        max_trigger_delay=_duration(options, "maxTriggerDelay", 15 * 60.0),
         min_partitions=positive_int(options, "minPartitions"),
         max_records=positive_int(options, "maxRecordsPerPartition"),
         include_headers=flag(options, "includeHeaders", False),
         fail_on_data_loss=flag(options, "failOnDataLoss", True),
+        poll_timeout=(positive_int(options, "kafkaConsumer.pollTimeoutMs") or 120_000) / 1000,
     )

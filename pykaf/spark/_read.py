@@ -457,6 +457,7 @@ def read_partition(opts: ReadOptions, rng: OffsetRange | None) -> Iterator[Any]:
         rng,
         include_headers=opts.include_headers,
         fail_on_data_loss=opts.fail_on_data_loss,
+        stall_timeout=opts.poll_timeout,
     )
 
 

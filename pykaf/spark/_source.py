@@ -85,7 +85,17 @@ class PykafDataSource(DataSource):
         return "pykaf"
 
     def schema(self) -> str:
-        """The columns a read gives (Spark's Kafka source's; ``headers`` with includeHeaders)."""
+        """The columns a read gives (Spark's Kafka source's; ``headers`` with includeHeaders).
+
+        Spark asks for it when a read is loaded (batch or streaming; never for
+        a write), so the read's options are checked here, where an error
+        reaches the caller of ``load()`` as it is (a stream reader's
+        constructor's error reaches it behind PySpark's ``UnboundLocalError``).
+
+        Raises:
+            ConfigError: an option is unknown, missing or malformed.
+        """
+        read_options(self.options, streaming=None)
         return spark_schema(flag(self.options, "includeHeaders", False))
 
     def reader(self, schema: Any) -> PykafReader:

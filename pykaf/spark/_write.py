@@ -28,7 +28,7 @@ from pyspark.sql.datasource import (
 
 from pykaf import errors
 from pykaf._portal import wait_future
-from pykaf.spark._options import producer_config
+from pykaf.spark._options import check_option_names, producer_config
 from pykaf.spark._producer import get_producer
 
 #: Parts of batches a task keeps in flight before it waits for the oldest.
@@ -207,6 +207,7 @@ class PykafWriter(DataSourceArrowWriter):
     """
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        check_option_names(options)
         self.config = producer_config(options)
         self.topic = options.get("topic")
         check_write_schema(schema, self.topic)
@@ -230,6 +231,7 @@ class PykafStreamWriter(DataSourceStreamArrowWriter):
     """
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        check_option_names(options)
         self.config = producer_config(options)
         self.topic = options.get("topic")
         check_write_schema(schema, self.topic)

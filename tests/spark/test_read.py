@@ -271,3 +271,63 @@ def test_offsets_by_timestamp(spark: Any, kafka: Any) -> None:
         offsets(startingTimestamp="yesterday")
     with pytest.raises(Exception, match="must be error or latest"):
         offsets(startingTimestamp=middle, startingOffsetsByTimestampStrategy="earliest")
+
+
+def test_options_unknown_refused_and_the_connectors_taken() -> None:
+    """Every option is Spark's Kafka connector's or a kafka.* setting; the connector's
+    options pykaf does not need are checked and taken (issue 17)."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from pykaf.spark._options import read_options
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    with pytest.raises(errors.ConfigError, match=r"unknown option\(s\) startingOfsets: neither"):
+        read_options({**base, "startingOfsets": "earliest"}, streaming=False)
+    connector = {
+        "kafkaConsumer.pollTimeoutMs": "3000",
+        "fetchOffset.numRetries": "5",
+        "fetchOffset.retryIntervalMs": "100",
+        "groupIdPrefix": "spark-kafka-source",
+        "maxOffsetsPerTrigger": "10",
+        "minOffsetsPerTrigger": "5",
+        "maxTriggerDelay": "30s",
+        "failOnDataLoss": "false",
+        "includeHeaders": "true",
+    }
+    # as PySpark hands them over: lower-cased, looked up without case
+    lowered = CaseInsensitiveDict({**base, **{k.lower(): v for k, v in connector.items()}})
+    for options in ({**base, **connector}, lowered):
+        opts = read_options(options, streaming=True)
+        assert (opts.poll_timeout, opts.max_trigger_delay) == (3.0, 30.0)
+        assert (opts.max_per_trigger, opts.min_per_trigger) == (10, 5)
+        assert opts.include_headers and not opts.fail_on_data_loss
+    assert read_options(base, streaming=True).max_trigger_delay == 15 * 60  # Spark's 15m
+    for name, value, message in [
+        ("fetchOffset.numRetries", "x", "must be an integer >= 0"),
+        ("maxTriggerDelay", "soon", "must be a duration"),
+        ("kafkaConsumer.pollTimeoutMs", "0", "must be an integer >= 1"),
+    ]:
+        with pytest.raises(errors.ConfigError, match=f"option {name} {message}"):
+            read_options({**base, name: value}, streaming=False)
+    with pytest.raises(errors.ConfigError, match="not valid in streaming queries"):
+        read_options({**base, "endingOffsets": "latest"}, streaming=True)
+
+
+def test_unknown_options_refused_when_loaded_or_written(spark: Any, cluster: Any) -> None:
+    """At load() for batch and streaming reads, when planned for writes (issue 17)."""
+    for reader in (spark.read, spark.readStream):
+        load = (
+            reader.format("pykaf")
+            .option("kafka.bootstrap.servers", cluster.bootstrap)
+            .option("subscribe", "t")
+            .option("startingOfsets", "earliest")
+        )
+        with pytest.raises(Exception, match=r"unknown option\(s\) startingofsets") as caught:
+            load.load()
+        assert "UnboundLocalError" not in str(caught.value)
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match=r"unknown option\(s\) tpoic"):
+        df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+            "tpoic", "t"
+        ).mode("append").save()
