@@ -33,13 +33,23 @@ def _ms(value: str) -> float:
     return int(value) / 1000
 
 
-# kafka.* -> (pykaf option, conversion): what producers and consumers share.
+def _acks(value: str) -> int | str:
+    word = value.strip().lower()
+    return "all" if word in ("all", "-1") else int(word)
+
+
+# kafka.* -> (pykaf option, conversion): Java's names and meanings, where pykaf
+# has the same setting. What producers and consumers share:
 _CLIENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "client.id": ("client_id", str),
     "request.timeout.ms": ("request_timeout", _ms),
+    "retry.backoff.ms": ("retry_backoff", _ms),
+    "reconnect.backoff.ms": ("reconnect_backoff", _ms),
+    "reconnect.backoff.max.ms": ("reconnect_backoff_max", _ms),
+    "metadata.max.age.ms": ("metadata_max_age", _ms),
     "security.protocol": ("security_protocol", str),
     "sasl.mechanism": ("sasl_mechanism", str),
-    "sasl.username": ("sasl_username", str),
+    "sasl.username": ("sasl_username", str),  # librdkafka's names
     "sasl.password": ("sasl_password", str),
     "ssl.ca.location": ("ssl_cafile", str),
     "ssl.certificate.location": ("ssl_certfile", str),
@@ -48,14 +58,15 @@ _CLIENT: dict[str, tuple[str, Callable[[str], Any]]] = {
 }
 _PRODUCER: dict[str, tuple[str, Callable[[str], Any]]] = {
     **_CLIENT,
-    "acks": ("acks", lambda v: v if v == "all" else int(v)),
+    "acks": ("acks", _acks),
     "linger.ms": ("linger", _ms),
-    "batch.size": ("batch_bytes", int),
     "compression.type": ("compression", str),
     "enable.idempotence": ("idempotence", _bool),
     "delivery.timeout.ms": ("delivery_timeout", _ms),
-    "max.request.size": ("max_message_bytes", int),
     "retries": ("retries", int),
+    "retry.backoff.max.ms": ("retry_backoff_max", _ms),
+    "max.in.flight.requests.per.connection": ("max_in_flight", int),
+    "buffer.memory": ("buffer_bytes", int),
 }
 _CONSUMER: dict[str, tuple[str, Callable[[str], Any]]] = {
     **_CLIENT,
@@ -65,44 +76,278 @@ _CONSUMER: dict[str, tuple[str, Callable[[str], Any]]] = {
     "fetch.max.bytes": ("fetch_max_bytes", int),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
     "check.crcs": ("check_crcs", _bool),
+    "max.in.flight.requests.per.connection": ("max_in_flight_per_connection", int),
+    "allow.auto.create.topics": ("allow_auto_create_topics", _bool),
+}
+
+#: kafka.* settings taken and not needed, and why (docs/spark.md lists them).
+_NO_OP_CLIENT = {
+    "receive.buffer.bytes": "the operating system sizes the socket buffers (Java's -1)",
+    "send.buffer.bytes": "the operating system sizes the socket buffers (Java's -1)",
+    "connections.max.idle.ms": "a task's connections last as long as the task",
+}
+_NO_OP_CONSUMER = {
+    **_NO_OP_CLIENT,
+    "group.id": "the read assigns its partitions and commits nothing: no group is joined",
+    "session.timeout.ms": "no consumer group is joined",
+    "heartbeat.interval.ms": "no consumer group is joined",
+    "max.poll.interval.ms": "no consumer group is joined",
+}
+_NO_OP_PRODUCER = dict(_NO_OP_CLIENT)
+
+#: kafka.* settings refused, and why (with pykaf's equivalent where there is one).
+_REFUSED_CONSUMER = {
+    "key.deserializer": "keys are read as bytes (binary columns); cast them in the query "
+    "(Spark's Kafka source refuses it too)",
+    "value.deserializer": "values are read as bytes (binary columns); cast them in the query "
+    "(Spark's Kafka source refuses it too)",
+    "auto.offset.reset": "set startingOffsets to earliest or latest instead (Spark's Kafka "
+    "source refuses it too)",
+    "enable.auto.commit": "no offsets are committed: a stream's position is in Spark's "
+    "checkpoint (Spark's Kafka source refuses it too)",
+    "max.poll.records": "there is no poll loop: a task reads whole Fetch answers (bound them "
+    "with kafka.max.partition.fetch.bytes, or the rows per task with maxRecordsPerPartition)",
+}
+_REFUSED_PRODUCER = {
+    "key.serializer": "keys are written as the key column's bytes (string or binary); cast "
+    "the column (Spark's Kafka sink refuses it too)",
+    "value.serializer": "values are written as the value column's bytes (string or binary); "
+    "cast the column (Spark's Kafka sink refuses it too)",
+}
+
+_JAAS = re.compile(
+    r"\s*org\.apache\.kafka\.common\.security\.(plain\.PlainLoginModule|"
+    r"scram\.ScramLoginModule)\s+required\s+(.*?);?\s*$",
+    re.DOTALL,
+)
+_JAAS_OPTION = re.compile(r'\s*([\w.]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _jaas(value: str) -> dict[str, str]:
+    """``sasl.jaas.config`` of Kafka's PLAIN or SCRAM login module: the user name and password.
+
+    PlainLoginModule implies the PLAIN mechanism; ScramLoginModule needs
+    ``kafka.sasl.mechanism`` (SCRAM-SHA-256 or SCRAM-SHA-512), as in Java.
+
+    Raises:
+        ConfigError: another login module (named, with why), or no username/password.
+    """
+    found = _JAAS.match(value)
+    if found is None:
+        module = value.strip().split(None, 1)[0] if value.strip() else "(empty)"
+        raise errors.ConfigError(
+            f"option kafka.sasl.jaas.config: login module {module} is not supported: pykaf "
+            "takes PlainLoginModule and ScramLoginModule (a username and a password); "
+            "OAUTHBEARER needs a token provider in Python (pykaf's sasl_oauth_token_provider), "
+            "and Kerberos (GSSAPI) is not supported"
+        )
+    fields: dict[str, str] = {}
+    rest = found.group(2)
+    while rest.strip():
+        option = _JAAS_OPTION.match(rest)
+        if option is None:
+            raise errors.ConfigError(
+                f"option kafka.sasl.jaas.config: cannot read {rest.strip()!r} "
+                '(options are name="value")'
+            )
+        fields[option.group(1)] = re.sub(r"\\(.)", r"\1", option.group(2))
+        rest = rest[option.end() :]
+    if "username" not in fields or "password" not in fields:
+        raise errors.ConfigError(
+            "option kafka.sasl.jaas.config: the login module needs username=... password=..."
+        )
+    config = {"sasl_username": fields["username"], "sasl_password": fields["password"]}
+    if found.group(1).startswith("plain"):
+        config["sasl_mechanism"] = "PLAIN"  # kafka.sasl.mechanism, when given, says the same
+    return config
+
+
+def _stores(settings: Mapping[str, str]) -> dict[str, Any]:
+    """Java's ``ssl.truststore.*`` / ``ssl.keystore.*`` and hostname checking, as pykaf's.
+
+    A PEM store is a file pykaf reads as it is; JKS and PKCS12 stores are refused
+    naming the PEM options to use instead.
+
+    Raises:
+        ConfigError: a JKS or PKCS12 store, or a PEM store with a password.
+    """
+    config: dict[str, Any] = {}
+    for store, target, instead in (
+        ("truststore", "ssl_cafile", "kafka.ssl.ca.location (a PEM file of the CA certificates)"),
+        (
+            "keystore",
+            "ssl_certfile",
+            "kafka.ssl.certificate.location and kafka.ssl.key.location (PEM files)",
+        ),
+    ):
+        location = settings.get(f"ssl.{store}.location")
+        kind = settings.get(f"ssl.{store}.type", "JKS").strip().upper()
+        if location is None and f"ssl.{store}.password" not in settings:
+            continue
+        if kind != "PEM":
+            raise errors.ConfigError(
+                f"option kafka.ssl.{store}.location: a {kind} {store} cannot be read by pykaf; "
+                f"convert it to PEM (keytool, openssl) and give {instead}, or "
+                f"kafka.ssl.{store}.type=PEM"
+            )
+        if f"ssl.{store}.password" in settings and store == "truststore":
+            raise errors.ConfigError(
+                "option kafka.ssl.truststore.password: a PEM truststore has no password"
+            )
+        if location is not None:
+            config[target] = location
+        if store == "keystore" and f"ssl.{store}.password" in settings:
+            config["ssl_password"] = settings[f"ssl.{store}.password"]
+    algorithm = settings.get("ssl.endpoint.identification.algorithm")
+    if algorithm is not None:
+        if algorithm.strip().lower() not in ("", "https"):
+            raise errors.ConfigError(
+                "option kafka.ssl.endpoint.identification.algorithm must be https or empty, "
+                f"not {algorithm!r}"
+            )
+        config["ssl_check_hostname"] = algorithm.strip() != ""
+    return config
+
+
+#: Producer settings with Java's meanings, translated by _producer_sizes.
+_SIZES = frozenset({"batch.size", "max.request.size"})
+
+_STORE_KEYS = {
+    "ssl.truststore.location",
+    "ssl.truststore.type",
+    "ssl.truststore.password",
+    "ssl.keystore.location",
+    "ssl.keystore.type",
+    "ssl.keystore.password",
+    "ssl.endpoint.identification.algorithm",
 }
 
 
+def _kafka_settings(options: Mapping[str, str]) -> dict[str, str]:
+    """The ``kafka.*`` options without the prefix, lower-cased (Java's names are)."""
+    return {
+        name[len("kafka.") :].lower(): value
+        for name, value in options.items()
+        if name.lower().startswith("kafka.")
+    }
+
+
 def _kafka_options(
-    options: Mapping[str, str], table: Mapping[str, tuple[str, Callable[[str], Any]]]
+    options: Mapping[str, str],
+    table: Mapping[str, tuple[str, Callable[[str], Any]]],
+    no_op: Mapping[str, str],
+    refused: Mapping[str, str],
+    translated: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
+    """Pykaf options from the ``kafka.*`` options, by ``table``.
+
+    ``no_op`` settings are taken and not used; ``refused`` ones are refused with
+    their reason; ``translated`` ones are the caller's to translate. Java's
+    ``sasl.jaas.config`` and SSL stores are translated here.
+    """
     config: dict[str, Any] = {}
+    settings = _kafka_settings(options)
     unknown = []
-    for name, value in options.items():
-        if not name.lower().startswith("kafka."):
-            continue
-        key = name[len("kafka.") :]
+    for key, value in settings.items():
+        name = f"kafka.{key}"
+        if key in refused:
+            raise errors.ConfigError(f"option {name} is not supported: {refused[key]}")
         if key == "bootstrap.servers":
             config["bootstrap_servers"] = value
+        elif key == "sasl.jaas.config":
+            login = _jaas(value)
+            if "sasl.mechanism" not in settings and "sasl_mechanism" not in login:
+                raise errors.ConfigError(
+                    "option kafka.sasl.jaas.config: ScramLoginModule needs kafka.sasl.mechanism "
+                    "(SCRAM-SHA-256 or SCRAM-SHA-512)"
+                )
+            config.update({k: v for k, v in login.items() if k not in config})
         elif key in table:
             target, convert = table[key]
             try:
                 config[target] = convert(value)
             except ValueError:
                 raise errors.ConfigError(f"option {name}={value!r} is not valid") from None
-        else:
+        elif key not in no_op and key not in _STORE_KEYS and key not in translated:
             unknown.append(name)
     if unknown:
         known = ", ".join(f"kafka.{k}" for k in ["bootstrap.servers", *table])
         raise errors.ConfigError(f"unsupported option(s) {', '.join(unknown)}; pykaf takes {known}")
+    config.update(_stores(settings))
     if "bootstrap_servers" not in config:
         raise errors.ConfigError("the option kafka.bootstrap.servers is required")
     return config
 
 
+def _producer_sizes(settings: Mapping[str, str], config: dict[str, Any]) -> None:
+    """``batch.size`` and ``max.request.size`` with Java's meanings.
+
+    Java's ``batch.size`` is a target: a partition's batch is sent once it
+    holds that many bytes, and a larger record still goes (in a batch of its
+    own); 0 turns batching off. That is pykaf's ``flush_bytes`` (0: one
+    record per batch). ``max.request.size`` caps a record and a request:
+    ``max_message_bytes``, with the batch and request limits raised to it.
+    """
+    from pykaf._producer.config import ProducerConfig
+
+    defaults = ProducerConfig()
+    if "batch.size" in settings:
+        size = _integer("kafka.batch.size", settings["batch.size"])
+        if size == 0:
+            config["batch_records"] = 1
+        else:
+            config["flush_bytes"] = size
+    if "max.request.size" in settings:
+        size = _integer("kafka.max.request.size", settings["max.request.size"])
+        config["max_message_bytes"] = size
+        config["batch_bytes"] = max(defaults.batch_bytes, size)
+        config["max_request_bytes"] = max(defaults.max_request_bytes, size)
+
+
+def _integer(name: str, value: str) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise errors.ConfigError(f"option {name}={value!r} is not valid (an integer >= 0)")
+    return number
+
+
 def producer_config(options: Mapping[str, str]) -> dict[str, Any]:
-    """Pykaf producer options from the data source's ``kafka.*`` options.
+    """Pykaf producer options from the data source's ``kafka.*`` options (Java's names).
+
+    As Kafka's Java producer, idempotence is on unless ``acks`` is not
+    "all", ``retries`` is 0 or ``max.in.flight.requests.per.connection`` is
+    over 5, when it is turned off, unless ``enable.idempotence=true`` asks
+    for it (then the conflict is refused).
 
     Raises:
         ConfigError: ``kafka.bootstrap.servers`` is missing, or a ``kafka.*``
-            option is one pykaf does not take (named, with those it does).
+            option is one pykaf does not take (named, with why or with those it
+            does), or the options conflict.
     """
-    return _kafka_options(options, _PRODUCER)
+    from pykaf._producer.config import ProducerConfig
+
+    config = _kafka_options(options, _PRODUCER, _NO_OP_PRODUCER, _REFUSED_PRODUCER, _SIZES)
+    _producer_sizes(_kafka_settings(options), config)
+    if "idempotence" not in config and (
+        config.get("acks", "all") != "all"
+        or config.get("retries") == 0
+        or config.get("max_in_flight", 5) > 5
+    ):
+        config["idempotence"] = False  # what Java does when idempotence is not set
+    try:
+        ProducerConfig(**config)  # every option checked here, on the driver
+    except errors.ConfigError as exc:
+        raise errors.ConfigError(
+            f"kafka.* options: {exc} (kafka.enable.idempotence=true needs kafka.acks=all, "
+            "kafka.retries > 0 and at most 5 kafka.max.in.flight.requests.per.connection, "
+            "as in Kafka's Java producer)"
+            if config.get("idempotence")
+            else f"kafka.* options: {exc}"
+        ) from None
+    return config
 
 
 def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
@@ -113,7 +358,7 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
     """
     from pykaf._consumer.config import ConsumerConfig
 
-    config = _kafka_options(options, _CONSUMER)
+    config = _kafka_options(options, _CONSUMER, _NO_OP_CONSUMER, _REFUSED_CONSUMER)
     config.setdefault("isolation_level", "read_committed")
     try:
         ConsumerConfig(**config)  # every option checked here, on the driver

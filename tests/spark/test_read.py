@@ -109,7 +109,9 @@ def test_bad_read_options_are_named(spark: Any, kafka: Any) -> None:
         ({"subscribe": topic, "endingOffsets": json.dumps({topic: {"0": -2}})}, "has offset -2"),
         ({"subscribe": topic, "endingOffsets": json.dumps({topic: {"0": 99}})}, "past the"),
         ({"subscribe": topic, "startingOffsets": json.dumps({"other": {"0": 1}})}, "not read"),
-        ({"subscribe": topic, "kafka.sasl.jaas.config": "x"}, "unsupported option"),
+        ({"subscribe": topic, "kafka.client.dns.lookup": "x"}, "unsupported option"),
+        ({"subscribe": topic, "kafka.max.poll.records": "7"}, "there is no poll loop"),
+        ({"subscribe": topic, "kafka.sasl.jaas.config": "x"}, "login module x is not supported"),
         ({"subscribe": topic, "kafka.isolation.level": "dirty"}, "isolation_level"),
         ({"subscribe": topic, "minPartitions": "0"}, "minPartitions must be an integer >= 1"),
         ({"subscribe": "no-such-topic-" + topic}, "UnknownTopicOrPartition|does not exist"),
@@ -331,3 +333,54 @@ def test_unknown_options_refused_when_loaded_or_written(spark: Any, cluster: Any
         df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
             "tpoic", "t"
         ).mode("append").save()
+
+
+def test_java_client_settings_keep_their_meaning() -> None:
+    """sasl.jaas.config, Java's SSL stores, group.id and the settings Spark refuses (issue 17)."""
+    pytest.importorskip("pyspark")
+    from pykaf.spark._options import consumer_config
+
+    base = {"kafka.bootstrap.servers": "h:1"}
+    plain = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="alice" password="s3\\"cret";'
+    )
+    config = consumer_config({**base, "kafka.sasl.jaas.config": plain})
+    assert (config["sasl_username"], config["sasl_password"]) == ("alice", 's3"cret')
+    assert config["sasl_mechanism"] == "PLAIN"
+    scram = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required\n"
+        '  username="bob"\n  password="pw";'
+    )
+    config = consumer_config(
+        {**base, "kafka.sasl.jaas.config": scram, "kafka.sasl.mechanism": "SCRAM-SHA-512"}
+    )
+    assert (config["sasl_username"], config["sasl_mechanism"]) == ("bob", "SCRAM-SHA-512")
+    with pytest.raises(errors.ConfigError, match=r"ScramLoginModule needs kafka\.sasl\.mechanism"):
+        consumer_config({**base, "kafka.sasl.jaas.config": scram})
+    kerberos = "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"
+    with pytest.raises(errors.ConfigError, match="Krb5LoginModule is not supported"):
+        consumer_config({**base, "kafka.sasl.jaas.config": kerberos})
+    # a JKS truststore (Java's default type) is refused naming the PEM option; PEM is read
+    with pytest.raises(errors.ConfigError, match=r"JKS truststore .* kafka\.ssl\.ca\.location"):
+        consumer_config({**base, "kafka.ssl.truststore.location": "/etc/kafka/trust.jks"})
+    pem = {"kafka.ssl.truststore.location": "/ca.pem", "kafka.ssl.truststore.type": "PEM"}
+    assert consumer_config({**base, **pem})["ssl_cafile"] == "/ca.pem"
+    no_check = {"kafka.ssl.endpoint.identification.algorithm": ""}
+    assert consumer_config({**base, **no_check})["ssl_check_hostname"] is False
+    # a group id, session timeout and socket buffers: taken, not needed
+    quiet = {
+        "kafka.group.id": "g",
+        "kafka.session.timeout.ms": "45000",
+        "kafka.receive.buffer.bytes": "65536",
+        "kafka.max.in.flight.requests.per.connection": "2",
+    }
+    config = consumer_config({**base, **quiet})
+    assert config["max_in_flight_per_connection"] == 2 and "group.id" not in str(config)
+    for name, hint in [
+        ("kafka.auto.offset.reset", "set startingOffsets"),
+        ("kafka.key.deserializer", "keys are read as bytes"),
+        ("kafka.enable.auto.commit", "no offsets are committed"),
+    ]:
+        with pytest.raises(errors.ConfigError, match=f"option {name} is not supported: {hint}"):
+            consumer_config({**base, name: "x"})

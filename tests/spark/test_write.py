@@ -67,8 +67,8 @@ def test_bad_options_and_rows_are_refused(spark: Any, cluster: FakeClusterThread
     writer = df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap)
     with pytest.raises(Exception, match="only be appended"):
         writer.option("topic", "t").mode("overwrite").save()
-    with pytest.raises(Exception, match=r"unsupported option\(s\) kafka.sasl.jaas.config"):
-        writer.option("topic", "t").option("kafka.sasl.jaas.config", "x").mode("append").save()
+    with pytest.raises(Exception, match=r"unsupported option\(s\) kafka.max.poll.records"):
+        writer.option("topic", "t").option("kafka.max.poll.records", "7").mode("append").save()
     with pytest.raises(Exception, match="no 'topic' option and no 'topic' column"):
         df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).mode(
             "append"
@@ -115,11 +115,66 @@ def test_producer_config_from_kafka_options() -> None:
 
     assert producer_config(
         {"kafka.bootstrap.servers": "h:1", "kafka.linger.ms": "20", "kafka.acks": "1", "x": "y"}
-    ) == {"bootstrap_servers": "h:1", "linger": 0.02, "acks": 1}
+    ) == {"bootstrap_servers": "h:1", "linger": 0.02, "acks": 1, "idempotence": False}
     with pytest.raises(errors.ConfigError, match="required"):
         producer_config({"kafka.acks": "all"})
     with pytest.raises(errors.ConfigError, match="not valid"):
         producer_config({"kafka.bootstrap.servers": "h:1", "kafka.batch.size": "big"})
+
+
+def test_java_producer_settings_keep_their_meaning() -> None:
+    """kafka.* settings as Kafka's Java producer means them (issue 17)."""
+    pytest.importorskip("pyspark")
+    from pykaf.spark._options import producer_config
+
+    base = {"kafka.bootstrap.servers": "h:1"}
+    # batch.size is a per-partition target, not a cap on a record: pykaf's flush_bytes
+    config = producer_config({**base, "kafka.batch.size": "16384"})
+    assert config["flush_bytes"] == 16384 and "batch_bytes" not in config
+    assert producer_config({**base, "kafka.batch.size": "0"})["batch_records"] == 1
+    big = producer_config({**base, "kafka.max.request.size": "10485760"})
+    assert big["max_message_bytes"] == big["batch_bytes"] == 10485760
+    # acks other than all turn idempotence off, unless it is asked for (then refused)
+    for acks, code in (("1", 1), ("0", 0)):
+        assert producer_config({**base, "kafka.acks": acks}) == {
+            **base_config(),
+            "acks": code,
+            "idempotence": False,
+        }
+    assert producer_config({**base, "kafka.acks": "-1"})["acks"] == "all"
+    with pytest.raises(errors.ConfigError, match=r"enable\.idempotence=true needs kafka\.acks=all"):
+        producer_config({**base, "kafka.acks": "1", "kafka.enable.idempotence": "true"})
+    assert producer_config({**base, "kafka.max.in.flight.requests.per.connection": "10"}) == {
+        **base_config(),
+        "max_in_flight": 10,
+        "idempotence": False,
+    }
+    # serializers: refused, as Spark's sink refuses them
+    for name in ("kafka.key.serializer", "kafka.value.serializer"):
+        with pytest.raises(errors.ConfigError, match=f"option {name} is not supported"):
+            producer_config({**base, name: "org.apache.kafka.common.serialization.X"})
+    assert producer_config({**base, "kafka.send.buffer.bytes": "131072"}) == base_config()
+
+
+def base_config() -> dict[str, str]:
+    """What producer_config gives for kafka.bootstrap.servers alone."""
+    return {"bootstrap_servers": "h:1"}
+
+
+def test_java_producer_settings_write(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    """kafka.batch.size=16384 with records larger than it, and kafka.acks=1 (issue 17)."""
+    topic = new_topic(1)
+    rows = [(b"%d" % i + b"x" * 40_000,) for i in range(5)]
+    spark.createDataFrame(rows, "value binary").write.format("pykaf").option(
+        "kafka.bootstrap.servers", cluster.bootstrap
+    ).option("topic", topic).option("kafka.batch.size", "16384").option("kafka.acks", "1").mode(
+        "append"
+    ).save()
+    assert sorted(r.value for r in _read(cluster.bootstrap, topic, 1, 5)) == sorted(
+        v for (v,) in rows
+    )
 
 
 def test_topic_option_overrides_column_and_null_partitions_fall_back(
