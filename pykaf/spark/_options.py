@@ -351,7 +351,12 @@ def producer_config(options: Mapping[str, str]) -> dict[str, Any]:
 
 
 def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
-    """Pykaf consumer options from the ``kafka.*`` options; read_committed unless set.
+    """Pykaf consumer options from the ``kafka.*`` options; read_uncommitted unless set.
+
+    read_uncommitted is the default of Spark's Kafka source and of Kafka's
+    consumers (pykaf's own consumer defaults to read_committed): a job ported
+    from ``format("kafka")`` reads the same rows, aborted transactional
+    records included; ``kafka.isolation.level=read_committed`` leaves them out.
 
     Raises:
         ConfigError: as :func:`producer_config`, or an invalid consumer option.
@@ -359,7 +364,7 @@ def consumer_config(options: Mapping[str, str]) -> dict[str, Any]:
     from pykaf._consumer.config import ConsumerConfig
 
     config = _kafka_options(options, _CONSUMER, _NO_OP_CONSUMER, _REFUSED_CONSUMER)
-    config.setdefault("isolation_level", "read_committed")
+    config.setdefault("isolation_level", "read_uncommitted")
     try:
         ConsumerConfig(**config)  # every option checked here, on the driver
     except errors.ConfigError as exc:

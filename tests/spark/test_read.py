@@ -124,8 +124,9 @@ def test_bad_read_options_are_named(spark: Any, kafka: Any) -> None:
 def test_read_committed_skips_aborted_and_markers_by_offset(
     spark: Any, cluster: FakeClusterThread, new_topic: Any
 ) -> None:
-    """The fake (Tansu sends no aborted-transaction lists): committed records only,
-    read_committed by default, and ranges ending on markers and aborted records end."""
+    """The fake (Tansu sends no aborted-transaction lists): committed records only under
+    read_committed, and ranges ending on markers and aborted records end; everything
+    by default (read_uncommitted, as Spark's Kafka source: issue 17)."""
     topic = new_topic(1)
     with pykaf.sync.Producer(cluster.bootstrap, transactional_id=f"spark-{topic}") as producer:
         for n, commit in enumerate([True, False, True, False]):
@@ -135,16 +136,17 @@ def test_read_committed_skips_aborted_and_markers_by_offset(
                 producer.commit_transaction()
             else:
                 producer.abort_transaction()
-    committed = _reader(spark, cluster.bootstrap, subscribe=topic).load()
+    committed_only = {"kafka.isolation.level": "read_committed"}
+    committed = _reader(spark, cluster.bootstrap, subscribe=topic, **committed_only).load()
     values = [r.value for r in committed.orderBy("offset").collect()]
     assert values == [b"0-%d" % i for i in range(10)] + [b"2-%d" % i for i in range(10)]
     # four transactions of 10 records and a marker each: 44 offsets, split in 4
-    split = _reader(spark, cluster.bootstrap, subscribe=topic, maxRecordsPerPartition="11").load()
+    split = _reader(
+        spark, cluster.bootstrap, subscribe=topic, maxRecordsPerPartition="11", **committed_only
+    ).load()
     assert split.rdd.getNumPartitions() == 4
     assert sorted(r.value for r in split.collect()) == sorted(values)
-    everything = _reader(
-        spark, cluster.bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_uncommitted"}
-    ).load()
+    everything = _reader(spark, cluster.bootstrap, subscribe=topic).load()  # the default
     assert everything.count() == 40
 
 
@@ -158,8 +160,13 @@ def test_an_open_transaction_holds_the_end_back(
         producer.send_many(topic, [b"open"] * 5, partition=0)
         _produce(cluster.bootstrap, topic, 0, [b"after"] * 5)
         # read_committed ends at the last stable offset: before the open transaction
-        rows = _reader(spark, cluster.bootstrap, subscribe=topic).load().collect()
-        assert [r.value for r in rows] == [b"before"] * 5
+        committed_only = {"kafka.isolation.level": "read_committed"}
+        rows = _reader(spark, cluster.bootstrap, subscribe=topic, **committed_only).load()
+        assert [r.value for r in rows.collect()] == [b"before"] * 5
+        # read_uncommitted (the default) reads up to the high watermark
+        rows = _reader(spark, cluster.bootstrap, subscribe=topic).load().orderBy("offset")
+        everything = [b"before"] * 5 + [b"open"] * 5 + [b"after"] * 5
+        assert [r.value for r in rows.collect()] == everything
         producer.commit_transaction()
     rows = _reader(spark, cluster.bootstrap, subscribe=topic).load().orderBy("offset").collect()
     assert [r.value for r in rows] == [b"before"] * 5 + [b"open"] * 5 + [b"after"] * 5
