@@ -237,8 +237,10 @@ def test_kafka_options(spark: Any, spark_kafka_connector: list[str], source: Sou
     bad = {"subscribe": source.create, "kafkaConsumer.pollTimeoutMs": "nonsense"}
     with pytest.raises(Exception, match=r"option kafkaConsumer\.pollTimeoutMs must be an integer"):
         _read(spark, "pykaf", source.bootstrap, **bad).collect()
+    misspelt = {"subscribe": source.create, "startingOfset": "0"}
+    assert len(_read(spark, "kafka", source.bootstrap, **misspelt).collect()) == source.records
     with pytest.raises(Exception, match=r"unknown option\(s\) startingofset"):
-        _read(spark, "pykaf", source.bootstrap, subscribe=source.create, startingOfset="0")
+        _read(spark, "pykaf", source.bootstrap, **misspelt)
 
 
 def test_timestamp_offsets_equal(
