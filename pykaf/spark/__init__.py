@@ -35,6 +35,7 @@ from typing import Any
 
 from pykaf.spark._producer import SUMMARY_SCHEMA, arrow_producer, get_producer
 from pykaf.spark._read import DataLossError
+from pykaf.spark._savemode import activate
 from pykaf.spark._savemode import install as install_save_modes
 
 
@@ -83,10 +84,10 @@ def register(spark: Any) -> None:
     ``spark.pyspark.python``), and must have pykaf installed.
 
     It also makes ``spark`` the calling thread's active session in Spark's
-    JVM: Spark looks a Python data source up for ``df.write.save()`` through
-    that thread's active session, so a batch write from a thread other than
-    the one that made the session fails with ``DATA_SOURCE_NOT_FOUND``
-    unless the thread calls this first (reads do not need it).
+    JVM: Spark looks a Python data source up for a write through that
+    thread's active session. A batch ``save()`` of format ``pykaf`` does it
+    by itself (the wrapper this module installs); a thread that writes
+    otherwise (a stream) may call this first.
     """
     from pykaf.spark._source import register as register_source
 
@@ -95,11 +96,7 @@ def register(spark: Any) -> None:
         os.environ["PYSPARK_PYTHON"] = sys.executable  # for sessions made later
         context.pythonExec = sys.executable  # what this session's workers run
     register_source(spark)
-    jvm = getattr(spark, "_jvm", None)  # None for a Spark Connect session
-    if jvm is not None:
-        session_class = getattr(type(spark), "_get_j_spark_session_class", None)
-        jclass = session_class(jvm) if session_class else jvm.org.apache.spark.sql.SparkSession
-        jclass.setActiveSession(spark._jsparkSession)
+    activate(spark)
 
 
 __all__ = ["SUMMARY_SCHEMA", "DataLossError", "arrow_producer", "get_producer", "register"]

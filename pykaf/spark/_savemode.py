@@ -7,8 +7,10 @@ data source before the source sees the write, so the default mode cannot
 reach pykaf. Importing :mod:`pykaf.spark` therefore wraps PySpark's
 ``DataFrameWriter``: a write whose format is ``pykaf`` in ErrorIfExists
 mode (given or by default) is saved in Append mode, and Overwrite and Ignore
-are refused on the driver, naming the modes a Kafka sink takes. Writes to any
-other format are left as they are.
+are refused on the driver, naming the modes a Kafka sink takes; the writing
+thread's active session is set first (:func:`activate`), so that a write
+from a thread other than the session's finds the format. Writes to any other
+format are left as they are.
 """
 
 from __future__ import annotations
@@ -35,6 +37,22 @@ def check_save_mode(mode: str | None) -> str:
         "appended to; the allowed save modes are append and errorifexists (the default), "
         "as for Spark's Kafka sink"
     )
+
+
+def activate(spark: Any) -> None:
+    """Make ``spark`` the calling thread's active session in Spark's JVM.
+
+    Spark looks a Python data source up for ``df.write...save()`` through
+    the thread's active session; a thread that did not make the session has
+    none, and the save fails with ``DATA_SOURCE_NOT_FOUND``. Nothing for a
+    Spark Connect session (it has no JVM here).
+    """
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        return
+    session_class = getattr(type(spark), "_get_j_spark_session_class", None)
+    jclass = session_class(jvm) if session_class else jvm.org.apache.spark.sql.SparkSession
+    jclass.setActiveSession(spark._jsparkSession)
 
 
 def install() -> None:
@@ -64,6 +82,7 @@ def install() -> None:
         given = dict(zip(names, args, strict=False)) | {k: kwargs[k] for k in names if k in kwargs}
         source = given.get("format") or getattr(self, "_pykaf_format", None)
         if isinstance(source, str) and source.lower() == "pykaf":
+            activate(self._spark)  # a write from another thread finds the format too
             chosen = given.get("mode") or getattr(self, "_pykaf_mode", None)
             mode(self, check_save_mode(chosen))
             self._pykaf_mode = "append"

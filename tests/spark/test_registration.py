@@ -47,7 +47,6 @@ _JOB = textwrap.dedent(
 
         def write():  # a batch write from a thread other than the main one
             try:
-                pykaf.spark.register(spark)  # the thread's active session: see docs/spark.md
                 (df.select("value").write.format("pykaf")
                  .option("kafka.bootstrap.servers", fake.bootstrap)
                  .option("topic", "copy").save())  # no mode: as Spark's sink
