@@ -29,7 +29,14 @@ from pykaf._consumer.consumer import Consumer, open_consumer
 from pykaf._consumer.ends import list_offsets
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._portal import get_portal
-from pykaf.spark._options import EARLIEST, LATEST, OffsetSpec, ReadOptions, Subscription
+from pykaf.spark._options import (
+    EARLIEST,
+    LATEST,
+    OffsetSpec,
+    ReadOptions,
+    Subscription,
+    TimestampSpec,
+)
 
 #: The columns a read gives (Spark's Kafka source's), as DDL; ``headers`` is
 #: added by ``includeHeaders``.
@@ -209,6 +216,19 @@ class Planner:
         result: dict[TopicPartition, int] = self._portal.run(self._planner.offsets, parts, which)
         return result
 
+    def offsets_for_times(self, times: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """Each partition's first offset whose timestamp is at or after its time (ms).
+
+        -1 for a partition with no such record (every record is older).
+        """
+        assert self._planner is not None
+        if not times:
+            return {}
+        result: dict[TopicPartition, int] = self._portal.run(
+            partial(list_offsets, self._planner.client, times, self._planner.isolation_level)
+        )
+        return result
+
     def bounds(
         self, parts: Sequence[TopicPartition]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
@@ -224,21 +244,66 @@ class Planner:
         return self.offsets(parts, NEWEST)
 
 
+def by_time(
+    planner: Planner,
+    parts: Sequence[TopicPartition],
+    spec: TimestampSpec,
+    *,
+    no_match_latest: bool,
+) -> dict[TopicPartition, int]:
+    """Offsets by time as offsets per partition (LATEST where no record is that recent).
+
+    A partition with no record at or after its time takes LATEST when
+    ``no_match_latest`` (an ending time always does, as in Spark); otherwise
+    the read is refused. Partitions the spec names but that are not read are
+    kept, for :func:`resolve` to refuse.
+
+    Raises:
+        ConfigError: no record at or after a starting time, and not ``no_match_latest``.
+    """
+    if spec.at is not None:
+        times = dict.fromkeys(parts, spec.at)
+    else:
+        times = {tp: t for tp, t in spec.partitions.items() if tp in set(parts)}
+    found = planner.offsets_for_times(times)
+    out = {tp: EARLIEST for tp in spec.partitions if tp not in times}  # refused by resolve
+    for tp, offset in found.items():
+        if offset >= 0:
+            out[tp] = offset
+        elif no_match_latest or spec.option.startswith("ending"):
+            out[tp] = LATEST
+        else:
+            raise errors.ConfigError(
+                f"option {spec.option}: {tp[0]}/{tp[1]} has no record at or after "
+                f"{times[tp]} ms (startingOffsetsByTimestampStrategy=latest starts such "
+                "partitions at their latest offset instead)"
+            )
+    return out
+
+
 def resolve(
     parts: Sequence[TopicPartition],
     spec: OffsetSpec,
     default: int,
     bounds: tuple[dict[TopicPartition, int], dict[TopicPartition, int]],
+    planner: Planner | None = None,
+    *,
+    no_match_latest: bool = False,
 ) -> dict[TopicPartition, int]:
-    """Concrete offsets for ``spec``: EARLIEST, LATEST or per partition.
+    """Concrete offsets for ``spec``: EARLIEST, LATEST, per partition or by time.
 
     ``default`` is for the partitions a JSON spec leaves out; ``bounds`` are
-    the partitions' earliest and latest offsets (:meth:`Planner.bounds`).
+    the partitions' earliest and latest offsets (:meth:`Planner.bounds`);
+    ``planner`` looks offsets by time up (:func:`by_time`, with
+    ``no_match_latest``).
 
     Raises:
         ConfigError: a JSON spec names a partition that is not read, or an
-            offset past the partition's end.
+            offset past the partition's end, or a starting time no record is at.
     """
+    if isinstance(spec, TimestampSpec):
+        assert planner is not None, "offsets by time need a planner"
+        spec = by_time(planner, parts, spec, no_match_latest=no_match_latest)
     if isinstance(spec, dict):
         stray = sorted(set(spec) - set(parts))
         if stray:
@@ -392,6 +457,7 @@ def read_partition(opts: ReadOptions, rng: OffsetRange | None) -> Iterator[Any]:
         rng,
         include_headers=opts.include_headers,
         fail_on_data_loss=opts.fail_on_data_loss,
+        stall_timeout=opts.poll_timeout,
     )
 
 

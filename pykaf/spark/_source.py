@@ -25,6 +25,7 @@ from pykaf.spark._read import (
     resolve,
     spark_schema,
 )
+from pykaf.spark._savemode import check_save_mode
 from pykaf.spark._stream import PykafStreamReader
 from pykaf.spark._write import PykafStreamWriter, PykafWriter
 
@@ -51,8 +52,15 @@ class PykafReader(DataSourceReader):
         with Planner(opts.config) as planner:
             parts = planner.partitions(opts.subscription)
             bounds = planner.bounds(parts)
-        start = resolve(parts, opts.starting, EARLIEST, bounds)
-        end = resolve(parts, opts.ending, LATEST, bounds)
+            start = resolve(
+                parts,
+                opts.starting,
+                EARLIEST,
+                bounds,
+                planner,
+                no_match_latest=opts.no_match_latest,
+            )
+            end = resolve(parts, opts.ending, LATEST, bounds, planner)
         ranges = []
         for topic, partition in parts:
             first, last = start[(topic, partition)], end[(topic, partition)]
@@ -77,7 +85,17 @@ class PykafDataSource(DataSource):
         return "pykaf"
 
     def schema(self) -> str:
-        """The columns a read gives (Spark's Kafka source's; ``headers`` with includeHeaders)."""
+        """The columns a read gives (Spark's Kafka source's; ``headers`` with includeHeaders).
+
+        Spark asks for it when a read is loaded (batch or streaming; never for
+        a write), so the read's options are checked here, where an error
+        reaches the caller of ``load()`` as it is (a stream reader's
+        constructor's error reaches it behind PySpark's ``UnboundLocalError``).
+
+        Raises:
+            ConfigError: an option is unknown, missing or malformed.
+        """
+        read_options(self.options, streaming=None)
         return spark_schema(flag(self.options, "includeHeaders", False))
 
     def reader(self, schema: Any) -> PykafReader:
@@ -91,14 +109,14 @@ class PykafDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> PykafWriter:
         """Batch write; ``overwrite`` is refused (a topic is only appended to)."""
         if overwrite:
-            raise errors.ConfigError("a Kafka topic can only be appended to: use mode('append')")
-        return PykafWriter(self.options)
+            check_save_mode("overwrite")
+        return PykafWriter(self.options, schema)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> PykafStreamWriter:
         """Streaming write (append output mode)."""
         if overwrite:
             raise errors.ConfigError("a Kafka topic can only be appended to: use append mode")
-        return PykafStreamWriter(self.options)
+        return PykafStreamWriter(self.options, schema)
 
 
 def register(spark: Any) -> None:

@@ -16,6 +16,7 @@ on it: each call opens a short-lived :class:`~pykaf.spark._read.Planner`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from pykaf.spark._options import LATEST, read_options
+from pykaf import errors
+from pykaf.spark._options import LATEST, ReadOptions, read_options
 from pykaf.spark._read import (
     OffsetRange,
     Planner,
@@ -81,18 +83,45 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Kafka partitions as a stream of micro-batches (see the module's docstring)."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
-        self.opts = read_options(options, streaming=True)
+        # An error raised here reaches the query behind PySpark's
+        # UnboundLocalError (its runner's cleanup uses the reader it failed to
+        # make): keep it, and raise it from the first call instead.
+        self._opts: ReadOptions | None = None
+        self._error: errors.ConfigError | None = None
+        try:
+            self._opts = read_options(options, streaming=True)
+        except errors.ConfigError as exc:
+            self._error = exc
         #: trigger(availableNow=True): the offsets not to read past.
         self.target: Offsets | None = None
+        #: When the last micro-batch was let through (for maxTriggerDelay).
+        self.last_trigger = time.monotonic()
+
+    @property
+    def opts(self) -> ReadOptions:
+        """The stream's options, checked.
+
+        Raises:
+            ConfigError: an option is unknown, malformed or not valid for a stream.
+        """
+        if self._opts is None:
+            assert self._error is not None
+            raise self._error
+        return self._opts
 
     def _parts(self, planner: Planner) -> list[TopicPartition]:
         return planner.partitions(self.opts.subscription, missing_ok=True)
 
     def initialOffset(self) -> dict[str, dict[str, int]]:
-        """Where a new query starts: ``startingOffsets`` (latest by default)."""
+        """Where a new query starts: ``startingOffsets`` (latest by default) or by time."""
         with Planner(self.opts.config) as planner:
             parts = self._parts(planner)
-            return to_json(resolve(parts, self.opts.starting, LATEST, planner.bounds(parts)))
+            bounds = planner.bounds(parts)
+            starting, latest_if_none = self.opts.starting, self.opts.no_match_latest
+            offsets = resolve(
+                parts, starting, LATEST, bounds, planner, no_match_latest=latest_if_none
+            )
+            return to_json(offsets)
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Note the current end of every partition: the query reads up to it and stops."""
@@ -108,7 +137,10 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: ReadLimit | None = None
     ) -> dict[str, dict[str, int]]:
-        """The end of the next micro-batch: what is available, within ``limit``."""
+        """The end of the next micro-batch: what is available, within ``limit``.
+
+        Nothing new while ``minOffsetsPerTrigger`` holds the micro-batch back.
+        """
         begin = from_json(start or {})
         with Planner(self.opts.config) as planner:
             parts = self._parts(planner)
@@ -120,6 +152,8 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: min(o, self.target[tp]) for tp, o in latest.items() if tp in self.target}
             latest.update({tp: begin[tp] for tp in parts if tp not in self.target})
         latest = {tp: max(o, begin[tp]) for tp, o in latest.items()}
+        if self._delayed(begin, latest):
+            latest = {tp: begin[tp] for tp in latest}
         if limit is None:  # Spark before 4.2 passes no limit: apply the option here
             limit = self.getDefaultReadLimit()
         if isinstance(limit, ReadMaxRows):
@@ -128,6 +162,20 @@ class PykafStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ends = {tp: o for tp, o in begin.items() if tp not in latest}
         ends.update(latest)
         return to_json(ends)
+
+    def _delayed(self, begin: Offsets, latest: Offsets) -> bool:
+        """``minOffsetsPerTrigger``: hold the micro-batch back while fewer offsets wait.
+
+        Not past ``maxTriggerDelay`` since the last micro-batch, nor under
+        ``trigger(availableNow=True)`` (it would wait for data that need not come).
+        """
+        opts, now = self.opts, time.monotonic()
+        if opts.min_per_trigger is not None and self.target is None:
+            waiting = sum(max(0, offset - begin[tp]) for tp, offset in latest.items())
+            if waiting < opts.min_per_trigger and now - self.last_trigger < opts.max_trigger_delay:
+                return True
+        self.last_trigger = now
+        return False
 
     def reportLatestOffset(self) -> dict[str, dict[str, int]] | None:
         """The current end of every partition (for the query's progress reports)."""

@@ -3,11 +3,13 @@
 Rows: ``value`` (binary or string) is required; ``key`` (binary or string),
 ``topic`` (string), ``partition`` (int), ``headers`` (array of struct<key
 string, value binary>) and ``timestamp`` (timestamp, pykaf's addition) are
-optional. The ``topic`` option, when given, overrides the ``topic`` column (as
-in Spark's Kafka sink); a null partition leaves it to the partitioner. Each
-Arrow batch is split by topic and partition and each part goes to the
-producer's bulk path whole; up to :data:`PIPELINE` parts are in flight at
-once, and a task ends only when every record is acknowledged.
+optional; other columns are ignored. The types are checked when the write is
+planned (:func:`check_write_schema`). The ``topic`` option, when given,
+overrides the ``topic`` column (as in Spark's Kafka sink); a null partition
+leaves it to the partitioner. Each Arrow batch is split by topic and
+partition and each part goes to the producer's bulk path whole; up to
+:data:`PIPELINE` parts are in flight at once, and a task ends only when every
+record is acknowledged.
 """
 
 from __future__ import annotations
@@ -26,13 +28,60 @@ from pyspark.sql.datasource import (
 
 from pykaf import errors
 from pykaf._portal import wait_future
-from pykaf.spark._options import producer_config
+from pykaf.spark._options import check_option_names, producer_config
 from pykaf.spark._producer import get_producer
 
 #: Parts of batches a task keeps in flight before it waits for the oldest.
 PIPELINE = 4
 
-_COLUMNS = {"key", "value", "topic", "partition", "headers", "timestamp"}
+#: The columns a write takes, and the Spark types each may have (Spark's Kafka
+#: sink's; ``timestamp`` is pykaf's addition). Other columns are ignored.
+_COLUMN_TYPES: dict[str, tuple[str, ...]] = {
+    "key": ("string", "binary"),
+    "value": ("string", "binary"),
+    "topic": ("string",),
+    "partition": ("int",),
+    "headers": ("array<struct<key:string,value:binary>>",),
+    "timestamp": ("timestamp", "timestamp_ntz"),
+}
+
+
+def check_write_schema(schema: Any, topic: str | None) -> None:
+    """Refuse, when the write is planned, a DataFrame the sink cannot write.
+
+    ``value`` must be there; ``key``, ``value``, ``topic``, ``partition``,
+    ``headers`` and ``timestamp`` must have the types of
+    :data:`_COLUMN_TYPES` (nullability does not matter); without a ``topic``
+    option there must be a ``topic`` column. Other columns are ignored, as
+    Spark's Kafka sink ignores them.
+
+    Raises:
+        ConfigError: naming the column, its type and the types allowed.
+    """
+    fields = {field.name: field.dataType for field in schema.fields}
+    if "value" not in fields:
+        raise errors.ConfigError(f"no 'value' column to write (columns: {sorted(fields)})")
+    if topic is None and "topic" not in fields:
+        raise errors.ConfigError("no 'topic' option and no 'topic' column")
+    for name, allowed in _COLUMN_TYPES.items():
+        if name not in fields:
+            continue
+        got = _type_name(fields[name])
+        if got not in allowed:
+            raise errors.ConfigError(f"column {name!r} must be {' or '.join(allowed)}, not {got}")
+
+
+def _type_name(data_type: Any) -> str:
+    """A Spark type as in :data:`_COLUMN_TYPES` (nullability left out)."""
+    from pyspark.sql.types import ArrayType, StructType
+
+    if isinstance(data_type, ArrayType):
+        return f"array<{_type_name(data_type.elementType)}>"
+    if isinstance(data_type, StructType):
+        inner = ",".join(f"{f.name}:{_type_name(f.dataType)}" for f in data_type.fields)
+        return f"struct<{inner}>"
+    name: str = data_type.simpleString()
+    return "int" if name == "integer" else name
 
 
 @dataclass
@@ -69,18 +118,12 @@ class _TaskWriter:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        names = set(batch.schema.names)
+        names = set(batch.schema.names) & set(_COLUMN_TYPES)  # others are ignored
         if "value" not in names:
-            raise errors.ConfigError(f"no 'value' column to write (columns: {sorted(names)})")
-        stray = names - _COLUMNS
-        if stray:
-            raise errors.ConfigError(
-                f"column(s) {', '.join(sorted(stray))} cannot be written; "
-                f"the columns are {', '.join(sorted(_COLUMNS))}"
-            )
+            raise errors.ConfigError("no 'value' column to write")
         if "topic" not in names and self.topic is None:
             raise errors.ConfigError("no 'topic' option and no 'topic' column")
-        table = pa.Table.from_batches([batch])
+        table = pa.Table.from_batches([batch]).select([n for n in batch.schema.names if n in names])
         # The topic option overrides a topic column, as in Spark's Kafka sink.
         groups = [c for c in ("topic", "partition") if c in names]
         if self.topic is not None and "topic" in groups:
@@ -158,11 +201,16 @@ def _timestamps(column: Any) -> list[int | None]:
 
 
 class PykafWriter(DataSourceArrowWriter):
-    """Batch write: every task produces its rows and waits; a failed record fails it."""
+    """Batch write: every task produces its rows and waits; a failed record fails it.
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    Options and the DataFrame's columns are checked when the write is planned.
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        check_option_names(options)
         self.config = producer_config(options)
         self.topic = options.get("topic")
+        check_write_schema(schema, self.topic)
 
     def write(self, iterator: Iterator[Any]) -> PykafCommitMessage:
         """Produce the task's batches, wait for every acknowledgement."""
@@ -182,9 +230,11 @@ class PykafStreamWriter(DataSourceStreamArrowWriter):
     writes its records again.
     """
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        check_option_names(options)
         self.config = producer_config(options)
         self.topic = options.get("topic")
+        check_write_schema(schema, self.topic)
 
     def write(self, iterator: Iterator[Any]) -> PykafCommitMessage:
         """Produce the task's batches, wait for every acknowledgement."""

@@ -109,7 +109,9 @@ def test_bad_read_options_are_named(spark: Any, kafka: Any) -> None:
         ({"subscribe": topic, "endingOffsets": json.dumps({topic: {"0": -2}})}, "has offset -2"),
         ({"subscribe": topic, "endingOffsets": json.dumps({topic: {"0": 99}})}, "past the"),
         ({"subscribe": topic, "startingOffsets": json.dumps({"other": {"0": 1}})}, "not read"),
-        ({"subscribe": topic, "kafka.sasl.jaas.config": "x"}, "unsupported option"),
+        ({"subscribe": topic, "kafka.client.dns.lookup": "x"}, "unsupported option"),
+        ({"subscribe": topic, "kafka.max.poll.records": "7"}, "there is no poll loop"),
+        ({"subscribe": topic, "kafka.sasl.jaas.config": "x"}, "login module x is not supported"),
         ({"subscribe": topic, "kafka.isolation.level": "dirty"}, "isolation_level"),
         ({"subscribe": topic, "minPartitions": "0"}, "minPartitions must be an integer >= 1"),
         ({"subscribe": "no-such-topic-" + topic}, "UnknownTopicOrPartition|does not exist"),
@@ -122,8 +124,9 @@ def test_bad_read_options_are_named(spark: Any, kafka: Any) -> None:
 def test_read_committed_skips_aborted_and_markers_by_offset(
     spark: Any, cluster: FakeClusterThread, new_topic: Any
 ) -> None:
-    """The fake (Tansu sends no aborted-transaction lists): committed records only,
-    read_committed by default, and ranges ending on markers and aborted records end."""
+    """The fake (Tansu sends no aborted-transaction lists): committed records only under
+    read_committed, and ranges ending on markers and aborted records end; everything
+    by default (read_uncommitted, as Spark's Kafka source: issue 17)."""
     topic = new_topic(1)
     with pykaf.sync.Producer(cluster.bootstrap, transactional_id=f"spark-{topic}") as producer:
         for n, commit in enumerate([True, False, True, False]):
@@ -133,16 +136,17 @@ def test_read_committed_skips_aborted_and_markers_by_offset(
                 producer.commit_transaction()
             else:
                 producer.abort_transaction()
-    committed = _reader(spark, cluster.bootstrap, subscribe=topic).load()
+    committed_only = {"kafka.isolation.level": "read_committed"}
+    committed = _reader(spark, cluster.bootstrap, subscribe=topic, **committed_only).load()
     values = [r.value for r in committed.orderBy("offset").collect()]
     assert values == [b"0-%d" % i for i in range(10)] + [b"2-%d" % i for i in range(10)]
     # four transactions of 10 records and a marker each: 44 offsets, split in 4
-    split = _reader(spark, cluster.bootstrap, subscribe=topic, maxRecordsPerPartition="11").load()
+    split = _reader(
+        spark, cluster.bootstrap, subscribe=topic, maxRecordsPerPartition="11", **committed_only
+    ).load()
     assert split.rdd.getNumPartitions() == 4
     assert sorted(r.value for r in split.collect()) == sorted(values)
-    everything = _reader(
-        spark, cluster.bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_uncommitted"}
-    ).load()
+    everything = _reader(spark, cluster.bootstrap, subscribe=topic).load()  # the default
     assert everything.count() == 40
 
 
@@ -156,8 +160,13 @@ def test_an_open_transaction_holds_the_end_back(
         producer.send_many(topic, [b"open"] * 5, partition=0)
         _produce(cluster.bootstrap, topic, 0, [b"after"] * 5)
         # read_committed ends at the last stable offset: before the open transaction
-        rows = _reader(spark, cluster.bootstrap, subscribe=topic).load().collect()
-        assert [r.value for r in rows] == [b"before"] * 5
+        committed_only = {"kafka.isolation.level": "read_committed"}
+        rows = _reader(spark, cluster.bootstrap, subscribe=topic, **committed_only).load()
+        assert [r.value for r in rows.collect()] == [b"before"] * 5
+        # read_uncommitted (the default) reads up to the high watermark
+        rows = _reader(spark, cluster.bootstrap, subscribe=topic).load().orderBy("offset")
+        everything = [b"before"] * 5 + [b"open"] * 5 + [b"after"] * 5
+        assert [r.value for r in rows.collect()] == everything
         producer.commit_transaction()
     rows = _reader(spark, cluster.bootstrap, subscribe=topic).load().orderBy("offset").collect()
     assert [r.value for r in rows] == [b"before"] * 5 + [b"open"] * 5 + [b"after"] * 5
@@ -215,3 +224,170 @@ def test_offset_options_parse_as_spark_does() -> None:
     assert sub.matches("events") and not sub.matches("my-events")
     with pytest.raises(errors.ConfigError, match="subscribePattern"):
         subscription({"subscribePattern": "("})
+
+
+def test_offsets_by_timestamp(spark: Any, kafka: Any) -> None:
+    """startingTimestamp / ...OffsetsByTimestamp / endingTimestamp, as Spark's source takes
+    them: ListOffsets by time, the precedence of the three ways, and a time past the end
+    (issue 17)."""
+    import time
+
+    topic = kafka.topic(1)
+    base = int(time.time() * 1000) - 3_600_000  # an hour ago: well inside retention
+    with pykaf.sync.Producer(kafka.bootstrap, linger=0.005) as producer:
+        producer.send_many(
+            topic,
+            [b"%d" % i for i in range(100)],
+            timestamps=[base + 10 * i for i in range(100)],
+            partition=0,
+        )
+
+    def offsets(**options: str) -> list[int]:
+        rows = _reader(spark, kafka.bootstrap, subscribe=topic, **options).load().collect()
+        assert {r.partition for r in rows} <= {0}
+        return sorted(r.offset for r in rows)
+
+    middle = str(base + 500)  # record 50's time
+    assert offsets(startingTimestamp=middle) == list(range(50, 100))
+    assert offsets(startingTimestamp=middle, endingTimestamp=str(base + 700)) == list(range(50, 70))
+    # the by-partition JSON (partitions left out take the default: see test_stream.py)
+    by_partition = json.dumps({topic: {"0": base + 805}})  # between records 80 and 81
+    assert offsets(startingOffsetsByTimestamp=by_partition) == list(range(81, 100))
+    assert offsets(endingOffsetsByTimestamp=json.dumps({topic: {"0": base + 100}})) == list(
+        range(10)
+    )
+    # precedence: ...Timestamp over ...OffsetsByTimestamp over ...Offsets
+    at_90 = json.dumps({topic: {"0": 90}})
+    assert offsets(
+        startingTimestamp=middle, startingOffsetsByTimestamp=by_partition, startingOffsets=at_90
+    ) == list(range(50, 100))
+    assert offsets(startingOffsetsByTimestamp=by_partition, startingOffsets=at_90) == list(
+        range(81, 100)
+    )
+    assert offsets(
+        endingTimestamp=str(base + 200),
+        endingOffsetsByTimestamp=json.dumps({topic: {"0": base + 100}}),
+        endingOffsets=json.dumps({topic: {"0": 5}}),
+    ) == list(range(20))
+    # past the end: an ending time reads to the latest offset; a starting time fails,
+    # unless startingOffsetsByTimestampStrategy is latest
+    future = str(base + 7_200_000)
+    assert offsets(endingTimestamp=future) == list(range(100))
+    with pytest.raises(Exception, match=rf"{topic}/0 has no record at or after {future} ms"):
+        offsets(startingTimestamp=future)
+    assert offsets(startingTimestamp=future, startingOffsetsByTimestampStrategy="latest") == []
+    with pytest.raises(Exception, match="is not a timestamp"):
+        offsets(startingTimestamp="yesterday")
+    with pytest.raises(Exception, match="must be error or latest"):
+        offsets(startingTimestamp=middle, startingOffsetsByTimestampStrategy="earliest")
+
+
+def test_options_unknown_refused_and_the_connectors_taken() -> None:
+    """Every option is Spark's Kafka connector's or a kafka.* setting; the connector's
+    options pykaf does not need are checked and taken (issue 17)."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from pykaf.spark._options import read_options
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    with pytest.raises(errors.ConfigError, match=r"unknown option\(s\) startingOfsets: neither"):
+        read_options({**base, "startingOfsets": "earliest"}, streaming=False)
+    connector = {
+        "kafkaConsumer.pollTimeoutMs": "3000",
+        "fetchOffset.numRetries": "5",
+        "fetchOffset.retryIntervalMs": "100",
+        "groupIdPrefix": "spark-kafka-source",
+        "maxOffsetsPerTrigger": "10",
+        "minOffsetsPerTrigger": "5",
+        "maxTriggerDelay": "30s",
+        "failOnDataLoss": "false",
+        "includeHeaders": "true",
+    }
+    # as PySpark hands them over: lower-cased, looked up without case
+    lowered = CaseInsensitiveDict({**base, **{k.lower(): v for k, v in connector.items()}})
+    for options in ({**base, **connector}, lowered):
+        opts = read_options(options, streaming=True)
+        assert (opts.poll_timeout, opts.max_trigger_delay) == (3.0, 30.0)
+        assert (opts.max_per_trigger, opts.min_per_trigger) == (10, 5)
+        assert opts.include_headers and not opts.fail_on_data_loss
+    assert read_options(base, streaming=True).max_trigger_delay == 15 * 60  # Spark's 15m
+    for name, value, message in [
+        ("fetchOffset.numRetries", "x", "must be an integer >= 0"),
+        ("maxTriggerDelay", "soon", "must be a duration"),
+        ("kafkaConsumer.pollTimeoutMs", "0", "must be an integer >= 1"),
+    ]:
+        with pytest.raises(errors.ConfigError, match=f"option {name} {message}"):
+            read_options({**base, name: value}, streaming=False)
+    with pytest.raises(errors.ConfigError, match="not valid in streaming queries"):
+        read_options({**base, "endingOffsets": "latest"}, streaming=True)
+
+
+def test_unknown_options_refused_when_loaded_or_written(spark: Any, cluster: Any) -> None:
+    """At load() for batch and streaming reads, when planned for writes (issue 17)."""
+    for reader in (spark.read, spark.readStream):
+        load = (
+            reader.format("pykaf")
+            .option("kafka.bootstrap.servers", cluster.bootstrap)
+            .option("subscribe", "t")
+            .option("startingOfsets", "earliest")
+        )
+        with pytest.raises(Exception, match=r"unknown option\(s\) startingofsets") as caught:
+            load.load()
+        assert "UnboundLocalError" not in str(caught.value)
+    df = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match=r"unknown option\(s\) tpoic"):
+        df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+            "tpoic", "t"
+        ).mode("append").save()
+
+
+def test_java_client_settings_keep_their_meaning() -> None:
+    """sasl.jaas.config, Java's SSL stores, group.id and the settings Spark refuses (issue 17)."""
+    pytest.importorskip("pyspark")
+    from pykaf.spark._options import consumer_config
+
+    base = {"kafka.bootstrap.servers": "h:1"}
+    plain = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="alice" password="s3\\"cret";'
+    )
+    config = consumer_config({**base, "kafka.sasl.jaas.config": plain})
+    assert (config["sasl_username"], config["sasl_password"]) == ("alice", 's3"cret')
+    assert config["sasl_mechanism"] == "PLAIN"
+    scram = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required\n"
+        '  username="bob"\n  password="pw";'
+    )
+    config = consumer_config(
+        {**base, "kafka.sasl.jaas.config": scram, "kafka.sasl.mechanism": "SCRAM-SHA-512"}
+    )
+    assert (config["sasl_username"], config["sasl_mechanism"]) == ("bob", "SCRAM-SHA-512")
+    with pytest.raises(errors.ConfigError, match=r"ScramLoginModule needs kafka\.sasl\.mechanism"):
+        consumer_config({**base, "kafka.sasl.jaas.config": scram})
+    kerberos = "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"
+    with pytest.raises(errors.ConfigError, match="Krb5LoginModule is not supported"):
+        consumer_config({**base, "kafka.sasl.jaas.config": kerberos})
+    # a JKS truststore (Java's default type) is refused naming the PEM option; PEM is read
+    with pytest.raises(errors.ConfigError, match=r"JKS truststore .* kafka\.ssl\.ca\.location"):
+        consumer_config({**base, "kafka.ssl.truststore.location": "/etc/kafka/trust.jks"})
+    pem = {"kafka.ssl.truststore.location": "/ca.pem", "kafka.ssl.truststore.type": "PEM"}
+    assert consumer_config({**base, **pem})["ssl_cafile"] == "/ca.pem"
+    no_check = {"kafka.ssl.endpoint.identification.algorithm": ""}
+    assert consumer_config({**base, **no_check})["ssl_check_hostname"] is False
+    # a group id, session timeout and socket buffers: taken, not needed
+    quiet = {
+        "kafka.group.id": "g",
+        "kafka.session.timeout.ms": "45000",
+        "kafka.receive.buffer.bytes": "65536",
+        "kafka.max.in.flight.requests.per.connection": "2",
+    }
+    config = consumer_config({**base, **quiet})
+    assert config["max_in_flight_per_connection"] == 2 and "group.id" not in str(config)
+    for name, hint in [
+        ("kafka.auto.offset.reset", "set startingOffsets"),
+        ("kafka.key.deserializer", "keys are read as bytes"),
+        ("kafka.enable.auto.commit", "no offsets are committed"),
+    ]:
+        with pytest.raises(errors.ConfigError, match=f"option {name} is not supported: {hint}"):
+            consumer_config({**base, name: "x"})

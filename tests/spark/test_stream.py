@@ -103,15 +103,17 @@ def test_limit_offsets_shares_the_limit_in_proportion() -> None:
 
 
 def test_stream_reader_refuses_bad_options(spark: Any) -> None:
+    """From its first call, not its constructor (see the test of the query's error)."""
     pytest.importorskip("pyspark")
     from pykaf.spark._stream import PykafStreamReader
 
+    reader = PykafStreamReader(
+        {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxOffsetsPerTrigger": "x"}
+    )
     with pytest.raises(errors.ConfigError, match="maxOffsetsPerTrigger"):
-        PykafStreamReader(
-            {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxOffsetsPerTrigger": "x"}
-        )
+        reader.getDefaultReadLimit()
     with pytest.raises(errors.ConfigError, match="exactly one"):
-        PykafStreamReader({"kafka.bootstrap.servers": "h:1"})
+        PykafStreamReader({"kafka.bootstrap.servers": "h:1"}).initialOffset()
 
 
 def test_latest_offset_respects_limits_and_the_available_now_target(cluster: Any) -> None:
@@ -148,3 +150,93 @@ def test_latest_offset_respects_limits_and_the_available_now_target(cluster: Any
     # availableNow: nothing past the offsets the query started with
     assert moved(reader.latestOffset(start, ReadAllAvailable())) == 40
     assert reader.reportLatestOffset() == {topic: {"0": 30, "1": 15}}
+
+
+def test_a_new_stream_starts_at_a_timestamp(cluster: Any) -> None:
+    """startingTimestamp and startingOffsetsByTimestamp for a new query (issue 17)."""
+    import json
+    import time
+
+    from pykaf.spark._stream import PykafStreamReader
+
+    topic = f"times-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 2)
+    base = int(time.time() * 1000) - 60_000
+    with pykaf.sync.Producer(cluster.bootstrap) as producer:
+        producer.send_many(
+            topic, [b"x"] * 100, timestamps=[base + i for i in range(100)], partition=0
+        )
+        producer.send_many(topic, [b"y"] * 10, timestamps=[base] * 10, partition=1)
+
+    def start(**options: str) -> Any:
+        reader = PykafStreamReader(
+            {"kafka.bootstrap.servers": cluster.bootstrap, "subscribe": topic, **options}
+        )
+        return reader.initialOffset()
+
+    latest = {"startingOffsetsByTimestampStrategy": "latest"}  # partition 1 has nothing as late
+    assert start(startingTimestamp=str(base + 50), **latest) == {topic: {"0": 50, "1": 10}}
+    by_partition = json.dumps({topic: {"1": base}})  # partition 0: the default (latest)
+    assert start(startingOffsetsByTimestamp=by_partition) == {topic: {"0": 100, "1": 0}}
+    with pytest.raises(errors.ConfigError, match=f"{topic}/1 has no record at or after"):
+        start(startingTimestamp=str(base + 50))  # strategy error: partition 1 is older
+
+
+def test_min_offsets_per_trigger_waits_until_max_trigger_delay(cluster: Any) -> None:
+    """minOffsetsPerTrigger holds a micro-batch back, up to maxTriggerDelay (issue 17)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from pykaf.spark._stream import PykafStreamReader
+
+    topic = f"min-{uuid.uuid4().hex[:8]}"
+    cluster.create_topic(topic, 1)
+    with pykaf.sync.Producer(cluster.bootstrap) as producer:
+        producer.send_many(topic, [b"x"] * 30, partition=0)
+
+    def reader(**options: str) -> Any:
+        base = {"kafka.bootstrap.servers": cluster.bootstrap, "subscribe": topic}
+        return PykafStreamReader({**base, "startingOffsets": "earliest", **options})
+
+    held = reader(minOffsetsPerTrigger="31", maxTriggerDelay="1h")
+    start = held.initialOffset()
+    assert held.latestOffset(start, ReadAllAvailable()) == start  # 30 < 31: wait
+    enough = reader(minOffsetsPerTrigger="30", maxTriggerDelay="1h")
+    assert enough.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 30}}
+    late = reader(minOffsetsPerTrigger="31", maxTriggerDelay="0ms")  # the delay is over
+    assert late.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 30}}
+    held.prepareForTriggerAvailableNow()  # availableNow reads what there is, never waits
+    assert held.latestOffset(start, ReadAllAvailable()) == {topic: {"0": 30}}
+
+
+def test_a_bad_stream_option_fails_the_query_with_its_own_error(
+    spark: Any, cluster: Any, tmp_path: Path
+) -> None:
+    """Not behind PySpark's UnboundLocalError (issue 17)."""
+    query = (
+        spark.readStream.format("pykaf")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("subscribe", "t")
+        .option("endingOffsets", "latest")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    with pytest.raises(Exception, match="endingOffsets are not valid in streaming") as caught:
+        query.awaitTermination(60)
+    assert "UnboundLocalError" not in str(caught.value)
+
+
+def test_a_continuous_trigger_is_refused_by_name(spark: Any, cluster: Any, tmp_path: Path) -> None:
+    """Spark refuses it for a Python data source, clearly (docs/spark.md says so)."""
+    stream = (
+        spark.readStream.format("pykaf")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("subscribe", "t")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(continuous="1 second")
+    )
+    with pytest.raises(Exception, match="pykaf does not support continuous processing"):
+        stream.start().awaitTermination(60)

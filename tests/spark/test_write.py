@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -66,8 +67,8 @@ def test_bad_options_and_rows_are_refused(spark: Any, cluster: FakeClusterThread
     writer = df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap)
     with pytest.raises(Exception, match="only be appended"):
         writer.option("topic", "t").mode("overwrite").save()
-    with pytest.raises(Exception, match=r"unsupported option\(s\) kafka.sasl.jaas.config"):
-        writer.option("topic", "t").option("kafka.sasl.jaas.config", "x").mode("append").save()
+    with pytest.raises(Exception, match=r"unsupported option\(s\) kafka.max.poll.records"):
+        writer.option("topic", "t").option("kafka.max.poll.records", "7").mode("append").save()
     with pytest.raises(Exception, match="no 'topic' option and no 'topic' column"):
         df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).mode(
             "append"
@@ -79,17 +80,101 @@ def test_bad_options_and_rows_are_refused(spark: Any, cluster: FakeClusterThread
         ).mode("append").save()
 
 
+def test_save_modes_are_those_of_sparks_kafka_sink(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    """save() without a mode (ErrorIfExists) and errorifexists append; overwrite and ignore
+    are refused on the driver, as Spark's Kafka sink refuses them (issue 17)."""
+    import pykaf.spark  # noqa: F401 (what lets the default mode through PySpark)
+
+    topic = new_topic(1)
+    df = spark.createDataFrame([("a",), ("b",)], "value string")
+    writer = df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap)
+    writer.option("topic", topic).save()
+    df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+        "topic", topic
+    ).mode("errorifexists").save()
+    df.write.option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", topic).save(
+        format="pykaf", mode="error"
+    )
+    assert sorted(r.value for r in _read(cluster.bootstrap, topic, 1, 6)) == [b"a"] * 3 + [b"b"] * 3
+    for mode in ("ignore", "overwrite"):
+        with pytest.raises(
+            errors.ConfigError, match=f"save mode '{mode}' is not allowed for Kafka"
+        ):
+            df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+                "topic", topic
+            ).mode(mode).save()
+    with pytest.raises(errors.ConfigError, match="save mode 'ignore'"):
+        df.write.mode("ignore").save(format="pykaf", topic=topic)
+
+
 def test_producer_config_from_kafka_options() -> None:
     pytest.importorskip("pyspark")
     from pykaf.spark._options import producer_config
 
     assert producer_config(
         {"kafka.bootstrap.servers": "h:1", "kafka.linger.ms": "20", "kafka.acks": "1", "x": "y"}
-    ) == {"bootstrap_servers": "h:1", "linger": 0.02, "acks": 1}
+    ) == {"bootstrap_servers": "h:1", "linger": 0.02, "acks": 1, "idempotence": False}
     with pytest.raises(errors.ConfigError, match="required"):
         producer_config({"kafka.acks": "all"})
     with pytest.raises(errors.ConfigError, match="not valid"):
         producer_config({"kafka.bootstrap.servers": "h:1", "kafka.batch.size": "big"})
+
+
+def test_java_producer_settings_keep_their_meaning() -> None:
+    """kafka.* settings as Kafka's Java producer means them (issue 17)."""
+    pytest.importorskip("pyspark")
+    from pykaf.spark._options import producer_config
+
+    base = {"kafka.bootstrap.servers": "h:1"}
+    # batch.size is a per-partition target, not a cap on a record: pykaf's flush_bytes
+    config = producer_config({**base, "kafka.batch.size": "16384"})
+    assert config["flush_bytes"] == 16384 and "batch_bytes" not in config
+    assert producer_config({**base, "kafka.batch.size": "0"})["batch_records"] == 1
+    big = producer_config({**base, "kafka.max.request.size": "10485760"})
+    assert big["max_message_bytes"] == big["batch_bytes"] == 10485760
+    # acks other than all turn idempotence off, unless it is asked for (then refused)
+    for acks, code in (("1", 1), ("0", 0)):
+        assert producer_config({**base, "kafka.acks": acks}) == {
+            **base_config(),
+            "acks": code,
+            "idempotence": False,
+        }
+    assert producer_config({**base, "kafka.acks": "-1"})["acks"] == "all"
+    with pytest.raises(errors.ConfigError, match=r"enable\.idempotence=true needs kafka\.acks=all"):
+        producer_config({**base, "kafka.acks": "1", "kafka.enable.idempotence": "true"})
+    assert producer_config({**base, "kafka.max.in.flight.requests.per.connection": "10"}) == {
+        **base_config(),
+        "max_in_flight": 10,
+        "idempotence": False,
+    }
+    # serializers: refused, as Spark's sink refuses them
+    for name in ("kafka.key.serializer", "kafka.value.serializer"):
+        with pytest.raises(errors.ConfigError, match=f"option {name} is not supported"):
+            producer_config({**base, name: "org.apache.kafka.common.serialization.X"})
+    assert producer_config({**base, "kafka.send.buffer.bytes": "131072"}) == base_config()
+
+
+def base_config() -> dict[str, str]:
+    """What producer_config gives for kafka.bootstrap.servers alone."""
+    return {"bootstrap_servers": "h:1"}
+
+
+def test_java_producer_settings_write(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    """kafka.batch.size=16384 with records larger than it, and kafka.acks=1 (issue 17)."""
+    topic = new_topic(1)
+    rows = [(b"%d" % i + b"x" * 40_000,) for i in range(5)]
+    spark.createDataFrame(rows, "value binary").write.format("pykaf").option(
+        "kafka.bootstrap.servers", cluster.bootstrap
+    ).option("topic", topic).option("kafka.batch.size", "16384").option("kafka.acks", "1").mode(
+        "append"
+    ).save()
+    assert sorted(r.value for r in _read(cluster.bootstrap, topic, 1, 5)) == sorted(
+        v for (v,) in rows
+    )
 
 
 def test_topic_option_overrides_column_and_null_partitions_fall_back(
@@ -154,11 +239,41 @@ def test_timestamp_column_is_written(
     ]
 
 
-def test_unknown_columns_are_refused(spark: Any, cluster: FakeClusterThread) -> None:
-    df = spark.createDataFrame([("x", 1)], "value string, extra int")
-    with pytest.raises(Exception, match=r"column\(s\) extra cannot be written"):
-        df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
-            "topic", "t"
+def test_other_columns_are_ignored_and_wrong_types_refused_when_planned(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    """As Spark's Kafka sink: columns it does not write are ignored; a column of a
+    type it cannot write is refused when the write is planned, named with the
+    types it may have, before any task runs (issue 17)."""
+    topic = new_topic(1)
+    df = spark.createDataFrame([("x", 1, "k")], "value string, extra int, key string")
+    df.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+        "topic", topic
+    ).mode("append").save()
+    [record] = _read(cluster.bootstrap, topic, 1, 1)
+    assert (record.key, record.value) == (b"k", b"x")
+    headers = "array<struct<key:string,value:binary>>"
+    cases = [
+        ("value int", "column 'value' must be string or binary, not int"),
+        ("value string, key double", "column 'key' must be string or binary, not double"),
+        ("value string, topic binary", "column 'topic' must be string, not binary"),
+        ("value string, partition bigint", "column 'partition' must be int, not bigint"),
+        (
+            "value string, headers array<struct<key:string,value:string>>",
+            f"column 'headers' must be {headers}, not array<struct<key:string,value:string>>",
+        ),
+        ("value string, timestamp long", "column 'timestamp' must be timestamp or "),
+    ]
+    for ddl, message in cases:
+        bad = spark.createDataFrame([], ddl)
+        with pytest.raises(Exception, match=re.escape(message)) as caught:
+            bad.write.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap).option(
+                "topic", topic
+            ).mode("append").save()
+        assert "TypeError" not in str(caught.value)  # not a task's failure
+    with pytest.raises(Exception, match="no 'topic' option and no 'topic' column"):
+        spark.createDataFrame([], "value string").write.format("pykaf").option(
+            "kafka.bootstrap.servers", cluster.bootstrap
         ).mode("append").save()
 
 
