@@ -58,8 +58,8 @@ from pykaf._columns import BinaryColumn
 
 # ---------------------------------------------------------------- the broker demo
 
-_FETCH = 1
-_CREATE_TOPICS = 19
+_FETCH = P.FetchRequest.API_KEY
+_CREATE_TOPICS = P.CreateTopicsRequest.API_KEY
 # Fetch up to v12 names topics; v13+ wants topic ids. Every broker since Kafka 3.1
 # speaks v12 (Kafka 4 dropped only v0-v3).
 _FETCH_VERSION = 12

@@ -40,7 +40,9 @@ COORDINATOR_TRANSACTION = 1
 #: less; request_timeout caps it too).
 AUTO_CREATE_WAIT = 5.0
 
-_METADATA, _LIST_OFFSETS, _FIND_COORDINATOR = 3, 2, 10
+_METADATA = P.MetadataRequest.API_KEY
+_LIST_OFFSETS = P.ListOffsetsRequest.API_KEY
+_FIND_COORDINATOR = P.FindCoordinatorRequest.API_KEY
 
 
 @dataclass(frozen=True, slots=True)

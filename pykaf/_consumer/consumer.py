@@ -42,7 +42,7 @@ from pykaf._util import open_service_nursery, start_task_nursery
 
 log = logging.getLogger("pykaf.consumer")
 
-_OFFSET_FOR_LEADER_EPOCH = 23
+_OFFSET_FOR_LEADER_EPOCH = P.OffsetForLeaderEpochRequest.API_KEY
 #: v3+ names the consumer (replica id -1), so the leader answers as to a consumer;
 #: an older broker gets no validation (as Kafka's consumer does).
 MIN_EPOCH_VERSION = 3

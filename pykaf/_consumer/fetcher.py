@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pykaf.consumer")
 
-_FETCH = 1
+_FETCH = P.FetchRequest.API_KEY
 #: Fetch v13+ names topics by id; pykaf fetches by name.
 MAX_FETCH_VERSION = 12
 _OFFSET_OUT_OF_RANGE = 1

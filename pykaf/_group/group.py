@@ -55,7 +55,10 @@ from pykaf.codec import Record
 
 log = logging.getLogger("pykaf.group")
 
-_JOIN_GROUP, _HEARTBEAT, _LEAVE_GROUP, _SYNC_GROUP = 11, 12, 13, 14
+_JOIN_GROUP = P.JoinGroupRequest.API_KEY
+_HEARTBEAT = P.HeartbeatRequest.API_KEY
+_LEAVE_GROUP = P.LeaveGroupRequest.API_KEY
+_SYNC_GROUP = P.SyncGroupRequest.API_KEY
 #: The last versions before the flexible encoding: what librdkafka sends. The
 #: later ones add nothing pykaf uses, and librdkafka's mock cluster advertises
 #: them but drops the connection on them (JoinGroup v6, SyncGroup v4), and

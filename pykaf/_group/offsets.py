@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pykaf.group")
 
-_OFFSET_COMMIT = 8
-_OFFSET_FETCH = 9
+_OFFSET_COMMIT = P.OffsetCommitRequest.API_KEY
+_OFFSET_FETCH = P.OffsetFetchRequest.API_KEY
 #: OffsetCommit v9 and OffsetFetch v8+ are shaped for KIP-848 groups; pykaf
 #: speaks the classic protocol.
 MAX_COMMIT_VERSION = 8

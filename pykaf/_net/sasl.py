@@ -19,8 +19,8 @@ from pykaf.protocol.sasl import SaslAuthenticator, create_mechanism
 if TYPE_CHECKING:
     from pykaf._net.connection import BrokerConnection
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+SASL_HANDSHAKE = P.SaslHandshakeRequest.API_KEY
+SASL_AUTHENTICATE = P.SaslAuthenticateRequest.API_KEY
 
 
 async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:

@@ -57,7 +57,7 @@ from pykaf.codec import COMPRESSION_NAMES, BatchBuilder, record_size
 
 log = logging.getLogger("pykaf.producer")
 
-_INIT_PRODUCER_ID = 22
+_INIT_PRODUCER_ID = P.InitProducerIdRequest.API_KEY
 #: Per-record bytes counted against ``buffer_bytes`` besides key and value.
 RECORD_OVERHEAD = 24
 _MESSAGE_TOO_LARGE = 10

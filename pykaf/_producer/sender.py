@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pykaf.producer")
 
-_PRODUCE = 0
+_PRODUCE = P.ProduceRequest.API_KEY
 
 
 class BrokerSender:

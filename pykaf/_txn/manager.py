@@ -33,10 +33,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pykaf.producer")
 
-_ADD_PARTITIONS_TO_TXN = 24
-_ADD_OFFSETS_TO_TXN = 25
-_END_TXN = 26
-_TXN_OFFSET_COMMIT = 28
+_ADD_PARTITIONS_TO_TXN = P.AddPartitionsToTxnRequest.API_KEY
+_ADD_OFFSETS_TO_TXN = P.AddOffsetsToTxnRequest.API_KEY
+_END_TXN = P.EndTxnRequest.API_KEY
+_TXN_OFFSET_COMMIT = P.TxnOffsetCommitRequest.API_KEY
 #: AddPartitionsToTxn v4+ is for brokers only (KIP-890): clients speak v3 at most.
 _MAX_ADD_PARTITIONS_VERSION = 3
 #: EndTxn v5 bumps the epoch at every transaction's end (KIP-890 part 2): not used.

@@ -17,11 +17,12 @@ from pykaf.errors import UnsupportedVersionError
 from pykaf.protocol import _wire
 from pykaf.protocol._errors import MalformedMessageError
 from pykaf.protocol._messages import API_NAMES, REQUESTS, RESPONSES
+from pykaf.protocol._messages.api_versions import ApiVersionsRequest
 
 _REQUEST_HEADER = struct.Struct(">hhih")
 _FIXED = struct.Struct(">hhi")
 _CORRELATION = struct.Struct(">i")
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiVersionsRequest.API_KEY
 
 
 def api_name(api_key: int) -> str:

@@ -25,8 +25,8 @@ from pykaf.errors import ProtocolError, UnsupportedVersionError
 
 _SIZE = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
-API_VERSIONS_KEY = 18
-PRODUCE_KEY = 0
+API_VERSIONS_KEY = P.ApiVersionsRequest.API_KEY
+PRODUCE_KEY = P.ProduceRequest.API_KEY
 UNSUPPORTED_VERSION = 35
 
 #: Responses larger than this are refused (and the connection dropped) rather
@@ -104,7 +104,7 @@ def _rejected_api_versions(body: memoryview) -> Any:
 
 #: Versions Kafka reserves for brokers talking to brokers: a client stops below.
 #: AddPartitionsToTxn v4+ is the inter-broker batched form (KIP-890).
-CLIENT_MAX_VERSIONS = {24: 3}
+CLIENT_MAX_VERSIONS = {P.AddPartitionsToTxnRequest.API_KEY: 3}
 
 
 def negotiate(ranges: dict[int, tuple[int, int]]) -> BrokerVersions:

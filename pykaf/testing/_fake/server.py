@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from pykaf.protocol import (
+    ApiVersionsRequest,
     MalformedMessageError,
     Message,
     Response,
@@ -34,7 +35,7 @@ log = logging.getLogger("pykaf.testing.fake")
 
 _SIZE = struct.Struct(">i")
 MAX_FRAME = 100 * 1024 * 1024
-API_VERSIONS = 18
+API_VERSIONS = ApiVersionsRequest.API_KEY
 
 
 def fit(msg: Any, version: int) -> Any:
