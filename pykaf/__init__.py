@@ -14,7 +14,6 @@ from pykaf._admin.acls import (
 )
 from pykaf._admin.admin import Admin, open_admin
 from pykaf._admin.results import (
-    AdminError,
     BrokerDescription,
     ClusterDescription,
     ConfigChange,
@@ -45,7 +44,7 @@ from pykaf._consumer.consumer import (
     PartitionStatistics,
     open_consumer,
 )
-from pykaf._consumer.partition import ConsumerError, PartitionConsumer
+from pykaf._consumer.partition import PartitionConsumer
 from pykaf._group.assignors import (
     Assignor,
     CooperativeStickyAssignor,
@@ -60,11 +59,10 @@ from pykaf._group.group import (
     GroupStatistics,
     open_consumer_group,
 )
-from pykaf._group.offsets import CommitError
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
 from pykaf._net.metrics import BatchEvent, RequestEvent, RequestStatistics
 from pykaf._producer.config import ProducerConfig
-from pykaf._producer.partitioner import Partitioner, PartitionerError
+from pykaf._producer.partitioner import Partitioner
 from pykaf._producer.producer import Producer, open_producer
 from pykaf._producer.records import (
     BatchDelivery,
@@ -74,13 +72,16 @@ from pykaf._producer.records import (
     ProducerStatistics,
     RecordMetadata,
 )
-from pykaf._txn.manager import (
-    GroupMetadata,
+from pykaf._txn.manager import GroupMetadata, TxnStatus
+from pykaf._version import __version__
+from pykaf.errors import (
+    AdminError,
+    CommitError,
+    ConsumerError,
+    PartitionerError,
     TransactionAbortedError,
     TransactionStateError,
-    TxnStatus,
 )
-from pykaf._version import __version__
 
 __all__ = [
     "NEWEST",

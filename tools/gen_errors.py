@@ -41,23 +41,44 @@ generator, not this file. The tree::
     ├── ClosedError                 the producer/consumer/client is closed
     ├── BufferFullError             send_nowait() with a full buffer
     ├── DeliveryError               records that failed, reported together by flush()
+    ├── PartitionerError            no valid partition could be chosen for a record
+    ├── TransactionAbortedError     the record's transaction was aborted before it was sent
+    ├── ConsumerError               one partition consumer's error (``.error``)
+    ├── CommitError                 an OffsetCommit failed for some partitions
+    ├── AdminError                  some items of an admin call failed (``.failures``)
+    ├── DataLossError               offsets a Spark read planned to cover are gone
+    ├── EncodeError                 a message cannot be encoded as it stands (a ValueError)
     ├── KafkaConnectionError        socket or TLS failure        (retriable)
     │   └── KafkaTimeoutError       no answer within the timeout (retriable)
+    ├── TlsCertificateError         the broker's certificate is refused
     ├── ProtocolError               a peer broke the wire protocol
+    │   ├── MalformedMessageError   bytes that should hold a message do not
     │   └── UnsupportedVersionError (also the Kafka code 35 class)
+    │       └── FieldVersionError   a field set that the encoded version lacks
     └── KafkaError                  a Kafka error code (``.code``, ``.retriable``)
         ├── UnknownServerError      (-1)
         ├── OffsetOutOfRangeError   (1)
+        │   └── LogTruncationError  the log was truncated below the consumer's position
         ├── CorruptRecordError      (2)  also raised for malformed record bytes
         ├── UnknownTopicOrPartitionError (3, retriable)
         ├── ...                     one class per code in Kafka's table
+        ├── InvalidTxnStateError    (48)
+        │   └── TransactionStateError  a transactional call in the wrong state
+        ├── ...
         └── UnknownKafkaError       a code this table does not know
+
+Besides the classes of Kafka's codes, pykaf's own errors live here too, from
+every layer (protocol, producer, consumer, group, admin, Spark); the modules
+that raise them import them from here.
 
 Retriable classes also derive from :class:`RetriableError`, so
 ``except RetriableError`` catches exactly what a retry may cure.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
 {all_names}
@@ -106,6 +127,86 @@ class DeliveryError(PykafError):
         return sum(count for _, _, count, _ in self.failures)
 
 
+class PartitionerError(PykafError):
+    """A partitioner could not choose a valid partition for one record.
+
+    Raised when a custom partitioner returns something other than an int in
+    ``range(partitions)``, when :class:`ManualPartitioner` is asked to choose,
+    and when the topic has no partitions. The producer fails that record only.
+    """
+
+
+class TransactionAbortedError(PykafError):
+    """The record's transaction was aborted before the record was sent."""
+
+
+class ConsumerError(PykafError):
+    """An error of one partition consumer, on its ``errors()`` channel.
+
+    Attributes:
+        topic, partition: the partition.
+        error: what went wrong (a pykaf error).
+    """
+
+    def __init__(self, topic: str, partition: int, error: BaseException) -> None:
+        super().__init__(f"{{topic}}/{{partition}}: {{error}}")
+        self.topic = topic
+        self.partition = partition
+        self.error = error
+
+
+class CommitError(PykafError):
+    """An OffsetCommit failed for some partitions.
+
+    Attributes:
+        failures: (topic, partition) -> the broker's error for it.
+    """
+
+    def __init__(self, failures: dict[tuple[str, int], KafkaError]) -> None:
+        first = next(iter(failures.values()))
+        super().__init__(f"commit failed for {{len(failures)}} partition(s), e.g. {{first}}")
+        self.failures = failures
+
+
+class AdminError(PykafError):
+    """Some items of an admin call failed; each with the broker's own error.
+
+    Attributes:
+        failures: item (a topic, group, or ``(topic, partition)``) -> the
+            specific error (``TopicExistsError``,
+            ``GroupNotEmptyError``, ...). Items not listed succeeded.
+    """
+
+    def __init__(self, operation: str, failures: Mapping[Any, BaseException]) -> None:
+        listed = "; ".join(
+            f"{{_item_name(k)}}: {{type(e).__name__}}: {{e}}" for k, e in failures.items()
+        )
+        super().__init__(f"{{operation}}: {{len(failures)}} failed ({{listed}})")
+        self.operation = operation
+        self.failures = dict(failures)
+
+
+def _item_name(item: object) -> str:
+    if isinstance(item, tuple) and len(item) == 2:
+        return f"{{item[0]}}/{{item[1]}}"
+    return str(item)
+
+
+class DataLossError(PykafError):
+    """Offsets a read was planned to cover are gone (deleted by retention or compaction).
+
+    Set ``failOnDataLoss`` to false to read what is left instead.
+    """
+
+
+class EncodeError(PykafError, ValueError):
+    """A message cannot be encoded as it stands.
+
+    A value has the wrong type or is out of range, or a field holds None where
+    the chosen version does not allow null. The message names the field.
+    """
+
+
 class KafkaConnectionError(RetriableError):
     """A socket or TLS failure talking to a broker."""
 
@@ -124,6 +225,10 @@ class TlsCertificateError(PykafError):
 
 class ProtocolError(PykafError):
     """A peer sent bytes that break the Kafka wire protocol."""
+
+
+class MalformedMessageError(ProtocolError):
+    """Bytes that should hold a Kafka message do not: truncated, corrupt or inconsistent."""
 
 
 class KafkaError(PykafError):
@@ -155,6 +260,37 @@ class UnknownKafkaError(KafkaError):
 '''
 
 FOOTER = '''
+
+class FieldVersionError(UnsupportedVersionError):
+    """A field set to a non-default value does not exist in the version being encoded.
+
+    Kafka drops such fields silently only when its spec marks them ignorable;
+    for the others, sending the message would change its meaning.
+
+    Attributes:
+        message_name: the class holding the field (``MetadataRequest``, ``FetchPartition``).
+        field: the field's Python name.
+        version: the version being encoded.
+    """
+
+    def __init__(self, message_name: str, field: str, version: int) -> None:
+        self.message_name = message_name
+        self.field = field
+        self.version = version
+        super().__init__(
+            f"{{message_name}}.{{field}} is set but does not exist in version {{version}} "
+            "(leave it at its default or pick a version that has it)"
+        )
+
+
+class TransactionStateError(InvalidTxnStateError):
+    """A transactional call made in a state that does not allow it (raised by pykaf itself).
+
+    For instance ``commit_transaction()`` without ``begin_transaction()``, a
+    second ``begin_transaction()``, or a record sent outside a transaction.
+    A subclass of Kafka's :class:`~pykaf.errors.InvalidTxnStateError`.
+    """
+
 
 class LogTruncationError(OffsetOutOfRangeError):
     """The partition's log was truncated below the consumer's position (KIP-320).
@@ -250,7 +386,17 @@ def render(rows: list[dict[str, str]]) -> str:
             f"    description = {desc!r}\n"
         )
     fixed = [
+        "AdminError",
         "BufferFullError",
+        "CommitError",
+        "ConsumerError",
+        "DataLossError",
+        "EncodeError",
+        "FieldVersionError",
+        "MalformedMessageError",
+        "PartitionerError",
+        "TransactionAbortedError",
+        "TransactionStateError",
         "DeliveryError",
         "ClosedError",
         "ConfigError",

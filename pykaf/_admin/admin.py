@@ -24,7 +24,6 @@ from pykaf._admin import acls
 from pykaf._admin.acls import AclBinding, AclFilter
 from pykaf._admin.results import (
     CONFIG_SOURCES,
-    AdminError,
     BrokerDescription,
     ClusterDescription,
     ConfigChange,
@@ -45,6 +44,7 @@ from pykaf._config import ClientConfig
 from pykaf._consumer.ends import list_offsets
 from pykaf._group.assignors import decode_assignment
 from pykaf._net.connection import BrokerConnection
+from pykaf.errors import AdminError
 
 log = logging.getLogger("pykaf.admin")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Literal, TypeAlias
 
-from pykaf import errors
+from pykaf.errors import AdminError as AdminError  # re-exported: defined in pykaf.errors
 
 TopicPartition = tuple[str, int]
 
@@ -219,25 +219,3 @@ CONFIG_SOURCES = {
     7: "client_metrics",
     8: "group",
 }
-
-
-class AdminError(errors.PykafError):
-    """Some items of an admin call failed; each with the broker's own error.
-
-    Attributes:
-        failures: item (a topic, group, or ``(topic, partition)``) -> the
-            specific error (``TopicExistsError``,
-            ``GroupNotEmptyError``, ...). Items not listed succeeded.
-    """
-
-    def __init__(self, operation: str, failures: Mapping[Any, BaseException]) -> None:
-        listed = "; ".join(f"{_name(k)}: {type(e).__name__}: {e}" for k, e in failures.items())
-        super().__init__(f"{operation}: {len(failures)} failed ({listed})")
-        self.operation = operation
-        self.failures = dict(failures)
-
-
-def _name(item: object) -> str:
-    if isinstance(item, tuple) and len(item) == 2:
-        return f"{item[0]}/{item[1]}"
-    return str(item)

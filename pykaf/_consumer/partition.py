@@ -19,26 +19,12 @@ import trio
 
 from pykaf import errors
 from pykaf.codec import Record, RecordBatch
+from pykaf.errors import ConsumerError
 
 if TYPE_CHECKING:
     from pykaf._consumer.consumer import Consumer
     from pykaf._consumer.fetcher import BrokerFetcher
     from pykaf._consumer.read_committed import TransactionFilter
-
-
-class ConsumerError(errors.PykafError):
-    """An error of one partition consumer, on its ``errors()`` channel.
-
-    Attributes:
-        topic, partition: the partition.
-        error: what went wrong (a pykaf error).
-    """
-
-    def __init__(self, topic: str, partition: int, error: BaseException) -> None:
-        super().__init__(f"{topic}/{partition}: {error}")
-        self.topic = topic
-        self.partition = partition
-        self.error = error
 
 
 #: leader epoch changes a partition consumer remembers (the oldest are forgotten)

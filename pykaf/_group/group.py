@@ -47,11 +47,12 @@ from pykaf._group.assignors import (
     encode_assignment,
 )
 from pykaf._group.config import GroupConfig
-from pykaf._group.offsets import CommitError, OffsetManager
+from pykaf._group.offsets import OffsetManager
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
 from pykaf._txn.manager import GroupMetadata
 from pykaf._util import open_service_nursery, start_task_nursery
 from pykaf.codec import Record
+from pykaf.errors import CommitError
 
 log = logging.getLogger("pykaf.group")
 

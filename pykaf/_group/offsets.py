@@ -20,6 +20,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf.errors import CommitError
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
@@ -35,19 +36,6 @@ MAX_COMMIT_VERSION = 8
 MAX_FETCH_VERSION = 7
 
 TopicPartition = tuple[str, int]
-
-
-class CommitError(errors.PykafError):
-    """An OffsetCommit failed for some partitions.
-
-    Attributes:
-        failures: (topic, partition) -> the broker's error for it.
-    """
-
-    def __init__(self, failures: dict[TopicPartition, errors.KafkaError]) -> None:
-        first = next(iter(failures.values()))
-        super().__init__(f"commit failed for {len(failures)} partition(s), e.g. {first}")
-        self.failures = failures
 
 
 class OffsetManager:

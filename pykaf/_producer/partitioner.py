@@ -34,19 +34,10 @@ from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from pykaf.codec import fnv1a_32, murmur2
-from pykaf.errors import ConfigError, PykafError
+from pykaf.errors import ConfigError, PartitionerError
 
 PartitionerFunc = Callable[[str, bytes | None, int, Sequence[int] | None], int]
 """A plain function used as a partitioner: ``(topic, key, partitions, available) -> int``."""
-
-
-class PartitionerError(PykafError):
-    """A partitioner could not choose a valid partition for one record.
-
-    Raised when a custom partitioner returns something other than an int in
-    ``range(partitions)``, when :class:`ManualPartitioner` is asked to choose,
-    and when the topic has no partitions. The producer fails that record only.
-    """
 
 
 @runtime_checkable

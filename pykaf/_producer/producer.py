@@ -38,7 +38,6 @@ from pykaf._producer.batch import ORDINAL_STEP, ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.partitioner import (
     Partitioner,
-    PartitionerError,
     partitioner_from_config,
     sticky_for_null_keys,
 )
@@ -51,9 +50,10 @@ from pykaf._producer.records import (
 )
 from pykaf._producer.sender import BrokerSender
 from pykaf._producer.state import PartitionState, TopicState
-from pykaf._txn.manager import Offsets, TransactionManager, TransactionStateError, TxnStatus
+from pykaf._txn.manager import Offsets, TransactionManager, TxnStatus
 from pykaf._util import open_service_nursery
 from pykaf.codec import COMPRESSION_NAMES, BatchBuilder, record_size
+from pykaf.errors import PartitionerError, TransactionStateError
 
 log = logging.getLogger("pykaf.producer")
 

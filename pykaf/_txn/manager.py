@@ -25,6 +25,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf.errors import TransactionAbortedError, TransactionStateError
 
 if TYPE_CHECKING:
     from pykaf._net.connection import BrokerConnection
@@ -79,19 +80,6 @@ class TxnStatus(enum.Enum):
     ABORTABLE_ERROR = "abortable_error"
     #: Fenced or refused for good: the producer can only be closed.
     FATAL_ERROR = "fatal_error"
-
-
-class TransactionStateError(errors.InvalidTxnStateError):
-    """A transactional call made in a state that does not allow it (raised by pykaf itself).
-
-    For instance ``commit_transaction()`` without ``begin_transaction()``, a
-    second ``begin_transaction()``, or a record sent outside a transaction.
-    A subclass of Kafka's :class:`~pykaf.errors.InvalidTxnStateError`.
-    """
-
-
-class TransactionAbortedError(errors.PykafError):
-    """The record's transaction was aborted before the record was sent."""
 
 
 @dataclass(frozen=True)

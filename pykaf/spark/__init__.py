@@ -33,8 +33,8 @@ import os
 import sys
 from typing import Any
 
+from pykaf.errors import DataLossError
 from pykaf.spark._producer import SUMMARY_SCHEMA, arrow_producer, get_producer
-from pykaf.spark._read import DataLossError
 from pykaf.spark._savemode import activate
 from pykaf.spark._savemode import install as install_save_modes
 

@@ -29,6 +29,7 @@ from pykaf._consumer.consumer import Consumer, open_consumer
 from pykaf._consumer.ends import list_offsets
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._portal import get_portal
+from pykaf.errors import DataLossError
 from pykaf.spark._options import (
     EARLIEST,
     LATEST,
@@ -400,13 +401,6 @@ def read_range(
                 )
     finally:
         handle.exit()
-
-
-class DataLossError(errors.PykafError):
-    """Offsets a read was planned to cover are gone (deleted by retention or compaction).
-
-    Set ``failOnDataLoss`` to false to read what is left instead.
-    """
 
 
 def _data_loss(failure: BaseException, rng: OffsetRange) -> BaseException:
