@@ -143,7 +143,7 @@ class Message(Struct):
         try:
             return fn(self)
         except _ENCODE_ERRORS as exc:
-            raise EncodeError(explain(self, version, exc)) from exc
+            raise EncodeError(explain(self, spec_of(type(self)), version, exc)) from exc
 
     @classmethod
     def decode(cls: type[_M], data: bytes | bytearray | memoryview, version: int) -> _M:

@@ -5,6 +5,9 @@ value surfaces as a ``struct.error`` or ``AttributeError`` with no field name.
 When that happens, this module walks the object against its schema (slowly,
 once) to name the field: ``topics[0].partitions[2].partition_index: 2**40 is
 out of range for int32``.
+
+It imports nothing of :mod:`pykaf.protocol._message` (which imports it): the
+caller hands over the object's parsed definition.
 """
 
 from __future__ import annotations
@@ -25,12 +28,9 @@ _RANGES = {
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
-def explain(obj: Any, version: int, exc: BaseException) -> str:
-    """A message naming the first invalid field of ``obj`` in ``version``."""
+def explain(obj: Any, spec: StructSpec, version: int, exc: BaseException) -> str:
+    """A message naming the first invalid field of ``obj`` (defined by ``spec``) in ``version``."""
     name = type(obj).__name__
-    from pykaf.protocol._message import spec_of  # a cycle: _message imports this module
-
-    spec = spec_of(type(obj))
     flexible = bool(obj.is_flexible(version))
     problem = _check_struct(spec, obj, version, flexible, "")
     if problem is None:
