@@ -66,7 +66,8 @@ _PR_SET_PDEATHSIG = 1  # prctl option: a signal for the child when its parent di
 #: ``broker_configs``): replication factors that fit the cluster, no initial
 #: rebalance delay, small internal topics (they are created on first use and a
 #: 50-partition topic takes seconds on two cores), short group session floors,
-#: unclean elections (for topics that enable them) within a second.
+#: unclean elections (for topics that enable them) within a second, retention
+#: checked once a day.
 _TEST_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "5",
@@ -82,6 +83,10 @@ _TEST_DEFAULTS = {
     # How often the controller looks for leaderless partitions of topics that
     # allow unclean elections (default 5 minutes); only such topics are touched.
     "unclean.leader.election.interval.ms": "1000",
+    # Time-based retention is checked once a day, not every 5 minutes: tests
+    # write records with fixed create times (2020, 2023), older than the 7-day
+    # retention, and a check between writing and reading deleted them.
+    "log.retention.check.interval.ms": str(24 * 3600 * 1000),
     "log.segment.bytes": str(64 * 1024 * 1024),
     "num.network.threads": "2",
     "num.io.threads": "4",

@@ -50,12 +50,14 @@ def name() -> Any:
     return bc.unique
 
 
-async def until_ready(conn: BrokerConnection, request: Any, code: Any, *args: Any) -> Any:
+async def until_ready(
+    conn: BrokerConnection, request: Any, code: Any, *args: Any, waiting: Any = _NOT_YET
+) -> Any:
     """Send ``request`` until ``code(answer)`` is not a not-ready-yet code (Kafka's warm-up)."""
     with trio.fail_after(30):
         while True:
             resp = await conn.request(request, *args)
-            if code(resp) not in _NOT_YET:
+            if code(resp) not in waiting:
                 return resp
             await trio.sleep(0.1)
 
@@ -81,7 +83,11 @@ async def create_topic(conn: BrokerConnection, name: str, partitions: int = 2) -
                 )
             ],
         )
-        resp = await until_ready(conn, ask, lambda r: r.topics[0].partitions[0].error_code)
+        # Just created, a broker may not know the topic yet: UNKNOWN_TOPIC_OR_PARTITION,
+        # LEADER_NOT_AVAILABLE until its metadata catches up with the controller.
+        resp = await until_ready(
+            conn, ask, lambda r: r.topics[0].partitions[0].error_code, waiting=_NOT_YET | {3, 5}
+        )
         assert resp.topics[0].partitions[0].error_code == 0
 
 

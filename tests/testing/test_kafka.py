@@ -104,6 +104,15 @@ def test_the_cluster_serves_pykaf_on_plaintext(kafka_cluster: KafkaCluster) -> N
     assert "Kafka Server started" in kafka_cluster.log_text(1)
 
 
+def test_the_test_defaults_reach_the_broker(kafka_cluster: KafkaCluster) -> None:
+    """Retention checked daily: records with old fixed create times outlive a test."""
+    keys = ["log.retention.check.interval.ms", "group.initial.rebalance.delay.ms"]
+    with pykaf.sync.Admin(kafka_cluster.bootstrap) as admin:
+        configs = admin.describe_broker_configs([1], keys=keys)[1]
+    assert configs["log.retention.check.interval.ms"].value == str(24 * 3600 * 1000)
+    assert configs["group.initial.rebalance.delay.ms"].value == "0"
+
+
 def test_a_topic_that_exists_is_refused(kafka_cluster: KafkaCluster) -> None:
     topic = f"launcher-twice-{os.getpid()}"
     kafka_cluster.create_topic(topic, 1)
