@@ -24,7 +24,7 @@
             handle(record)
 
 Every object here drives its async twin inside the process's shared trio loop
-(:func:`pykaf._portal.get_portal`), so any number of plain threads may use one
+(:func:`pykaf._sync.portal.get_portal`), so any number of plain threads may use one
 object at once. Blocking calls take ``timeout`` (seconds; raising
 :class:`~pykaf.errors.KafkaTimeoutError`) and give way to Ctrl-C.
 """

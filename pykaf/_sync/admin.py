@@ -23,7 +23,7 @@ from pykaf._admin.results import (
     TopicPartition,
 )
 from pykaf._config import bootstrap_argument
-from pykaf._portal import get_portal
+from pykaf._sync.portal import get_portal
 from pykaf.errors import ClosedError
 
 

@@ -23,7 +23,7 @@ from pykaf._consumer.partition import PartitionConsumer
 from pykaf._group.group import ConsumerGroup as AsyncConsumerGroup
 from pykaf._group.group import GroupStatistics, open_consumer_group
 from pykaf._group.session import Claim, GroupSession
-from pykaf._portal import ContextHandle, Portal, get_portal
+from pykaf._sync.portal import ContextHandle, Portal, get_portal
 from pykaf._txn.manager import GroupMetadata
 from pykaf._util import open_service_nursery
 from pykaf.codec import Record

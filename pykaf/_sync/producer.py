@@ -14,10 +14,10 @@ from typing import Any
 import trio
 
 from pykaf._config import bootstrap_argument
-from pykaf._portal import ContextHandle, Portal, get_portal, wait_future
 from pykaf._producer.producer import Producer as AsyncProducer
 from pykaf._producer.producer import open_producer
 from pykaf._producer.records import ProducerStatistics, RecordMetadata
+from pykaf._sync.portal import ContextHandle, Portal, get_portal, wait_future
 from pykaf._txn.manager import Offsets, TxnStatus
 from pykaf.errors import (
     BufferFullError,

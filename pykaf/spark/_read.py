@@ -28,7 +28,7 @@ from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._consumer.consumer import Consumer, open_consumer
 from pykaf._consumer.ends import list_offsets
 from pykaf._consumer.partition import PartitionConsumer
-from pykaf._portal import get_portal
+from pykaf._sync.portal import get_portal
 from pykaf.errors import DataLossError
 from pykaf.spark._options import (
     EARLIEST,

@@ -27,7 +27,7 @@ from pyspark.sql.datasource import (
 )
 
 from pykaf import errors
-from pykaf._portal import wait_future
+from pykaf._sync.portal import wait_future
 from pykaf.spark._options import check_option_names, producer_config
 from pykaf.spark._producer import get_producer
 

@@ -20,7 +20,7 @@ import trio
 
 import pykaf
 from pykaf import errors
-from pykaf._portal import Portal, get_portal, wait_future
+from pykaf._sync.portal import Portal, get_portal, wait_future
 from pykaf._util import open_service_nursery
 
 ROOT = Path(pykaf.__file__).resolve().parent.parent
@@ -381,7 +381,7 @@ def test_keyboard_interrupt_stops_a_blocked_run(portal: Portal, how: str) -> Non
 def test_ctrl_c_in_a_script() -> None:
     script = """
         import sys, threading, trio
-        from pykaf._portal import get_portal
+        from pykaf._sync.portal import get_portal
 
         cancelled = threading.Event()
 
@@ -424,7 +424,7 @@ def test_fork_gives_the_child_its_own_portal() -> None:
         pytest.skip("no os.fork here")
     script = """
         import os, sys, trio
-        from pykaf._portal import get_portal
+        from pykaf._sync.portal import get_portal
 
         async def pid():
             await trio.sleep(0)
@@ -463,7 +463,7 @@ def test_exit_closes_open_contexts_normally() -> None:
     script = """
         from contextlib import asynccontextmanager
         import trio
-        from pykaf._portal import get_portal
+        from pykaf._sync.portal import get_portal
 
         @asynccontextmanager
         async def resource():
@@ -487,7 +487,7 @@ def test_exit_does_not_hang_on_stuck_tasks() -> None:
     script = """
         import threading, time, trio
         from contextlib import asynccontextmanager
-        import pykaf._portal as portal_module
+        import pykaf._sync.portal as portal_module
         from pykaf import errors
 
         portal_module.EXIT_GRACE = 0.2
