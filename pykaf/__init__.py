@@ -35,6 +35,7 @@ from pykaf._cluster.client import (
     ClientStatistics,
     open_client,
 )
+from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._cluster.metadata import BrokerInfo, PartitionInfo, TopicInfo
 from pykaf._config import ClientConfig
 from pykaf._consumer.config import ConsumerConfig
@@ -72,7 +73,7 @@ from pykaf._producer.records import (
     ProducerStatistics,
     RecordMetadata,
 )
-from pykaf._txn.manager import GroupMetadata, TxnStatus
+from pykaf._txn.manager import TxnStatus
 from pykaf._version import __version__
 from pykaf.errors import (
     AdminError,

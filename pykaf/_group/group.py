@@ -38,6 +38,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
+from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._consumer.consumer import Consumer
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._group.assignors import (
@@ -49,7 +50,6 @@ from pykaf._group.assignors import (
 from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import OffsetManager
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
-from pykaf._txn.manager import GroupMetadata
 from pykaf._util import open_service_nursery, start_task_nursery
 from pykaf.codec import Record
 from pykaf.errors import CommitError

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import trio
 
 from pykaf import errors
-from pykaf._txn.manager import GroupMetadata
+from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf.codec import Record
 
 if TYPE_CHECKING:

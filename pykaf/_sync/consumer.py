@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import trio
 
 from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._config import bootstrap_argument
 from pykaf._consumer.consumer import Consumer as AsyncConsumer
 from pykaf._consumer.consumer import ConsumerStatistics, open_consumer
@@ -24,7 +25,6 @@ from pykaf._group.group import ConsumerGroup as AsyncConsumerGroup
 from pykaf._group.group import GroupStatistics, open_consumer_group
 from pykaf._group.session import Claim, GroupSession
 from pykaf._sync.portal import ContextHandle, Portal, get_portal
-from pykaf._txn.manager import GroupMetadata
 from pykaf._util import open_service_nursery
 from pykaf.codec import Record
 from pykaf.errors import (

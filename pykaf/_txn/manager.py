@@ -18,13 +18,13 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf.errors import TransactionAbortedError, TransactionStateError
 
 if TYPE_CHECKING:
@@ -80,20 +80,6 @@ class TxnStatus(enum.Enum):
     ABORTABLE_ERROR = "abortable_error"
     #: Fenced or refused for good: the producer can only be closed.
     FATAL_ERROR = "fatal_error"
-
-
-@dataclass(frozen=True)
-class GroupMetadata:
-    """The consumer group member whose offsets a transaction commits (KIP-447).
-
-    Get it from a group session with ``session.group_metadata()``; the
-    coordinator rejects the offsets if this member was fenced meanwhile.
-    """
-
-    group_id: str
-    generation_id: int = -1
-    member_id: str = ""
-    group_instance_id: str | None = None
 
 
 #: ``send_offsets_to_transaction``'s offsets: ``{(topic, partition): offset}``
