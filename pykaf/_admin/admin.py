@@ -40,8 +40,8 @@ from pykaf._admin.results import (
     TopicPartition,
 )
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
+from pykaf._cluster.ends import list_offsets
 from pykaf._config import ClientConfig
-from pykaf._consumer.ends import list_offsets
 from pykaf._group.assignors import decode_assignment
 from pykaf._net.connection import BrokerConnection
 from pykaf.errors import AdminError

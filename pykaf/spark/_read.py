@@ -25,8 +25,8 @@ import trio
 
 from pykaf import errors
 from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf._cluster.ends import list_offsets
 from pykaf._consumer.consumer import Consumer, open_consumer
-from pykaf._consumer.ends import list_offsets
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._sync.portal import get_portal
 from pykaf.errors import DataLossError
