@@ -42,9 +42,9 @@ from pykaf._admin.results import (
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.ends import list_offsets
 from pykaf._config import ClientConfig
-from pykaf._group.assignors import decode_assignment
 from pykaf._net.connection import BrokerConnection
 from pykaf.errors import AdminError
+from pykaf.protocol.consumer_protocol import decode_assignment
 
 log = logging.getLogger("pykaf.admin")
 

@@ -29,11 +29,16 @@ from typing import ClassVar, TypeAlias
 
 from pykaf.errors import ConfigError
 from pykaf.protocol import (
-    ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
     MalformedMessageError,
 )
 from pykaf.protocol._message import Data, Struct
+from pykaf.protocol.consumer_protocol import (
+    decode_assignment,
+    encode_assignment,
+    merge_partitions,
+    partition_lists,
+)
 
 __all__ = [
     "ASSIGNORS",
@@ -84,19 +89,6 @@ class Subscription:
     rack_id: str | None = None
 
 
-def _partition_lists(owned: Mapping[str, Sequence[int]]) -> list[tuple[str, list[int]]]:
-    """``owned`` sorted by topic, each topic's partitions sorted and unique."""
-    return [(t, sorted({int(p) for p in ps})) for t, ps in sorted(owned.items()) if len(ps)]
-
-
-def _merge(pairs: Iterable[tuple[str, list[int]]]) -> dict[str, list[int]]:
-    """Topic -> partitions from (topic, partitions) pairs; a repeated topic is merged."""
-    out: dict[str, list[int]] = {}
-    for topic, partitions in pairs:
-        out.setdefault(topic, []).extend(partitions)
-    return out
-
-
 def encode_subscription(
     topics: Iterable[str],
     *,
@@ -129,7 +121,7 @@ def encode_subscription(
     if isinstance(topics, str):
         raise TypeError("topics must be a collection of topic names, not a string")
     tp_cls = ConsumerProtocolSubscription.TopicPartition
-    owned = [tp_cls(topic=t, partitions=ps) for t, ps in _partition_lists(owned_partitions or {})]
+    owned = [tp_cls(topic=t, partitions=ps) for t, ps in partition_lists(owned_partitions or {})]
     if version is None:
         if rack_id is not None:
             version = 3
@@ -165,50 +157,12 @@ def decode_subscription(
         group_instance_id=group_instance_id,
         topics=list(msg.topics),
         user_data=None if msg.user_data is None else bytes(msg.user_data),
-        owned_partitions=_merge((tp.topic, list(tp.partitions)) for tp in msg.owned_partitions),
+        owned_partitions=merge_partitions(
+            (tp.topic, list(tp.partitions)) for tp in msg.owned_partitions
+        ),
         generation=msg.generation_id,
         rack_id=msg.rack_id,
     )
-
-
-def encode_assignment(
-    assignment: Mapping[str, Sequence[int]], user_data: bytes | None = None, *, version: int = 0
-) -> bytes:
-    """A member's assignment (its SyncGroup bytes) in Kafka's consumer format.
-
-    Topics and partitions are written sorted; topics without partitions are
-    left out. ``user_data`` None is written as empty bytes (see
-    :func:`encode_subscription`). All versions 0-3 have the same layout; v0,
-    the default, is the one every client reads.
-
-    Raises:
-        UnsupportedVersionError: ``version`` is not 0-3.
-        EncodeError: a value does not fit its wire type.
-    """
-    tp_cls = ConsumerProtocolAssignment.TopicPartition
-    msg = ConsumerProtocolAssignment(
-        assigned_partitions=[
-            tp_cls(topic=t, partitions=ps) for t, ps in _partition_lists(assignment)
-        ],
-        user_data=b"" if user_data is None else bytes(user_data),
-    )
-    return msg.encode_versioned(version)
-
-
-def decode_assignment(data: bytes | bytearray | memoryview) -> dict[str, list[int]]:
-    """Read a member's assignment: topic -> partitions (user data is dropped).
-
-    Empty bytes mean no partitions: the coordinator sends them to a member the
-    leader gave nothing to. Versions past 3 and trailing bytes are accepted as
-    in :func:`decode_subscription`.
-
-    Raises:
-        MalformedMessageError: the bytes are not an assignment.
-    """
-    if len(data) == 0:
-        return {}
-    msg, _version = ConsumerProtocolAssignment.decode_versioned(data)
-    return _merge((tp.topic, list(tp.partitions)) for tp in msg.assigned_partitions)
 
 
 class _StickyTopicPartition(Struct):
@@ -244,7 +198,7 @@ class _StickyAssignorUserData(Data):
 
 
 def _encode_sticky_user_data(owned: Mapping[str, Sequence[int]], generation: int) -> bytes:
-    tps = [_StickyTopicPartition(topic=t, partitions=ps) for t, ps in _partition_lists(owned)]
+    tps = [_StickyTopicPartition(topic=t, partitions=ps) for t, ps in partition_lists(owned)]
     return _StickyAssignorUserData(previous_assignment=tps, generation=generation).encode(1)
 
 
@@ -256,7 +210,7 @@ def _decode_sticky_user_data(data: bytes) -> tuple[dict[str, list[int]], int] | 
         except MalformedMessageError:
             continue
         pairs = ((tp.topic, list(tp.partitions)) for tp in msg.previous_assignment)
-        return _merge(pairs), msg.generation
+        return merge_partitions(pairs), msg.generation
     return None
 
 
