@@ -1,11 +1,12 @@
 """Partitions' offsets by position or time; ends checked against the watermarks of a Fetch.
 
 Kafka answers ListOffsets(latest) with the high watermark (the last stable
-offset under read_committed). Some brokers get it wrong: Tansu 0.6 answers
-with an offset inside the log's last batch once batches hold more than one
-record. A Fetch from that offset reports the partition's real watermarks, so
-the end taken is the larger of the two. It costs one Fetch round trip per
-partition leader, which planning reads and lag reports can afford.
+offset under read_committed). Some brokers get it wrong (quirk:
+tansu-latest-offset): Tansu answers with an offset inside the log's last
+batch once batches hold more than one record. A Fetch from that offset
+reports the partition's real watermarks, so the end taken is the larger of
+the two. It costs one Fetch round trip per partition, which planning reads
+and lag reports can afford.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from collections.abc import Mapping, Sequence
 import trio
 
 from pykaf import errors
+from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, Client
+from pykaf.protocol import quirks, versions
 
 TopicPartition = tuple[str, int]
 _LEVELS = {0: "read_uncommitted", 1: "read_committed"}
@@ -68,27 +71,74 @@ async def end_offsets(
         KafkaTimeoutError: no Fetch answer within the client's request timeout.
         UnknownTopicOrPartitionError, and the brokers' other errors.
     """
-    from pykaf._consumer.consumer import open_consumer
-
     listed = await _listed(client, dict.fromkeys(parts, NEWEST), isolation_level)
     if not listed:
         return {}
-    # A short max wait, not 0: Tansu never answers a Fetch whose max wait is 0.
-    async with open_consumer(
-        client, isolation_level=_LEVELS[isolation_level], fetch_max_wait=0.01
-    ) as consumer:
-        pcs = [await consumer.consume_partition(t, p, max(listed[(t, p)], 0)) for t, p in parts]
-        try:
-            with trio.fail_after(client.config.request_timeout):
-                while any(pc.high_water_mark < 0 for pc in pcs):
-                    await trio.sleep(0.005)
-        except trio.TooSlowError:
-            raise errors.KafkaTimeoutError("no Fetch answer for the partitions' ends") from None
-        ends = {}
-        for pc in pcs:
-            end = pc.high_water_mark
-            if isolation_level and pc.last_stable_offset >= 0:
-                end = pc.last_stable_offset
-            tp = (pc.topic, pc.partition)
-            ends[tp] = max(listed[tp], end)
+    ends: dict[TopicPartition, int] = {}
+
+    async def one(tp: TopicPartition) -> None:
+        ends[tp] = max(listed[tp], await _fetched_end(client, tp, listed[tp], isolation_level))
+
+    try:
+        with trio.fail_after(client.config.request_timeout):
+            async with trio.open_nursery() as nursery:
+                for tp in parts:
+                    nursery.start_soon(one, tp)
+    except trio.TooSlowError:
+        raise errors.KafkaTimeoutError("no Fetch answer for the partitions' ends") from None
     return {tp: ends[tp] for tp in parts}
+
+
+async def _fetched_end(
+    client: Client, tp: TopicPartition, offset: int, isolation_level: int
+) -> int:
+    """The end a Fetch from ``offset`` reports: the high watermark, or the last stable offset.
+
+    The partition's leader is asked for at most one byte (only the watermarks
+    are read); a leader change or another retriable error is followed after
+    ``retry_backoff``. -1 if the Fetch reports no end (``offset`` out of range).
+
+    Raises:
+        UnknownTopicOrPartitionError, and the leader's other non-retriable errors.
+    """
+    F = P.FetchRequest
+    topic, partition = tp
+    while True:
+        leader = await client.leader(topic, partition)
+        conn = await client.connect_to(leader)
+        version = versions.FETCH.pick(conn)
+        request = F(
+            replica_id=-1,
+            # quirk: tansu-fetch-zero-wait
+            max_wait_ms=int(quirks.TANSU_MIN_FETCH_WAIT * 1000),
+            min_bytes=1,
+            max_bytes=1,
+            isolation_level=isolation_level,
+            topics=[
+                F.FetchTopic(
+                    topic=topic,
+                    partitions=[
+                        F.FetchPartition(
+                            partition=partition,
+                            fetch_offset=max(offset, 0),
+                            partition_max_bytes=1,
+                        )
+                    ],
+                )
+            ],
+        )
+        response = await conn.request(request, version)
+        err = errors.error_for_code(getattr(response, "error_code", 0) or 0)
+        if err is None:
+            rp = response.responses[0].partitions[0]
+            err = errors.error_for_code(rp.error_code)
+            if err is None:
+                lso = getattr(rp, "last_stable_offset", -1)
+                return int(lso if isolation_level and lso >= 0 else rp.high_watermark)
+            if err is errors.OffsetOutOfRangeError:
+                return -1
+        if not err.retriable:
+            raise err(f"Fetch {topic}/{partition}: {err.description}")
+        client.metadata.mark_leader_unknown(topic, partition)
+        await client.refresh_metadata(topic)
+        await trio.sleep(client.config.retry_backoff)

@@ -199,7 +199,8 @@ def _dec_value(
         return
     n = length or _dec_length(src, d, kind, flex)
     # A null where the version does not allow one is read as the type's default
-    # (Kafka's Java client would refuse it; librdkafka's mock broker sends them).
+    # (Kafka's Java client would refuse it; librdkafka's mock broker sends them:
+    # quirk: mock-null-fields).
     null = "None" if nullable else _NULL_AS[kind]
     src.add(d, f"if {n} == -1: {target} = {null}")
     src.add(d, f"elif {n} < 0: raise _bad_length({path!r}, {n})")

@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from pykaf import protocol as P
 from pykaf.errors import ProtocolError, UnsupportedVersionError
+from pykaf.protocol.versions import CLIENT_CAPS
 
 _SIZE = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
@@ -94,6 +95,7 @@ def _rejected_api_versions(body: memoryview) -> Any:
     UNSUPPORTED_VERSION in a v0 body naming the versions it does speak. Some
     brokers (librdkafka's mock) write that body in a shape v0 cannot parse;
     then all that is known is the rejection, and the retry uses v0.
+    (quirk: mock-api-versions-body)
     """
     cls = P.RESPONSES[API_VERSIONS_KEY]
     try:
@@ -102,9 +104,6 @@ def _rejected_api_versions(body: memoryview) -> Any:
         return cls(error_code=UNSUPPORTED_VERSION, api_keys=[])
 
 
-#: Versions Kafka reserves for brokers talking to brokers: a client stops below.
-#: AddPartitionsToTxn v4+ is the inter-broker batched form (KIP-890).
-CLIENT_MAX_VERSIONS = {P.AddPartitionsToTxnRequest.API_KEY: 3}
 
 
 def negotiate(ranges: dict[int, tuple[int, int]]) -> BrokerVersions:
@@ -114,7 +113,8 @@ def negotiate(ranges: dict[int, tuple[int, int]]) -> BrokerVersions:
         req = P.REQUESTS.get(key)
         if req is None:
             continue
-        v = min(hi, req.MAX_VERSION, CLIENT_MAX_VERSIONS.get(key, req.MAX_VERSION))
+        cap = CLIENT_CAPS.get(key)
+        v = min(hi, req.MAX_VERSION, req.MAX_VERSION if cap is None else cap.max_version)
         if v >= max(lo, req.MIN_VERSION):
             chosen[key] = v
     return BrokerVersions(dict(ranges), chosen)
