@@ -1,9 +1,9 @@
 """Partitions' offsets by position or time; ends checked against the watermarks of a Fetch.
 
 Kafka answers ListOffsets(latest) with the high watermark (the last stable
-offset under read_committed). Some brokers get it wrong (quirk:
-tansu-latest-offset): Tansu answers with an offset inside the log's last
-batch once batches hold more than one record. A Fetch from that offset
+offset under read_committed). Some brokers get it wrong: Tansu answers with
+an offset inside the log's last batch once batches hold more than one record
+(quirk: tansu-latest-offset). A Fetch from that offset
 reports the partition's real watermarks, so the end taken is the larger of
 the two. It costs one Fetch round trip per partition, which planning reads
 and lag reports can afford.
