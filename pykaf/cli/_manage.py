@@ -13,9 +13,9 @@ from pykaf.cli._common import (
     add_connection,
     pairs,
     print_json,
-    print_table,
     settings,
 )
+from pykaf.cli._output import print_table
 
 
 def add_topics(sub: Any) -> None:
