@@ -10,7 +10,9 @@ pykaf's async producer in two phases of half the records each:
 2. ``send_batch()`` on columns of values (a :class:`pykaf.codec.BinaryColumn`
    over one buffer: no Python object per record).
 
-A progress bar runs on stderr (plain lines when stderr is not a terminal);
+A progress bar with rate and ETA runs on stderr (the one ``pykaf perf`` shows,
+from :mod:`pykaf.cli._output`: drawn by rich on a terminal, plain lines when
+stderr is not one);
 then a table gives records, MB (10^6 bytes of values), seconds, rates, batches,
 the average batch size, retries and errors per phase. Finally every record is
 read back with Fetch requests to the partition leaders and checked: each
@@ -30,14 +32,12 @@ import functools
 import os
 import random
 import secrets
-import shutil
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any
 
 import trio
 
@@ -56,6 +56,7 @@ from pykaf import (
 )
 from pykaf import protocol as P
 from pykaf._columns import BinaryColumn
+from pykaf.cli._output import Progress
 
 # ---------------------------------------------------------------- the broker demo
 
@@ -98,86 +99,6 @@ def _column(start: int, stop: int, size: int, pads: list[bytes]) -> tuple[Any, b
     large = n * size > 0x7FFFFFFF
     offsets = array.array("q" if large else "i", range(0, n * size + 1, size))
     return offsets, data, large
-
-
-# -- progress --------------------------------------------------------------------
-
-
-class Progress:
-    """A progress line on ``stream``: redrawn in place on a terminal, else a line now and then."""
-
-    def __init__(self, stream: TextIO, size: int, *, tty: bool | None = None) -> None:
-        self.stream = stream
-        self.size = size
-        self.tty = stream.isatty() if tty is None else tty
-        self.interval = 0.1 if self.tty else 2.0
-        self.label = ""
-        self.total = 0
-        self.count: Callable[[], int] = lambda: 0
-        self.started = 0.0
-        self._samples: deque[tuple[float, int]] = deque()
-        self._width = 0
-
-    def begin(self, label: str, total: int, count: Callable[[], int]) -> None:
-        """Start tracking a phase of ``total`` records; ``count()`` says how many are done."""
-        self.label, self.total, self.count = label, total, count
-        self.started = time.perf_counter()
-        self._samples.clear()
-        self._samples.append((self.started, 0))
-
-    def render(self, *, final: bool = False) -> str:
-        """The progress line for now."""
-        now = time.perf_counter()
-        done = min(self.count(), self.total)
-        elapsed = max(now - self.started, 1e-9)
-        if final:
-            rate = done / elapsed
-        else:
-            self._samples.append((now, done))
-            while len(self._samples) > 2 and now - self._samples[0][0] > 2.0:
-                self._samples.popleft()
-            t0, c0 = self._samples[0]
-            rate = (done - c0) / (now - t0) if now > t0 else 0.0
-        frac = done / self.total if self.total else 1.0
-        width = 24
-        fill = int(frac * width)
-        bar = "#" * fill + "-" * (width - fill)
-        if final:
-            tail = f"{elapsed:.2f} s"
-        elif rate > 0:
-            tail = f"ETA {_duration((self.total - done) / rate)}"
-        else:
-            tail = "ETA --"
-        return (
-            f"{self.label:<12} [{bar}] {frac * 100:5.1f}% {done:>11,}/{self.total:,}"
-            f"  {rate:>11,.0f} rec/s {rate * self.size / 1e6:7.1f} MB/s  {tail}"
-        )
-
-    def show(self, *, final: bool = False) -> None:
-        """Draw the line (a terminal: in place; else: as a line of its own)."""
-        line = self.render(final=final)
-        if self.tty:
-            cols = shutil.get_terminal_size((120, 24)).columns - 1
-            line = line[:cols]
-            pad = " " * max(0, self._width - len(line))
-            self._width = 0 if final else len(line)
-            self.stream.write("\r" + line + pad + ("\n" if final else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    async def run(self) -> None:
-        """Redraw every ``interval`` until cancelled."""
-        while True:
-            await trio.sleep(self.interval)
-            self.show()
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    return f"{m}m{s:02d}s"
 
 
 # -- producing --------------------------------------------------------------------
