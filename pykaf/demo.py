@@ -15,7 +15,7 @@ from :mod:`pykaf.cli._output`: drawn by rich on a terminal, plain lines when
 stderr is not one);
 then a table gives records, MB (10^6 bytes of values), seconds, rates, batches,
 the average batch size, retries and errors per phase. Finally every record is
-read back with Fetch requests to the partition leaders and checked: each
+read back with a consumer (``consume_partition``) and checked: each
 value carries its record's number, so a lost, duplicated or damaged record is
 found. The exit status is non-zero, with a message, when anything is missing.
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import functools
 import os
 import random
@@ -42,8 +43,11 @@ from typing import Any
 import trio
 
 from pykaf import (
+    NEWEST,
+    OLDEST,
     BatchDelivery,
     Client,
+    Consumer,
     Producer,
     ProducerStatistics,
     RecordMetadata,
@@ -52,23 +56,20 @@ from pykaf import (
     errors,
     open_admin,
     open_client,
+    open_consumer,
     open_producer,
 )
-from pykaf import protocol as P
 from pykaf._columns import BinaryColumn
 from pykaf.cli._output import Progress
 
 # ---------------------------------------------------------------- the broker demo
 
-_FETCH = P.FetchRequest.API_KEY
-# Fetch up to v12 names topics; v13+ wants topic ids. Every broker since Kafka 3.1
-# speaks v12 (Kafka 4 dropped only v0-v3).
-_FETCH_VERSION = 12
 _INDEX_BYTES = 8  # each value starts with its record's number, big-endian
 _PADS = 256  # distinct value tails (value i ends with pad i % 256)
 _CHUNK = 50_000  # values per send_batch() call
 _YIELD_EVERY = 4096  # send_nowait() records between checkpoints
 _TIMEOUT = 300.0  # seconds for the whole produce phase / the read-back
+_STUCK_AFTER = 10.0  # seconds without a record below a partition's end: the read-back fails
 
 
 class DemoError(Exception):
@@ -326,104 +327,68 @@ async def read_back(
     max_bytes: int = 16 << 20,
     on_records: Callable[[int], None] | None = None,
 ) -> ReadBack:
-    """Read every record of ``topic`` with Fetch requests to the partition leaders.
+    """Read every record of ``topic`` back with a consumer, from the start to the end.
 
-    A small fetch loop, not a consumer: from offset 0 of each partition until
-    its high watermark (taken from the Fetch responses; Tansu's ListOffsets is
-    wrong for multi-record batches). Each value must start with its record's
-    number (0 to ``expect - 1``, each exactly once); every ``sample_every``-th
-    record's value is compared with what was written when ``pads`` is given.
+    Each partition's end is the admin client's ``list_offsets`` (``NEWEST``,
+    read_uncommitted: checked against a Fetch's high watermark, since Tansu's
+    ListOffsets is wrong for multi-record batches); a consumer reads each
+    partition that is not empty from ``OLDEST`` up to it (``max_bytes`` a
+    Fetch at most; a broker waits at most 0.1 s before an empty answer). Each
+    value must start with its record's number (0 to ``expect - 1``, each
+    exactly once); every ``sample_every``-th record's value is compared with
+    what was written when ``pads`` is given.
 
     Raises:
-        DemoError: a partition answered an error or stopped below its high watermark.
+        DemoError: the topic is unknown, or a partition stopped below its end.
     """
     await client.refresh_metadata(topic)
     info = client.metadata.topics.get(topic)
     if info is None or not info.partitions:
         raise DemoError(f"topic {topic!r} is not in the cluster's metadata")
-    by_leader: dict[int, list[int]] = {}
-    for p in sorted(info.partitions):
-        leader = await client.leader(topic, p)
-        by_leader.setdefault(leader.node_id, []).append(p)
+    parts = sorted(info.partitions)
+    async with open_admin(client) as admin:
+        starts = await admin.list_offsets({(topic, p): OLDEST for p in parts})
+        ends = await admin.list_offsets(
+            {(topic, p): NEWEST for p in parts}, isolation_level="read_uncommitted"
+        )
     checker = _Checker(expect, pads, max(1, sample_every))
     out = ReadBack()
-    F = P.FetchRequest
 
-    async def drain(node_id: int, partitions: list[int]) -> None:
-        conn = await client.broker_connection(node_id)
-        version = min(_FETCH_VERSION, conn.version_for(_FETCH))
-        offset = dict.fromkeys(partitions, 0)
-        part_max = dict.fromkeys(partitions, 1 << 20)
-        high: dict[int, int] = {}
-        idle = 0
-        while True:
-            pending = [p for p in partitions if p not in high or offset[p] < high[p]]
-            if not pending:
-                break
-            request = F(
-                replica_id=-1,
-                max_wait_ms=100,
-                min_bytes=1,
-                max_bytes=max_bytes,
-                isolation_level=0,
-                topics=[
-                    F.FetchTopic(
-                        topic=topic,
-                        partitions=[
-                            F.FetchPartition(
-                                partition=p,
-                                fetch_offset=offset[p],
-                                partition_max_bytes=part_max[p],
-                            )
-                            for p in pending
-                        ],
-                    )
-                ],
-            )
-            response = await conn.request(request, version)
-            err = errors.error_for_code(getattr(response, "error_code", 0) or 0)
-            if err is not None:
-                raise DemoError(f"Fetch from broker {node_id}: {err.description}")
-            progressed = False
-            for rt in response.responses:
-                for rp in rt.partitions:
-                    p = rp.partition_index
-                    err = errors.error_for_code(rp.error_code)
-                    if err is not None:
-                        raise DemoError(f"Fetch {topic}/{p} at {offset[p]}: {err.description}")
-                    high[p] = rp.high_watermark
-                    rs = codec.decode_record_set(rp.records or b"")
-                    if not rs.batches and rs.incomplete:
-                        # One batch is larger than we asked for: ask for more.
-                        part_max[p] = max(part_max[p] * 2, rs.partial_size)
-                        progressed = True
-                        continue
-                    for batch in rs.batches:
-                        if batch.next_offset <= offset[p]:
-                            continue  # a compressed batch may start before fetch_offset
-                        records = batch.records
-                        if batch.base_offset < offset[p]:
-                            records = [r for r in records if r.offset >= offset[p]]
-                        offset[p] = batch.next_offset
-                        progressed = True
-                        if batch.is_control:
-                            continue
-                        checker.check(p, records)
-                        out.per_partition[p] = out.per_partition.get(p, 0) + len(records)
-                        if on_records is not None:
-                            on_records(len(records))
-            idle = 0 if progressed else idle + 1
-            if idle >= 100:  # ~10 s of empty answers below the high watermark
-                stuck = {p: (offset[p], high.get(p)) for p in pending}
+    async def drain(consumer: Consumer, p: int) -> None:
+        end = out.high_watermarks[p] = ends[(topic, p)]
+        if starts[(topic, p)] >= end:
+            return  # nothing to read (a consumer would wait for a first record)
+        pc = await consumer.consume_partition(topic, p, OLDEST)
+        while pc.position < end:
+            with trio.move_on_after(_STUCK_AFTER) as idle:
+                records = await pc.next_batch()
+            if idle.cancelled_caught:
+                why = []
+                with contextlib.suppress(trio.WouldBlock):
+                    why.append(f": {pc.errors().receive_nowait()}")
                 raise DemoError(
-                    f"Fetch returns nothing below the high watermark: {topic} "
-                    + ", ".join(f"p{p} at {o} of {h}" for p, (o, h) in stuck.items())
+                    f"the consumer returns nothing below the end: {topic} p{p} "
+                    f"at {pc.position} of {end}" + "".join(why)
                 )
-        out.high_watermarks.update(high)
+            checker.check(p, records)
+            out.per_partition[p] = out.per_partition.get(p, 0) + len(records)
+            if on_records is not None:
+                on_records(len(records))
+        # Done: out of the Fetch requests, which would otherwise wait (fetch_max_wait)
+        # on this partition while the others pause for a full buffer.
+        await pc.aclose()
 
-    async with trio.open_nursery() as nursery:
-        for node_id, partitions in by_leader.items():
-            nursery.start_soon(drain, node_id, partitions)
+    async with (
+        open_consumer(
+            client,
+            isolation_level="read_uncommitted",
+            fetch_max_bytes=max_bytes,
+            fetch_max_wait=0.1,
+        ) as consumer,
+        trio.open_nursery() as nursery,
+    ):
+        for p in parts:
+            nursery.start_soon(drain, consumer, p)
     for p in info.partitions:
         out.per_partition.setdefault(p, 0)
     out.checked = checker.checked
@@ -548,7 +513,7 @@ def format_summary(result: DemoResult) -> list[str]:
     got = sum(result.per_partition.values())
     rate = got / result.read_seconds if result.read_seconds else 0.0
     lines.append(
-        f"read back with Fetch: {got:,} records in {result.read_seconds:.2f} s "
+        f"read back with a consumer: {got:,} records in {result.read_seconds:.2f} s "
         f"({rate:,.0f} records/s) from {len(result.per_partition)} partitions ({parts})"
     )
     if result.verified:
@@ -766,7 +731,7 @@ def _parser(prog: str = "python -m pykaf.demo") -> argparse.ArgumentParser:
         description=(
             "Start an embedded Tansu broker (or use --bootstrap), create a topic, produce "
             "--records records with pykaf's producer (half with send_nowait, half with "
-            "send_batch), then read them all back with Fetch and check them."
+            "send_batch), then read them all back with a consumer and check them."
         ),
     )
     b.add_argument("--records", type=_positive, default=1_000_000, help="default 1,000,000")
