@@ -60,7 +60,7 @@ from pykaf import (
     open_producer,
 )
 from pykaf._columns import BinaryColumn
-from pykaf.cli._output import Progress
+from pykaf.cli._output import Progress, fixed_columns, print_table, rich_console
 
 # ---------------------------------------------------------------- the broker demo
 
@@ -482,46 +482,79 @@ async def run_broker_demo(
     return result
 
 
-def format_summary(result: DemoResult) -> list[str]:
-    """The summary table and the verification lines."""
+_SUMMARY_HEADERS = (
+    "phase", "records", "MB", "seconds", "records/s", "MB/s", "batches", "avg batch", "retries",
+    "errors",
+)  # fmt: skip
+_SUMMARY_WIDTHS = (-12, 11, 8, 8, 11, 7, 8, 10, 8, 7)  # plain text; negative: left-aligned
+
+
+def summary_rows(result: DemoResult) -> list[list[str]]:
+    """The summary table's rows: one per phase, and their total when there are several."""
     mb = result.size / 1e6
-    head = (
-        f"{'phase':<12} {'records':>11} {'MB':>8} {'seconds':>8} {'records/s':>11} "
-        f"{'MB/s':>7} {'batches':>8} {'avg batch':>10} {'retries':>8} {'errors':>7}"
-    )
-    lines = [head, "-" * len(head)]
-    rows = list(result.phases)
-    if len(rows) > 1:
+    phases = list(result.phases)
+    if len(phases) > 1:
         total = PhaseResult("total")
-        for ph in rows:
+        for ph in phases:
             total.records += ph.records
             total.seconds += ph.seconds
             total.batches += ph.batches
             total.retries += ph.retries
             total.errors += ph.errors
         total.batch_records_avg = total.records / total.batches if total.batches else 0.0
-        rows.append(total)
-    for ph in rows:
+        phases.append(total)
+    rows = []
+    for ph in phases:
         rate = ph.records / ph.seconds if ph.seconds else 0.0
-        lines.append(
-            f"{ph.name:<12} {ph.records:>11,} {ph.records * mb:>8.1f} {ph.seconds:>8.2f} "
-            f"{rate:>11,.0f} {rate * mb:>7.1f} {ph.batches:>8,} {ph.batch_records_avg:>10,.1f} "
-            f"{ph.retries:>8,} {ph.errors:>7,}"
+        rows.append(
+            [
+                ph.name,
+                f"{ph.records:,}",
+                f"{ph.records * mb:.1f}",
+                f"{ph.seconds:.2f}",
+                f"{rate:,.0f}",
+                f"{rate * mb:.1f}",
+                f"{ph.batches:,}",
+                f"{ph.batch_records_avg:,.1f}",
+                f"{ph.retries:,}",
+                f"{ph.errors:,}",
+            ]
         )
-    lines.append("")
+    return rows
+
+
+def verification_lines(result: DemoResult) -> list[str]:
+    """What the read-back found: records, time, rate, partitions, and whether all arrived."""
     parts = ", ".join(f"p{p}: {n:,}" for p, n in sorted(result.per_partition.items()))
     got = sum(result.per_partition.values())
     rate = got / result.read_seconds if result.read_seconds else 0.0
-    lines.append(
+    lines = [
         f"read back with a consumer: {got:,} records in {result.read_seconds:.2f} s "
         f"({rate:,.0f} records/s) from {len(result.per_partition)} partitions ({parts})"
-    )
+    ]
     if result.verified:
         lines.append(
             f"verified: {result.verified:,} of {result.records:,} records arrived, "
             "each exactly once, with the values sent"
         )
     return lines
+
+
+def format_summary(result: DemoResult) -> list[str]:
+    """The summary table and the verification lines, as plain text."""
+    head, *rows = fixed_columns([_SUMMARY_HEADERS, *summary_rows(result)], _SUMMARY_WIDTHS)
+    return [head, "-" * len(head), *rows, "", *verification_lines(result)]
+
+
+def print_summary(result: DemoResult) -> None:
+    """The summary on stdout: a rich table on a terminal, else :func:`format_summary`'s lines."""
+    if rich_console(sys.stdout) is None:
+        lines = format_summary(result)
+    else:
+        print_table(_SUMMARY_HEADERS, summary_rows(result), widths=_SUMMARY_WIDTHS)
+        lines = ["", *verification_lines(result)]
+    for line in lines:
+        print(line, flush=True)
 
 
 def _parse_bootstrap(text: str) -> str:
@@ -588,8 +621,7 @@ def _run_demo(args: argparse.Namespace, bootstrap: str, where: str, *, delete: b
     except errors.PykafError as exc:
         raise DemoError(f"{type(exc).__name__}: {exc}") from exc
     print()
-    for line in format_summary(result):
-        say(line)
+    print_summary(result)
     if result.problems:
         raise DemoError(
             f"records lost or damaged in topic {result.topic}:\n  " + "\n  ".join(result.problems)
@@ -702,14 +734,21 @@ def _codec_main(args: argparse.Namespace) -> int:
         f"active implementation: {codec.IMPLEMENTATION}"
     )
     rows = run(args.records, args.size, args.repeat)
-    print(f"{'impl':8} {'codec':20} {'batch':>12} {'ratio':>6} {'encode':>14} {'decode':>14}")
-    for r in rows:
-        dec = f"{r['decode_rps']:,.0f}/s" if r["decode_rps"] else "-"
-        size = f"{r['batch_bytes']:,}" if r["batch_bytes"] else "-"
-        print(
-            f"{r['impl']:8} {r['codec']:20} {size:>12} {r['ratio']:>6.2f} "
-            f"{r['encode_rps']:>12,.0f}/s {dec:>14}"
-        )
+    print_table(
+        ["impl", "codec", "batch", "ratio", "encode", "decode"],
+        [
+            [
+                r["impl"],
+                r["codec"],
+                f"{r['batch_bytes']:,}" if r["batch_bytes"] else "-",
+                f"{r['ratio']:.2f}",
+                f"{r['encode_rps']:,.0f}/s",
+                f"{r['decode_rps']:,.0f}/s" if r["decode_rps"] else "-",
+            ]
+            for r in rows
+        ],
+        widths=(-8, -20, 12, 6, 14, 14),
+    )
     print("every batch decoded back to the records it was built from")
     return 0
 

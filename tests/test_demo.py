@@ -123,3 +123,29 @@ async def test_read_back_passes_over_empty_partitions(fake_cluster: Any) -> None
     assert back.per_partition == {0: 0, 1: 30, 2: 0}
     assert back.high_watermarks == {0: 0, 1: 30, 2: 0}
     assert back.checked == 30 and back.problems == [] and sum(read) == 30
+
+
+def test_summary_plain_and_rich(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pipe gets format_summary's plain lines; PYKAF_OUTPUT=rich (a terminal) a rich table."""
+    result = demo.DemoResult("b", "t", 20, 100, "none", 2)
+    result.phases = [
+        demo.PhaseResult("send_nowait", records=10, acked=10, seconds=0.5, batches=2),
+        demo.PhaseResult("send_batch", records=10, acked=10, seconds=0.25, batches=1),
+    ]
+    result.per_partition, result.read_seconds, result.verified = {0: 12, 1: 8}, 0.1, 20
+    monkeypatch.delenv("PYKAF_OUTPUT", raising=False)
+    demo.print_summary(result)
+    plain = capsys.readouterr().out
+    assert plain.splitlines() == demo.format_summary(result)
+    first = ["send_nowait", "10", "0.0", "0.50", "20", "0.0", "2", "0.0", "0", "0"]
+    assert plain.splitlines()[2].split() == first
+    pytest.importorskip("rich")
+    monkeypatch.setenv("PYKAF_OUTPUT", "rich")
+    demo.print_summary(result)
+    drawn = capsys.readouterr().out
+    assert "\x1b[" in drawn and "\x1b[" not in plain
+    rows = {line.split()[0]: line.split() for line in drawn.splitlines() if line.strip()}
+    assert rows["total"][1] == "20" and rows["send_batch"][4] == "40"
+    assert drawn.splitlines()[-1] == plain.splitlines()[-1]  # the verification line

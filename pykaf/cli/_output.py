@@ -65,7 +65,9 @@ def rich_console(stream: TextIO | None = None, *, tty: bool | None = None) -> Co
         from rich.console import Console
     except ImportError:
         return None
-    return Console(file=stream, force_terminal=True, highlight=False, soft_wrap=False)
+    # Not a terminal (PYKAF_OUTPUT=rich into a pipe): no width to fit, so a wide one.
+    width = None if _is_terminal(stream) else 200
+    return Console(file=stream, force_terminal=True, highlight=False, soft_wrap=False, width=width)
 
 
 # -- tables ------------------------------------------------------------------------
@@ -80,17 +82,42 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[s
     ]
 
 
-def print_table(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, stream: TextIO | None = None
-) -> None:
-    """A table on ``stream`` (default stdout): rich on a terminal, else :func:`plain_table`.
+def fixed_columns(rows: Sequence[Sequence[Any]], widths: Sequence[int]) -> list[str]:
+    """Rows of cells in columns of fixed widths, one space apart.
 
-    In a rich table, a column whose every cell is a number is right-aligned.
+    A negative width left-aligns its column, a positive one right-aligns it;
+    a longer cell widens its own row only.
+    """
+    return [
+        " ".join(
+            str(c).ljust(-w) if w < 0 else str(c).rjust(w) for c, w in zip(row, widths, strict=True)
+        )
+        for row in rows
+    ]
+
+
+def print_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    stream: TextIO | None = None,
+    widths: Sequence[int] | None = None,
+) -> None:
+    """A table on ``stream`` (default stdout): rich on a terminal, else plain text.
+
+    Plain text is :func:`plain_table`, or :func:`fixed_columns` when
+    ``widths`` are given. In a rich table a column is right-aligned when its
+    width is positive, or (without ``widths``) when every cell is a number.
     """
     stream = sys.stdout if stream is None else stream
     console = rich_console(stream)
     if console is None:
-        for line in plain_table(headers, rows):
+        lines = (
+            plain_table(headers, rows)
+            if widths is None
+            else fixed_columns([headers, *rows], widths)
+        )
+        for line in lines:
             print(line, file=stream)
         return
     from rich import box
@@ -98,10 +125,18 @@ def print_table(
 
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", show_edge=False, pad_edge=False)
     for i, header in enumerate(headers):
-        numeric = bool(rows) and all(
-            isinstance(row[i], int | float) and not isinstance(row[i], bool) for row in rows
+        if widths is not None:
+            right = widths[i] > 0
+        else:
+            right = bool(rows) and all(
+                isinstance(row[i], int | float) and not isinstance(row[i], bool) for row in rows
+            )
+        table.add_column(
+            str(header),
+            justify="right" if right else "left",
+            overflow="fold",
+            min_width=len(str(header)),  # a narrow terminal folds cells, never the headers
         )
-        table.add_column(str(header), justify="right" if numeric else "left", overflow="fold")
     for row in rows:
         table.add_row(*(str(c) for c in row))
     console.print(table)

@@ -10,7 +10,14 @@ import pytest
 import trio
 
 from pykaf.cli import main
-from pykaf.cli._output import OUTPUT_ENV, Progress, plain_table, print_table, rich_console
+from pykaf.cli._output import (
+    OUTPUT_ENV,
+    Progress,
+    fixed_columns,
+    plain_table,
+    print_table,
+    rich_console,
+)
 
 pytest.importorskip("rich")
 
@@ -44,6 +51,24 @@ def without_rich(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_plain_table_lines() -> None:
     assert plain_table(HEADERS, ROWS) == PLAIN
     assert plain_table(["a", "b"], []) == ["a  b"]
+
+
+def test_fixed_columns() -> None:
+    rows = [["name", "n"], ["a", "1,000"], ["longer name", "2"]]
+    assert fixed_columns(rows, (-6, 4)) == ["name      n", "a      1,000", "longer name    2"]
+
+
+def test_a_table_with_widths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fixed widths: the plain lines are fixed_columns'; rich aligns each column as they say."""
+    rows = [["a", "1,000"], ["b", "2"]]
+    out = io.StringIO()
+    print_table(["name", "n"], rows, stream=out, widths=(-6, 6))
+    assert out.getvalue().splitlines() == fixed_columns([["name", "n"], *rows], (-6, 6))
+    drawn = Terminal()
+    print_table(["name", "n"], rows, stream=drawn, widths=(-6, 6))
+    lines = [line for line in _strip(drawn.getvalue()).splitlines() if line.strip()]
+    assert ESC in drawn.getvalue()
+    assert lines[2].rstrip().endswith("1,000") and lines[3].rstrip().endswith("    2")
 
 
 def test_a_table_to_a_pipe_is_plain() -> None:
