@@ -23,6 +23,7 @@ demo only inside ``main``, so neither imports the other at import time.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -121,6 +122,7 @@ def print_table(
             print(line, file=stream)
         return
     from rich import box
+    from rich.measure import Measurement
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD, header_style="bold", show_edge=False, pad_edge=False)
@@ -128,18 +130,27 @@ def print_table(
         if widths is not None:
             right = widths[i] > 0
         else:
-            right = bool(rows) and all(
-                isinstance(row[i], int | float) and not isinstance(row[i], bool) for row in rows
-            )
-        table.add_column(
-            str(header),
-            justify="right" if right else "left",
-            overflow="fold",
-            min_width=len(str(header)),  # a narrow terminal folds cells, never the headers
-        )
+            right = bool(rows) and all(_numeric(row[i]) for row in rows)
+        table.add_column(str(header), justify="right" if right else "left", no_wrap=True)
     for row in rows:
         table.add_row(*(str(c) for c in row))
-    console.print(table)
+    # At its natural width: a terminal too narrow wraps the lines, as it does plain
+    # ones, rather than rich folding cells or cutting them off.
+    natural = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+    console.width = max(natural, console.width)  # the console is this call's own
+    console.print(table, crop=False)
+
+
+_NUMBER = re.compile(r"[-+]?[\d,]*\.?\d+")
+
+
+def _numeric(cell: Any) -> bool:
+    """A number, or text showing one (``1,000``, ``2.5``), or ``-`` (none): right-aligned."""
+    if isinstance(cell, bool):
+        return False
+    if isinstance(cell, int | float):
+        return True
+    return isinstance(cell, str) and (cell == "-" or _NUMBER.fullmatch(cell) is not None)
 
 
 # -- progress ----------------------------------------------------------------------

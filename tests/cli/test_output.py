@@ -89,6 +89,26 @@ def test_a_table_on_a_terminal_is_drawn_by_rich() -> None:
     assert lines[2].index("0 ") + 1 == lines[3].index("10 ") + 2
 
 
+def test_a_rich_table_wider_than_the_terminal_is_not_cut_or_folded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    headers = [f"column number {i}" for i in range(6)]
+    row = [f"value-{i}-{'x' * 10}" for i in range(6)]
+    out = Terminal()
+    print_table(headers, [row], stream=out)
+    lines = [line for line in _strip(out.getvalue()).splitlines() if line.strip()]
+    assert len(lines) == 3  # header, rule, the row: one line each
+    assert all(h in lines[0] for h in headers) and lines[2].split() == row
+
+
+def test_text_showing_numbers_is_right_aligned() -> None:
+    out = Terminal()
+    print_table(["n", "lag"], [("1,000", "-"), ("2", "12")], stream=out)
+    lines = [line.rstrip() for line in _strip(out.getvalue()).splitlines() if line.strip()]
+    assert lines[2].endswith("1,000     -") and lines[3].endswith("    2    12")
+
+
 def test_no_rich_on_a_terminal_is_plain(without_rich: None) -> None:
     assert rich_console(Terminal()) is None
     out = Terminal()
