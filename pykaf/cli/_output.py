@@ -108,7 +108,8 @@ def print_table(
 
     Plain text is :func:`plain_table`, or :func:`fixed_columns` when
     ``widths`` are given. In a rich table a column is right-aligned when its
-    width is positive, or (without ``widths``) when every cell is a number.
+    width is positive, or (without ``widths``) when every cell is a number or
+    text showing one (``1,000``; ``-`` for none).
     """
     stream = sys.stdout if stream is None else stream
     console = rich_console(stream)
