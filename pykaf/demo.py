@@ -11,7 +11,7 @@ pykaf's async producer in two phases of half the records each:
    over one buffer: no Python object per record).
 
 A progress bar with rate and ETA runs on stderr (the one ``pykaf perf`` shows,
-from :mod:`pykaf.cli._output`: drawn by rich on a terminal, plain lines when
+from :mod:`pykaf._output`: drawn by rich on a terminal, plain lines when
 stderr is not one);
 then a table gives records, MB (10^6 bytes of values), seconds, rates, batches,
 the average batch size, retries and errors per phase. Finally every record is
@@ -60,7 +60,7 @@ from pykaf import (
     open_producer,
 )
 from pykaf._columns import BinaryColumn
-from pykaf.cli._output import Progress, fixed_columns, print_table, rich_console
+from pykaf._output import Progress, fixed_columns, print_table, rich_console
 
 # ---------------------------------------------------------------- the broker demo
 

@@ -14,8 +14,8 @@ from pykaf._admin.acls import (
     ResourceType,
     code_name,
 )
+from pykaf._output import print_table
 from pykaf.cli._common import CliError, add_connection, print_json, settings
-from pykaf.cli._output import print_table
 
 
 def _choice(enum: Any, text: str) -> Any:

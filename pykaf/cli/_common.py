@@ -1,6 +1,6 @@
 """What the subcommands share: connection options, ``-X`` settings, JSON output, errors.
 
-Tables and progress are drawn by :mod:`pykaf.cli._output`.
+Tables and progress are drawn by :mod:`pykaf._output`.
 """
 
 from __future__ import annotations

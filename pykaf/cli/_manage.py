@@ -8,6 +8,7 @@ from typing import Any
 
 from pykaf._admin.results import ConfigChange, ConfigValue
 from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf._output import print_table
 from pykaf.cli._common import (
     CliError,
     add_connection,
@@ -15,7 +16,6 @@ from pykaf.cli._common import (
     print_json,
     settings,
 )
-from pykaf.cli._output import print_table
 
 
 def add_topics(sub: Any) -> None:

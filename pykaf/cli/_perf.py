@@ -7,7 +7,7 @@ The consumer test reads a topic's partitions from the start until it has
 ``--records`` records, and samples each fetched batch's age (now minus its
 first record's timestamp: the end-to-end latency while a producer runs).
 Both show live progress on stderr when it is a terminal (a rich progress bar
-with rate and ETA, or a plain line without ``rich``: :mod:`pykaf.cli._output`),
+with rate and ETA, or a plain line without ``rich``: :mod:`pykaf._output`),
 then a summary table, or ``--json``.
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from pykaf._cluster.client import OLDEST
+from pykaf._output import Progress, print_table
 from pykaf.cli._common import (
     CliError,
     add_connection,
@@ -31,7 +32,6 @@ from pykaf.cli._common import (
     producer_options,
     settings,
 )
-from pykaf.cli._output import Progress, print_table
 
 
 def add_perf(sub: Any) -> None:

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 import trio
 
-from pykaf.cli import main
-from pykaf.cli._output import (
+from pykaf._output import (
     OUTPUT_ENV,
     Progress,
     fixed_columns,
@@ -18,6 +17,7 @@ from pykaf.cli._output import (
     print_table,
     rich_console,
 )
+from pykaf.cli import main
 
 pytest.importorskip("rich")
 

@@ -16,8 +16,9 @@ One place decides between two kinds of output:
 than leaving it to rich's own detection, so that ``FORCE_COLOR`` and its kin
 never put escape codes into the output scripts read.
 
-The demo (``pykaf/demo.py``) imports this module too: the CLI imports the
-demo only inside ``main``, so neither imports the other at import time.
+It sits below both ``pykaf.cli`` and ``pykaf.demo`` and imports nothing of
+pykaf, so the two share it without importing each other (the CLI runs the
+demo; the demo never imports the CLI).
 """
 
 from __future__ import annotations
