@@ -10,10 +10,12 @@ pykaf's async producer in two phases of half the records each:
 2. ``send_batch()`` on columns of values (a :class:`pykaf.codec.BinaryColumn`
    over one buffer: no Python object per record).
 
-A progress bar runs on stderr (plain lines when stderr is not a terminal);
+A progress bar with rate and ETA runs on stderr (the one ``pykaf perf`` shows,
+from :mod:`pykaf._output`: drawn by rich on a terminal, plain lines when
+stderr is not one);
 then a table gives records, MB (10^6 bytes of values), seconds, rates, batches,
 the average batch size, retries and errors per phase. Finally every record is
-read back with Fetch requests to the partition leaders and checked: each
+read back with a consumer (``consume_partition``) and checked: each
 value carries its record's number, so a lost, duplicated or damaged record is
 found. The exit status is non-zero, with a message, when anything is missing.
 
@@ -26,24 +28,26 @@ from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import functools
 import os
 import random
 import secrets
-import shutil
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, TextIO
+from typing import Any
 
 import trio
 
 from pykaf import (
+    NEWEST,
+    OLDEST,
     BatchDelivery,
     Client,
+    Consumer,
     Producer,
     ProducerStatistics,
     RecordMetadata,
@@ -52,22 +56,20 @@ from pykaf import (
     errors,
     open_admin,
     open_client,
+    open_consumer,
     open_producer,
 )
-from pykaf import protocol as P
 from pykaf._columns import BinaryColumn
+from pykaf._output import Progress, fixed_columns, print_table, rich_console
 
 # ---------------------------------------------------------------- the broker demo
 
-_FETCH = P.FetchRequest.API_KEY
-# Fetch up to v12 names topics; v13+ wants topic ids. Every broker since Kafka 3.1
-# speaks v12 (Kafka 4 dropped only v0-v3).
-_FETCH_VERSION = 12
 _INDEX_BYTES = 8  # each value starts with its record's number, big-endian
 _PADS = 256  # distinct value tails (value i ends with pad i % 256)
 _CHUNK = 50_000  # values per send_batch() call
 _YIELD_EVERY = 4096  # send_nowait() records between checkpoints
 _TIMEOUT = 300.0  # seconds for the whole produce phase / the read-back
+_STUCK_AFTER = 10.0  # seconds without a record below a partition's end: the read-back fails
 
 
 class DemoError(Exception):
@@ -98,86 +100,6 @@ def _column(start: int, stop: int, size: int, pads: list[bytes]) -> tuple[Any, b
     large = n * size > 0x7FFFFFFF
     offsets = array.array("q" if large else "i", range(0, n * size + 1, size))
     return offsets, data, large
-
-
-# -- progress --------------------------------------------------------------------
-
-
-class Progress:
-    """A progress line on ``stream``: redrawn in place on a terminal, else a line now and then."""
-
-    def __init__(self, stream: TextIO, size: int, *, tty: bool | None = None) -> None:
-        self.stream = stream
-        self.size = size
-        self.tty = stream.isatty() if tty is None else tty
-        self.interval = 0.1 if self.tty else 2.0
-        self.label = ""
-        self.total = 0
-        self.count: Callable[[], int] = lambda: 0
-        self.started = 0.0
-        self._samples: deque[tuple[float, int]] = deque()
-        self._width = 0
-
-    def begin(self, label: str, total: int, count: Callable[[], int]) -> None:
-        """Start tracking a phase of ``total`` records; ``count()`` says how many are done."""
-        self.label, self.total, self.count = label, total, count
-        self.started = time.perf_counter()
-        self._samples.clear()
-        self._samples.append((self.started, 0))
-
-    def render(self, *, final: bool = False) -> str:
-        """The progress line for now."""
-        now = time.perf_counter()
-        done = min(self.count(), self.total)
-        elapsed = max(now - self.started, 1e-9)
-        if final:
-            rate = done / elapsed
-        else:
-            self._samples.append((now, done))
-            while len(self._samples) > 2 and now - self._samples[0][0] > 2.0:
-                self._samples.popleft()
-            t0, c0 = self._samples[0]
-            rate = (done - c0) / (now - t0) if now > t0 else 0.0
-        frac = done / self.total if self.total else 1.0
-        width = 24
-        fill = int(frac * width)
-        bar = "#" * fill + "-" * (width - fill)
-        if final:
-            tail = f"{elapsed:.2f} s"
-        elif rate > 0:
-            tail = f"ETA {_duration((self.total - done) / rate)}"
-        else:
-            tail = "ETA --"
-        return (
-            f"{self.label:<12} [{bar}] {frac * 100:5.1f}% {done:>11,}/{self.total:,}"
-            f"  {rate:>11,.0f} rec/s {rate * self.size / 1e6:7.1f} MB/s  {tail}"
-        )
-
-    def show(self, *, final: bool = False) -> None:
-        """Draw the line (a terminal: in place; else: as a line of its own)."""
-        line = self.render(final=final)
-        if self.tty:
-            cols = shutil.get_terminal_size((120, 24)).columns - 1
-            line = line[:cols]
-            pad = " " * max(0, self._width - len(line))
-            self._width = 0 if final else len(line)
-            self.stream.write("\r" + line + pad + ("\n" if final else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-    async def run(self) -> None:
-        """Redraw every ``interval`` until cancelled."""
-        while True:
-            await trio.sleep(self.interval)
-            self.show()
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    return f"{m}m{s:02d}s"
 
 
 # -- producing --------------------------------------------------------------------
@@ -405,104 +327,68 @@ async def read_back(
     max_bytes: int = 16 << 20,
     on_records: Callable[[int], None] | None = None,
 ) -> ReadBack:
-    """Read every record of ``topic`` with Fetch requests to the partition leaders.
+    """Read every record of ``topic`` back with a consumer, from the start to the end.
 
-    A small fetch loop, not a consumer: from offset 0 of each partition until
-    its high watermark (taken from the Fetch responses; Tansu's ListOffsets is
-    wrong for multi-record batches). Each value must start with its record's
-    number (0 to ``expect - 1``, each exactly once); every ``sample_every``-th
-    record's value is compared with what was written when ``pads`` is given.
+    Each partition's end is the admin client's ``list_offsets`` (``NEWEST``,
+    read_uncommitted: checked against a Fetch's high watermark, since Tansu's
+    ListOffsets is wrong for multi-record batches); a consumer reads each
+    partition that is not empty from ``OLDEST`` up to it (``max_bytes`` a
+    Fetch at most; a broker waits at most 0.1 s before an empty answer). Each
+    value must start with its record's number (0 to ``expect - 1``, each
+    exactly once); every ``sample_every``-th record's value is compared with
+    what was written when ``pads`` is given.
 
     Raises:
-        DemoError: a partition answered an error or stopped below its high watermark.
+        DemoError: the topic is unknown, or a partition stopped below its end.
     """
     await client.refresh_metadata(topic)
     info = client.metadata.topics.get(topic)
     if info is None or not info.partitions:
         raise DemoError(f"topic {topic!r} is not in the cluster's metadata")
-    by_leader: dict[int, list[int]] = {}
-    for p in sorted(info.partitions):
-        leader = await client.leader(topic, p)
-        by_leader.setdefault(leader.node_id, []).append(p)
+    parts = sorted(info.partitions)
+    async with open_admin(client) as admin:
+        starts = await admin.list_offsets({(topic, p): OLDEST for p in parts})
+        ends = await admin.list_offsets(
+            {(topic, p): NEWEST for p in parts}, isolation_level="read_uncommitted"
+        )
     checker = _Checker(expect, pads, max(1, sample_every))
     out = ReadBack()
-    F = P.FetchRequest
 
-    async def drain(node_id: int, partitions: list[int]) -> None:
-        conn = await client.broker_connection(node_id)
-        version = min(_FETCH_VERSION, conn.version_for(_FETCH))
-        offset = dict.fromkeys(partitions, 0)
-        part_max = dict.fromkeys(partitions, 1 << 20)
-        high: dict[int, int] = {}
-        idle = 0
-        while True:
-            pending = [p for p in partitions if p not in high or offset[p] < high[p]]
-            if not pending:
-                break
-            request = F(
-                replica_id=-1,
-                max_wait_ms=100,
-                min_bytes=1,
-                max_bytes=max_bytes,
-                isolation_level=0,
-                topics=[
-                    F.FetchTopic(
-                        topic=topic,
-                        partitions=[
-                            F.FetchPartition(
-                                partition=p,
-                                fetch_offset=offset[p],
-                                partition_max_bytes=part_max[p],
-                            )
-                            for p in pending
-                        ],
-                    )
-                ],
-            )
-            response = await conn.request(request, version)
-            err = errors.error_for_code(getattr(response, "error_code", 0) or 0)
-            if err is not None:
-                raise DemoError(f"Fetch from broker {node_id}: {err.description}")
-            progressed = False
-            for rt in response.responses:
-                for rp in rt.partitions:
-                    p = rp.partition_index
-                    err = errors.error_for_code(rp.error_code)
-                    if err is not None:
-                        raise DemoError(f"Fetch {topic}/{p} at {offset[p]}: {err.description}")
-                    high[p] = rp.high_watermark
-                    rs = codec.decode_record_set(rp.records or b"")
-                    if not rs.batches and rs.incomplete:
-                        # One batch is larger than we asked for: ask for more.
-                        part_max[p] = max(part_max[p] * 2, rs.partial_size)
-                        progressed = True
-                        continue
-                    for batch in rs.batches:
-                        if batch.next_offset <= offset[p]:
-                            continue  # a compressed batch may start before fetch_offset
-                        records = batch.records
-                        if batch.base_offset < offset[p]:
-                            records = [r for r in records if r.offset >= offset[p]]
-                        offset[p] = batch.next_offset
-                        progressed = True
-                        if batch.is_control:
-                            continue
-                        checker.check(p, records)
-                        out.per_partition[p] = out.per_partition.get(p, 0) + len(records)
-                        if on_records is not None:
-                            on_records(len(records))
-            idle = 0 if progressed else idle + 1
-            if idle >= 100:  # ~10 s of empty answers below the high watermark
-                stuck = {p: (offset[p], high.get(p)) for p in pending}
+    async def drain(consumer: Consumer, p: int) -> None:
+        end = out.high_watermarks[p] = ends[(topic, p)]
+        if starts[(topic, p)] >= end:
+            return  # nothing to read (a consumer would wait for a first record)
+        pc = await consumer.consume_partition(topic, p, OLDEST)
+        while pc.position < end:
+            with trio.move_on_after(_STUCK_AFTER) as idle:
+                records = await pc.next_batch()
+            if idle.cancelled_caught:
+                why = []
+                with contextlib.suppress(trio.WouldBlock):
+                    why.append(f": {pc.errors().receive_nowait()}")
                 raise DemoError(
-                    f"Fetch returns nothing below the high watermark: {topic} "
-                    + ", ".join(f"p{p} at {o} of {h}" for p, (o, h) in stuck.items())
+                    f"the consumer returns nothing below the end: {topic} p{p} "
+                    f"at {pc.position} of {end}" + "".join(why)
                 )
-        out.high_watermarks.update(high)
+            checker.check(p, records)
+            out.per_partition[p] = out.per_partition.get(p, 0) + len(records)
+            if on_records is not None:
+                on_records(len(records))
+        # Done: out of the Fetch requests, which would otherwise wait (fetch_max_wait)
+        # on this partition while the others pause for a full buffer.
+        await pc.aclose()
 
-    async with trio.open_nursery() as nursery:
-        for node_id, partitions in by_leader.items():
-            nursery.start_soon(drain, node_id, partitions)
+    async with (
+        open_consumer(
+            client,
+            isolation_level="read_uncommitted",
+            fetch_max_bytes=max_bytes,
+            fetch_max_wait=0.1,
+        ) as consumer,
+        trio.open_nursery() as nursery,
+    ):
+        for p in parts:
+            nursery.start_soon(drain, consumer, p)
     for p in info.partitions:
         out.per_partition.setdefault(p, 0)
     out.checked = checker.checked
@@ -596,46 +482,79 @@ async def run_broker_demo(
     return result
 
 
-def format_summary(result: DemoResult) -> list[str]:
-    """The summary table and the verification lines."""
+_SUMMARY_HEADERS = (
+    "phase", "records", "MB", "seconds", "records/s", "MB/s", "batches", "avg batch", "retries",
+    "errors",
+)  # fmt: skip
+_SUMMARY_WIDTHS = (-12, 11, 8, 8, 11, 7, 8, 10, 8, 7)  # plain text; negative: left-aligned
+
+
+def summary_rows(result: DemoResult) -> list[list[str]]:
+    """The summary table's rows: one per phase, and their total when there are several."""
     mb = result.size / 1e6
-    head = (
-        f"{'phase':<12} {'records':>11} {'MB':>8} {'seconds':>8} {'records/s':>11} "
-        f"{'MB/s':>7} {'batches':>8} {'avg batch':>10} {'retries':>8} {'errors':>7}"
-    )
-    lines = [head, "-" * len(head)]
-    rows = list(result.phases)
-    if len(rows) > 1:
+    phases = list(result.phases)
+    if len(phases) > 1:
         total = PhaseResult("total")
-        for ph in rows:
+        for ph in phases:
             total.records += ph.records
             total.seconds += ph.seconds
             total.batches += ph.batches
             total.retries += ph.retries
             total.errors += ph.errors
         total.batch_records_avg = total.records / total.batches if total.batches else 0.0
-        rows.append(total)
-    for ph in rows:
+        phases.append(total)
+    rows = []
+    for ph in phases:
         rate = ph.records / ph.seconds if ph.seconds else 0.0
-        lines.append(
-            f"{ph.name:<12} {ph.records:>11,} {ph.records * mb:>8.1f} {ph.seconds:>8.2f} "
-            f"{rate:>11,.0f} {rate * mb:>7.1f} {ph.batches:>8,} {ph.batch_records_avg:>10,.1f} "
-            f"{ph.retries:>8,} {ph.errors:>7,}"
+        rows.append(
+            [
+                ph.name,
+                f"{ph.records:,}",
+                f"{ph.records * mb:.1f}",
+                f"{ph.seconds:.2f}",
+                f"{rate:,.0f}",
+                f"{rate * mb:.1f}",
+                f"{ph.batches:,}",
+                f"{ph.batch_records_avg:,.1f}",
+                f"{ph.retries:,}",
+                f"{ph.errors:,}",
+            ]
         )
-    lines.append("")
+    return rows
+
+
+def verification_lines(result: DemoResult) -> list[str]:
+    """What the read-back found: records, time, rate, partitions, and whether all arrived."""
     parts = ", ".join(f"p{p}: {n:,}" for p, n in sorted(result.per_partition.items()))
     got = sum(result.per_partition.values())
     rate = got / result.read_seconds if result.read_seconds else 0.0
-    lines.append(
-        f"read back with Fetch: {got:,} records in {result.read_seconds:.2f} s "
+    lines = [
+        f"read back with a consumer: {got:,} records in {result.read_seconds:.2f} s "
         f"({rate:,.0f} records/s) from {len(result.per_partition)} partitions ({parts})"
-    )
+    ]
     if result.verified:
         lines.append(
             f"verified: {result.verified:,} of {result.records:,} records arrived, "
             "each exactly once, with the values sent"
         )
     return lines
+
+
+def format_summary(result: DemoResult) -> list[str]:
+    """The summary table and the verification lines, as plain text."""
+    head, *rows = fixed_columns([_SUMMARY_HEADERS, *summary_rows(result)], _SUMMARY_WIDTHS)
+    return [head, "-" * len(head), *rows, "", *verification_lines(result)]
+
+
+def print_summary(result: DemoResult) -> None:
+    """The summary on stdout: a rich table on a terminal, else :func:`format_summary`'s lines."""
+    if rich_console(sys.stdout) is None:
+        lines = format_summary(result)
+    else:
+        print_table(_SUMMARY_HEADERS, summary_rows(result), widths=_SUMMARY_WIDTHS)
+        lines = ["", *verification_lines(result)]
+    for line in lines:
+        print(line, flush=True)
 
 
 def _parse_bootstrap(text: str) -> str:
@@ -702,8 +621,7 @@ def _run_demo(args: argparse.Namespace, bootstrap: str, where: str, *, delete: b
     except errors.PykafError as exc:
         raise DemoError(f"{type(exc).__name__}: {exc}") from exc
     print()
-    for line in format_summary(result):
-        say(line)
+    print_summary(result)
     if result.problems:
         raise DemoError(
             f"records lost or damaged in topic {result.topic}:\n  " + "\n  ".join(result.problems)
@@ -816,14 +734,21 @@ def _codec_main(args: argparse.Namespace) -> int:
         f"active implementation: {codec.IMPLEMENTATION}"
     )
     rows = run(args.records, args.size, args.repeat)
-    print(f"{'impl':8} {'codec':20} {'batch':>12} {'ratio':>6} {'encode':>14} {'decode':>14}")
-    for r in rows:
-        dec = f"{r['decode_rps']:,.0f}/s" if r["decode_rps"] else "-"
-        size = f"{r['batch_bytes']:,}" if r["batch_bytes"] else "-"
-        print(
-            f"{r['impl']:8} {r['codec']:20} {size:>12} {r['ratio']:>6.2f} "
-            f"{r['encode_rps']:>12,.0f}/s {dec:>14}"
-        )
+    print_table(
+        ["impl", "codec", "batch", "ratio", "encode", "decode"],
+        [
+            [
+                r["impl"],
+                r["codec"],
+                f"{r['batch_bytes']:,}" if r["batch_bytes"] else "-",
+                f"{r['ratio']:.2f}",
+                f"{r['encode_rps']:,.0f}/s",
+                f"{r['decode_rps']:,.0f}/s" if r["decode_rps"] else "-",
+            ]
+            for r in rows
+        ],
+        widths=(-8, -20, 12, 6, 14, 14),
+    )
     print("every batch decoded back to the records it was built from")
     return 0
 
@@ -845,7 +770,7 @@ def _parser(prog: str = "python -m pykaf.demo") -> argparse.ArgumentParser:
         description=(
             "Start an embedded Tansu broker (or use --bootstrap), create a topic, produce "
             "--records records with pykaf's producer (half with send_nowait, half with "
-            "send_batch), then read them all back with Fetch and check them."
+            "send_batch), then read them all back with a consumer and check them."
         ),
     )
     b.add_argument("--records", type=_positive, default=1_000_000, help="default 1,000,000")

@@ -7,8 +7,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trio
 
 import pykaf
 from pykaf import demo
@@ -102,3 +104,48 @@ def test_progress_lines_without_a_terminal() -> None:
     first, last = stream.getvalue().splitlines()
     assert first.startswith("phase") and "0.0%" in first and "ETA --" in first
     assert "100.0%" in last and "1,000/1,000" in last
+
+
+async def test_read_back_passes_over_empty_partitions(fake_cluster: Any) -> None:
+    """The read-back's consumer reads the partitions that hold records and waits on none."""
+    pads = demo._pads(16)
+    async with pykaf.open_client(fake_cluster.bootstrap) as client:
+        await demo.create_topic(client, "demo-sparse", 3)
+        async with pykaf.open_producer(client) as producer:
+            values = demo._values(0, 30, pads)
+            delivery = await producer.send_batch("demo-sparse", values, partition=1)
+        assert await delivery.wait() == 30
+        read: list[int] = []
+        with trio.fail_after(demo._STUCK_AFTER / 2):
+            back = await demo.read_back(
+                client, "demo-sparse", expect=30, pads=pads, on_records=read.append
+            )
+    assert back.per_partition == {0: 0, 1: 30, 2: 0}
+    assert back.high_watermarks == {0: 0, 1: 30, 2: 0}
+    assert back.checked == 30 and back.problems == [] and sum(read) == 30
+
+
+def test_summary_plain_and_rich(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pipe gets format_summary's plain lines; PYKAF_OUTPUT=rich (a terminal) a rich table."""
+    result = demo.DemoResult("b", "t", 20, 100, "none", 2)
+    result.phases = [
+        demo.PhaseResult("send_nowait", records=10, acked=10, seconds=0.5, batches=2),
+        demo.PhaseResult("send_batch", records=10, acked=10, seconds=0.25, batches=1),
+    ]
+    result.per_partition, result.read_seconds, result.verified = {0: 12, 1: 8}, 0.1, 20
+    monkeypatch.delenv("PYKAF_OUTPUT", raising=False)
+    demo.print_summary(result)
+    plain = capsys.readouterr().out
+    assert plain.splitlines() == demo.format_summary(result)
+    first = ["send_nowait", "10", "0.0", "0.50", "20", "0.0", "2", "0.0", "0", "0"]
+    assert plain.splitlines()[2].split() == first
+    pytest.importorskip("rich")
+    monkeypatch.setenv("PYKAF_OUTPUT", "rich")
+    demo.print_summary(result)
+    drawn = capsys.readouterr().out
+    assert "\x1b[" in drawn and "\x1b[" not in plain
+    rows = {line.split()[0]: line.split() for line in drawn.splitlines() if line.strip()}
+    assert rows["total"][1] == "20" and rows["send_batch"][4] == "40"
+    assert drawn.splitlines()[-1] == plain.splitlines()[-1]  # the verification line

@@ -14,7 +14,8 @@ from pykaf._admin.acls import (
     ResourceType,
     code_name,
 )
-from pykaf.cli._common import CliError, add_connection, print_json, print_table, settings
+from pykaf._output import print_table
+from pykaf.cli._common import CliError, add_connection, print_json, settings
 
 
 def _choice(enum: Any, text: str) -> Any:

@@ -1,4 +1,7 @@
-"""What the subcommands share: connection options, ``-X`` settings, output, errors."""
+"""What the subcommands share: connection options, ``-X`` settings, JSON output, errors.
+
+Tables and progress are drawn by :mod:`pykaf._output`.
+"""
 
 from __future__ import annotations
 
@@ -111,14 +114,6 @@ def print_json(value: Any) -> None:
     """One JSON document on stdout."""
     json.dump(value, sys.stdout, indent=2, sort_keys=True, default=str)
     sys.stdout.write("\n")
-
-
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A plain aligned table on stdout."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for row in cells:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
 
 
 def partitions_arg(text: str) -> list[int]:

@@ -8,12 +8,12 @@ from typing import Any
 
 from pykaf._admin.results import ConfigChange, ConfigValue
 from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf._output import print_table
 from pykaf.cli._common import (
     CliError,
     add_connection,
     pairs,
     print_json,
-    print_table,
     settings,
 )
 

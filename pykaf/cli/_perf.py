@@ -6,8 +6,9 @@ over to its last acknowledgement (a chunk's latency: no timer per record).
 The consumer test reads a topic's partitions from the start until it has
 ``--records`` records, and samples each fetched batch's age (now minus its
 first record's timestamp: the end-to-end latency while a producer runs).
-Both print a live line on stderr each second when it is a terminal, then a
-summary table, or ``--json``.
+Both show live progress on stderr when it is a terminal (a rich progress bar
+with rate and ETA, or a plain line without ``rich``: :mod:`pykaf._output`),
+then a summary table, or ``--json``.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from typing import Any
 import trio
 
 from pykaf._cluster.client import OLDEST
+from pykaf._output import Progress, print_table
 from pykaf.cli._common import (
     CliError,
     add_connection,
     add_producer_options,
     print_json,
-    print_table,
     producer_options,
     settings,
 )
@@ -71,45 +72,6 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     return {"p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99), "max": ordered[-1]}
 
 
-class _Progress:
-    """A line on stderr each second (only on a terminal), data or not.
-
-    The test moves ``done`` and ``value_bytes``; :meth:`tick` (a task)
-    prints them each second, so the line goes on while nothing arrives.
-    """
-
-    def __init__(self, what: str, total: int) -> None:
-        self.what = what
-        self.total = total
-        self.live = sys.stderr.isatty()
-        self.started = time.monotonic()
-        self.done = 0
-        self.value_bytes = 0
-
-    async def tick(self) -> None:
-        """Print the line each second until cancelled."""
-        while self.live:
-            await trio.sleep(1.0)
-            self.show()
-
-    def show(self) -> None:
-        """The line, now."""
-        now = time.monotonic()
-        done, value_bytes = self.done, self.value_bytes
-        rate = done / max(now - self.started, 1e-9)
-        print(
-            f"\r{self.what}: {done:,}/{self.total:,} records, {rate:,.0f} rec/s, "
-            f"{value_bytes / 1e6 / max(now - self.started, 1e-9):.1f} MB/s",
-            end="",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def end(self) -> None:
-        if self.live:
-            print(file=sys.stderr)
-
-
 async def perf_produce(bootstrap: str, args: argparse.Namespace) -> dict[str, Any]:
     """The producer test; returns the summary."""
     import pykaf
@@ -120,13 +82,13 @@ async def perf_produce(bootstrap: str, args: argparse.Namespace) -> dict[str, An
     value = os.urandom(args.size)
     latencies: list[float] = []
     acknowledged = 0
-    progress = _Progress("produce", args.records)
+    progress = Progress(sys.stderr, args.size, piped_interval=None)
+    progress.begin("produce", args.records, lambda: acknowledged)
 
     async def settle(started: float, delivery: Any) -> None:
         nonlocal acknowledged
         done = await delivery.wait()  # (not "+= await": that reads the total before waiting)
         acknowledged += done
-        progress.done, progress.value_bytes = acknowledged, acknowledged * args.size
         latencies.append((trio.current_time() - started) * 1000)
 
     interrupted = False
@@ -134,7 +96,7 @@ async def perf_produce(bootstrap: str, args: argparse.Namespace) -> dict[str, An
         started = trio.current_time()
         sent = 0
         async with trio.open_nursery() as outer:
-            outer.start_soon(progress.tick)
+            outer.start_soon(progress.run)
             with trio.CancelScope() as sending:
                 outer.start_soon(_on_ctrl_c, sending)
                 async with trio.open_nursery() as nursery:
@@ -156,7 +118,7 @@ async def perf_produce(bootstrap: str, args: argparse.Namespace) -> dict[str, An
         stats = producer.statistics()
         if interrupted:  # the settle tasks were cancelled with the sending
             acknowledged = stats.records_acked
-    progress.end()
+    progress.show(final=True)
     return {
         "interrupted": interrupted,
         "test": "produce",
@@ -180,7 +142,8 @@ async def perf_consume(bootstrap: str, args: argparse.Namespace) -> dict[str, An
         raise CliError("--records must be >= 1")
     ages: list[float] = []
     count = value_bytes = batches = 0
-    progress = _Progress("consume", args.records)
+    progress = Progress(sys.stderr, piped_interval=None)
+    progress.begin("consume", args.records, lambda: count, value_bytes=lambda: value_bytes)
     async with pykaf.open_consumer(bootstrap, **settings(args)) as consumer:
         partitions = await consumer.partitions(args.topic)
         send, receive = trio.open_memory_channel[list[Any]](len(partitions) * 2)
@@ -192,7 +155,7 @@ async def perf_consume(bootstrap: str, args: argparse.Namespace) -> dict[str, An
                 await send.send(await pc.next_batch())
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(progress.tick)
+            nursery.start_soon(progress.run)
             with trio.CancelScope() as reading:
                 nursery.start_soon(_on_ctrl_c, reading)
                 for partition in partitions:
@@ -208,11 +171,10 @@ async def perf_consume(bootstrap: str, args: argparse.Namespace) -> dict[str, An
                     ages.append(max(0.0, now_ms - records[0].timestamp))
                     count += len(records)
                     value_bytes += sum(len(r.value or b"") for r in records)
-                    progress.done, progress.value_bytes = count, value_bytes
             nursery.cancel_scope.cancel()
         # Up to the last batch: the idle wait that ended the test is no reading.
         seconds = last - started
-    progress.end()
+    progress.show(final=True)
     return {
         "interrupted": reading.cancelled_caught,
         "test": "consume",
