@@ -12,7 +12,9 @@ layers below it:
   reaching into another object's privates. Accesses whose ``<expr>`` is an
   imported module (``P._x`` after ``import pykaf.protocol as P``) are listed
   apart, since a module-level private imported on purpose is a judgement call,
-  not an object's state.
+  not an object's state. So are accesses to a private name the same file
+  defines (a helper class of the module, or another instance of the class):
+  they are listed apart, and only the cross-module ones count as found.
 * **The fake cluster's imports** of pykaf beyond the codec, the protocol,
   ``errors`` and ``_util``: the fake is a broker, so it should stand on the
   wire format only.
@@ -226,6 +228,7 @@ class PrivateAccess:
     name: str
     kind: str  # "call", "write" or "read"
     on_module: bool  # <expr> is a name bound by an import in that file
+    local: bool  # the file itself defines ``_name`` (a method or an attribute it sets)
 
 
 def _imported_names(tree: ast.Module) -> set[str]:
@@ -241,6 +244,38 @@ def _imported_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _defined_names(tree: ast.Module) -> set[str]:
+    """Private names the file defines on its classes: methods and attributes set."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            names.add(node.attr)
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for stmt in cls.body:
+            targets: list[ast.expr] = []
+            if isinstance(stmt, ast.Assign):
+                targets = stmt.targets
+            elif isinstance(stmt, ast.AnnAssign):
+                targets = [stmt.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+                elif isinstance(target, ast.Tuple):
+                    names.update(e.id for e in target.elts if isinstance(e, ast.Name))
+                if isinstance(target, ast.Name) and target.id == "__slots__":
+                    for const in ast.walk(stmt.value) if stmt.value else ():
+                        if isinstance(const, ast.Constant) and isinstance(const.value, str):
+                            names.add(const.value)
+    return {name for name in names if _is_private(name)}
+
+
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -249,6 +284,7 @@ def private_accesses(path: pathlib.Path) -> list[PrivateAccess]:
     """Every private attribute reached on something other than self/cls."""
     tree = ast.parse(path.read_text(), str(path))
     imported = _imported_names(tree)
+    defined = _defined_names(tree)
     parents: dict[ast.AST, ast.AST] = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
@@ -276,12 +312,22 @@ def private_accesses(path: pathlib.Path) -> list[PrivateAccess]:
         else:
             kind = "read"
         on_module = isinstance(base, ast.Name) and base.id in imported
-        found.append(PrivateAccess(rel, node.lineno, ast.unparse(base), node.attr, kind, on_module))
+        found.append(
+            PrivateAccess(
+                rel,
+                node.lineno,
+                ast.unparse(base),
+                node.attr,
+                kind,
+                on_module,
+                not on_module and node.attr in defined,
+            )
+        )
     return found
 
 
 def report_private(out: list[str]) -> int:
-    """Append the private-access report to ``out``; return the object accesses."""
+    """Append the private-access report to ``out``; return the cross-module accesses."""
     accesses = sorted(
         (
             access
@@ -290,10 +336,17 @@ def report_private(out: list[str]) -> int:
         ),
         key=lambda a: (a.path, a.line, a.expr, a.name),
     )
-    objects = [a for a in accesses if not a.on_module]
+    objects = [a for a in accesses if not a.on_module and not a.local]
+    local = [a for a in accesses if a.local]
     modules = [a for a in accesses if a.on_module]
-    out.append(f"private attributes of other objects: {len(objects)}")
+    out.append(f"private attributes of objects another module defines: {len(objects)}")
     for a in objects:
+        out.append(f"  {a.path}:{a.line}: {a.kind} {a.expr}.{a.name}")
+    out.append(
+        "private attributes reached within the module defining them"
+        f" (another instance, or a helper class of the same module; judge each): {len(local)}"
+    )
+    for a in local:
         out.append(f"  {a.path}:{a.line}: {a.kind} {a.expr}.{a.name}")
     out.append(f"private names of imported modules (judge each): {len(modules)}")
     for a in modules:
