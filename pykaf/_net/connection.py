@@ -21,6 +21,7 @@ import trio
 from pykaf import protocol as P
 from pykaf._config import ClientConfig
 from pykaf._net.metrics import ApiCounters
+from pykaf._net.sasl import authenticate
 from pykaf.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -223,9 +224,7 @@ class BrokerConnection:
         try:
             await conn._negotiate_versions()
             if config.use_sasl:
-                from pykaf._net.sasl import authenticate
-
-                await authenticate(conn, config)
+                conn.expires_at = await authenticate(conn, config)
         except BaseException:
             conn.close()
             raise
