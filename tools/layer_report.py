@@ -226,7 +226,7 @@ class PrivateAccess:
     line: int
     expr: str
     name: str
-    kind: str  # "call", "write" or "read"
+    kind: str  # "call", "write", "read", or "import" (``from <expr> import _name``)
     on_module: bool  # <expr> is a name bound by an import in that file
     local: bool  # the file itself defines ``_name`` (a method or an attribute it sets)
 
@@ -276,6 +276,16 @@ def _defined_names(tree: ast.Module) -> set[str]:
     return {name for name in names if _is_private(name)}
 
 
+def _is_private_module(package: str, name: str) -> bool:
+    """Whether ``package.name`` is a module (``from pykaf import _codec``), not a name in one."""
+    where = ROOT.joinpath(*package.split("."))
+    return (
+        (where / f"{name}.py").exists()
+        or (where / name).is_dir()
+        or any(where.glob(f"{name}.*.so"))
+    )
+
+
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
@@ -292,6 +302,15 @@ def private_accesses(path: pathlib.Path) -> list[PrivateAccess]:
     found = []
     rel = str(path.relative_to(ROOT))
     for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE + "."):
+            # ``from pykaf.x import _name``: a module-level private of another module
+            module = node.module or ""
+            found.extend(
+                PrivateAccess(rel, node.lineno, module, alias.name, "import", True, False)
+                for alias in node.names
+                if _is_private(alias.name) and not _is_private_module(module, alias.name)
+            )
+            continue
         if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
             continue
         base = node.value
@@ -348,7 +367,10 @@ def report_private(out: list[str]) -> int:
     )
     for a in local:
         out.append(f"  {a.path}:{a.line}: {a.kind} {a.expr}.{a.name}")
-    out.append(f"private names of imported modules (judge each): {len(modules)}")
+    out.append(
+        "private names of other modules, imported or reached on an imported module"
+        f" (judge each): {len(modules)}"
+    )
     for a in modules:
         out.append(f"  {a.path}:{a.line}: {a.kind} {a.expr}.{a.name}")
     return len(objects)
