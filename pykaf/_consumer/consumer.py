@@ -35,7 +35,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._consumer.config import ConsumerConfig
-from pykaf._consumer.fetcher import _LEADER_ERRORS, BrokerFetcher
+from pykaf._consumer.fetcher import LEADER_ERRORS, BrokerFetcher
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._consumer.read_committed import TransactionFilter
 from pykaf._util import open_service_nursery, start_task_nursery
@@ -148,7 +148,12 @@ class Consumer:
                 f"topic {topic!r} has no partition {partition}"
             )
         pc = PartitionConsumer(
-            self, topic, partition, offset, TransactionFilter(self.config.isolation_level)
+            self,
+            topic,
+            partition,
+            offset,
+            TransactionFilter(self.config.isolation_level),
+            on_close=self._forget,
         )
         if timestamp is not None:
             pc.start, pc.start_is_time = timestamp, True
@@ -185,7 +190,7 @@ class Consumer:
             return
         self._closed = True
         for pc in list(self._partitions.values()):
-            self._forget(pc)
+            await pc.aclose()
         self._nursery.cancel_scope.cancel()
 
     # -- partition tasks --------------------------------------------------------
@@ -306,7 +311,7 @@ class Consumer:
             )
         err = errors.error_for_code(answer.error_code)
         if err is not None:
-            if issubclass(err, _LEADER_ERRORS) or err.retriable:
+            if issubclass(err, LEADER_ERRORS) or err.retriable:
                 pc.needs_metadata = True
             raise err(f"{pc.topic}/{pc.partition}: OffsetForLeaderEpoch: {err.description}")
         if pc.fetch_offset != position or pc.generation != generation:
@@ -347,38 +352,9 @@ class Consumer:
             self._nursery.start_soon(fetcher.run, name=f"pykaf consumer fetcher {node_id}")
         return fetcher
 
-    def _lost_leader(self, pc: PartitionConsumer, error: BaseException) -> None:
-        """A leader error or a lost connection: look the leader up again, then go on."""
-        log.info("%s/%d: %s; looking for the leader", pc.topic, pc.partition, error)
-        pc.failures += 1
-        pc.needs_metadata = True
-        self.client.metadata.mark_leader_unknown(pc.topic, pc.partition)
-        if pc.fetcher is not None:
-            pc.fetcher.detach(pc)
-
-    def _out_of_range(self, pc: PartitionConsumer, error: BaseException) -> None:
-        """The position is outside the log: reset it as configured, or report."""
-        reset = self.config.auto_offset_reset
-        if reset == "none":
-            pc.report(error)
-            pc.paused = True
-            return
-        log.info("%s; resetting to the %s offset", error, reset)
-        pc.start, pc.start_is_time = (OLDEST if reset == "earliest" else NEWEST), False
-        self._resolve_later(pc)
-
-    def _resolve_later(self, pc: PartitionConsumer) -> None:
-        """Resolve ``pc.start`` again (a seek to OLDEST/NEWEST, or a reset)."""
-        pc.fetch_offset = -1
-        if pc.fetcher is not None:
-            pc.fetcher.detach(pc)
-
     def _forget(self, pc: PartitionConsumer) -> None:
+        """A partition consumer closed: it is no longer this consumer's."""
         self._partitions.pop((pc.topic, pc.partition), None)
-        if pc.fetcher is not None:
-            pc.fetcher.detach(pc)
-        pc.close_channels()
-        pc.detached.set()
 
 
 @asynccontextmanager

@@ -16,17 +16,19 @@ import struct
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._net.metrics import BatchEvent, report_batch
 from pykaf.codec import Record, RecordBatch, decode_record_set
 
 if TYPE_CHECKING:
-    from pykaf._consumer.consumer import Consumer
+    from pykaf._cluster.client import Client
+    from pykaf._consumer.config import ConsumerConfig
     from pykaf._consumer.partition import PartitionConsumer
 
 log = logging.getLogger("pykaf.consumer")
@@ -35,7 +37,9 @@ _FETCH = P.FetchRequest.API_KEY
 #: Fetch v13+ names topics by id; pykaf fetches by name.
 MAX_FETCH_VERSION = 12
 _OFFSET_OUT_OF_RANGE = 1
-_LEADER_ERRORS = (
+#: Errors a leader lookup may cure: the partition is detached and its task
+#: looks for the leader again.
+LEADER_ERRORS = (
     errors.NotLeaderOrFollowerError,
     errors.LeaderNotAvailableError,
     errors.UnknownTopicOrPartitionError,
@@ -50,10 +54,24 @@ _HEADER = struct.Struct(">qiibIhi")
 _OFFSET = attrgetter("offset")
 
 
+class FetchOwner(Protocol):
+    """What a fetcher uses of its consumer: the cluster client and the options."""
+
+    @property
+    def client(self) -> Client:
+        """The client: broker connections and the metadata cache."""
+        ...
+
+    @property
+    def config(self) -> ConsumerConfig:
+        """The consumer's options."""
+        ...
+
+
 class BrokerFetcher:
     """Fetches the partitions one broker leads."""
 
-    def __init__(self, consumer: Consumer, node_id: int) -> None:
+    def __init__(self, consumer: FetchOwner, node_id: int) -> None:
         self.consumer = consumer
         self.node_id = node_id
         self.parts: dict[PartitionConsumer, None] = {}
@@ -101,7 +119,7 @@ class BrokerFetcher:
             log.info("broker %d unreachable for fetching: %s", self.node_id, exc)
             self.errors += 1
             for pc in parts:
-                consumer._lost_leader(pc, exc)
+                self._lost_leader(pc, exc)
             return
         F = P.FetchRequest
         topics: dict[str, list[Any]] = {}
@@ -131,7 +149,7 @@ class BrokerFetcher:
         except errors.PykafError as exc:
             self.errors += 1
             for pc in parts:
-                consumer._lost_leader(pc, exc)
+                self._lost_leader(pc, exc)
             return
         self.requests += 1
         top = errors.error_for_code(getattr(response, "error_code", 0) or 0)
@@ -158,11 +176,9 @@ class BrokerFetcher:
             assert err is not None
             self.errors += 1
             if code == _OFFSET_OUT_OF_RANGE:
-                consumer._out_of_range(
-                    pc, err(f"{pc.topic}/{pc.partition}: offset {pc.fetch_offset}")
-                )
-            elif issubclass(err, _LEADER_ERRORS) or err.retriable:
-                consumer._lost_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
+                self._out_of_range(pc, err(f"{pc.topic}/{pc.partition}: offset {pc.fetch_offset}"))
+            elif issubclass(err, LEADER_ERRORS) or err.retriable:
+                self._lost_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
             else:
                 pc.report(err(f"{pc.topic}/{pc.partition}: {err.description}"))
                 pc.paused = True  # as sarama does: a partition with a fatal error stops
@@ -203,6 +219,25 @@ class BrokerFetcher:
             if self.batch_hook is not None:
                 limit = lso if pc.filter.read_committed and lso >= 0 else -1
                 self._report_batches(pc, record_set.batches, result.records, limit)
+
+    def _lost_leader(self, pc: PartitionConsumer, error: BaseException) -> None:
+        """A leader error or a lost connection: look the leader up again, then go on."""
+        log.info("%s/%d: %s; looking for the leader", pc.topic, pc.partition, error)
+        pc.failures += 1
+        pc.needs_metadata = True
+        self.consumer.client.metadata.mark_leader_unknown(pc.topic, pc.partition)
+        if pc.fetcher is not None:
+            pc.fetcher.detach(pc)
+
+    def _out_of_range(self, pc: PartitionConsumer, error: BaseException) -> None:
+        """The position is outside the log: reset it as configured, or report."""
+        reset = self.consumer.config.auto_offset_reset
+        if reset == "none":
+            pc.report(error)
+            pc.paused = True
+            return
+        log.info("%s; resetting to the %s offset", error, reset)
+        pc.resolve_again(OLDEST if reset == "earliest" else NEWEST)
 
     def _report_batches(
         self,

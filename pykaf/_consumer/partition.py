@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -22,9 +22,29 @@ from pykaf.codec import Record, RecordBatch
 from pykaf.errors import ConsumerError
 
 if TYPE_CHECKING:
-    from pykaf._consumer.consumer import Consumer
-    from pykaf._consumer.fetcher import BrokerFetcher
+    from pykaf._consumer.config import ConsumerConfig
     from pykaf._consumer.read_committed import TransactionFilter
+
+
+class Configured(Protocol):
+    """What a partition consumer reads of its consumer: the options."""
+
+    @property
+    def config(self) -> ConsumerConfig:
+        """The consumer's options (buffer and fetch sizes)."""
+        ...
+
+
+class Fetching(Protocol):
+    """The broker fetcher a partition consumer is attached to, as the partition sees it."""
+
+    def wake(self) -> None:
+        """Something changed: look at the partitions again."""
+        ...
+
+    def detach(self, pc: PartitionConsumer) -> None:
+        """Stop fetching ``pc``."""
+        ...
 
 
 #: leader epoch changes a partition consumer remembers (the oldest are forgotten)
@@ -46,13 +66,16 @@ class PartitionConsumer:
 
     def __init__(
         self,
-        consumer: Consumer,
+        consumer: Configured,
         topic: str,
         partition: int,
         start: int,
         tx_filter: TransactionFilter,
+        *,
+        on_close: Callable[[PartitionConsumer], object] | None = None,
     ) -> None:
         self.consumer = consumer
+        self._on_close = on_close
         self.topic = topic
         self.partition = partition
         self.high_water_mark = -1
@@ -64,7 +87,7 @@ class PartitionConsumer:
         self.start_is_time = False
         self.max_bytes = consumer.config.max_partition_fetch_bytes
         self.filter = tx_filter
-        self.fetcher: BrokerFetcher | None = None
+        self.fetcher: Fetching | None = None
         self.generation = 0  # bumped by seek(): answers to older fetches are dropped
         self.paused = False
         self.stopped = False
@@ -208,15 +231,18 @@ class PartitionConsumer:
             self.restart_at(offset)
         else:
             self._position = -1
-            self.start, self.start_is_time = offset, False
-            self.fetch_offset = -1
-            self.consumer._resolve_later(self)
+            self.resolve_again(offset)
         if self.fetcher is not None:
             self.fetcher.wake()
 
     async def aclose(self) -> None:
         """Stop consuming this partition."""
-        self.consumer._forget(self)
+        if self._on_close is not None:
+            self._on_close(self)
+        if self.fetcher is not None:
+            self.fetcher.detach(self)
+        self.close_channels()
+        self.detached.set()
 
     # -- the fetcher's side -----------------------------------------------------
 
@@ -228,6 +254,17 @@ class PartitionConsumer:
             and self.fetch_offset >= 0
             and self._send.statistics().current_buffer_used < self.consumer.config.partition_buffer
         )
+
+    def resolve_again(self, start: int) -> None:
+        """Start again at ``start`` (``OLDEST`` or ``NEWEST``), once the partition task finds it.
+
+        A seek to either end, or a reset after an offset out of range: fetching
+        stops until the partition task has looked the offset up.
+        """
+        self.start, self.start_is_time = start, False
+        self.fetch_offset = -1
+        if self.fetcher is not None:
+            self.fetcher.detach(self)
 
     def restart_at(self, offset: int, epoch: int = -1) -> None:
         """Fetch from ``offset`` on, with fresh transaction state; the reader continues there.

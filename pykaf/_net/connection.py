@@ -14,6 +14,7 @@ import logging
 import ssl
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -21,6 +22,7 @@ import trio
 from pykaf import protocol as P
 from pykaf._config import ClientConfig
 from pykaf._net.metrics import ApiCounters
+from pykaf._net.sasl import authenticate
 from pykaf.errors import (
     KafkaConnectionError,
     KafkaTimeoutError,
@@ -101,12 +103,18 @@ class _Slot:
 
 
 class PendingResponse:
-    """A request written by :meth:`BrokerConnection.send`, its response not yet read."""
+    """A request written by :meth:`BrokerConnection.send`, its response not yet read.
 
-    __slots__ = ("_conn", "_done", "_slot")
+    ``collect`` is the connection's: it waits for the slot's response and gives
+    the in-flight slot back.
+    """
 
-    def __init__(self, conn: BrokerConnection, slot: _Slot) -> None:
-        self._conn = conn
+    __slots__ = ("_collect", "_done", "_slot")
+
+    def __init__(
+        self, collect: Callable[[_Slot, float | None], Awaitable[Any]], slot: _Slot
+    ) -> None:
+        self._collect = collect
         self._slot = slot
         self._done = False
 
@@ -121,13 +129,7 @@ class PendingResponse:
         if self._done:
             raise RuntimeError("response() was already collected")
         self._done = True
-        conn = self._conn
-        try:
-            resp = await conn._wait(
-                self._slot, conn.config.request_timeout if timeout is None else timeout
-            )
-        finally:
-            conn._in_flight.release()
+        resp = await self._collect(self._slot, timeout)
         return resp.body
 
 
@@ -223,9 +225,7 @@ class BrokerConnection:
         try:
             await conn._negotiate_versions()
             if config.use_sasl:
-                from pykaf._net.sasl import authenticate
-
-                await authenticate(conn, config)
+                conn.expires_at = await authenticate(conn, config)
         except BaseException:
             conn.close()
             raise
@@ -330,7 +330,16 @@ class BrokerConnection:
         if slot is None:
             self._in_flight.release()
             return None
-        return PendingResponse(self, slot)
+        return PendingResponse(self._collect, slot)
+
+    async def _collect(self, slot: _Slot, timeout: float | None) -> Any:
+        """Wait for the response of a request :meth:`send` wrote; free its in-flight slot."""
+        try:
+            return await self._wait(
+                slot, self.config.request_timeout if timeout is None else timeout
+            )
+        finally:
+            self._in_flight.release()
 
     async def _send(self, request: Any, version: int | None, *, expect_response: bool) -> Any:
         self._check()

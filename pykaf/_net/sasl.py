@@ -2,29 +2,47 @@
 
 The mechanisms are sans-I/O state machines in :mod:`pykaf.protocol.sasl`; this
 module only carries their bytes in Kafka requests. When the broker sets a
-session lifetime (KIP-368), the connection records when it expires and the
-pool replaces it with a freshly authenticated one before then.
+session lifetime (KIP-368), :func:`authenticate` returns when it ends: the
+connection records it and the pool replaces the connection with a freshly
+authenticated one before then. It knows a connection only as a
+:class:`Requester`, so it imports nothing of :mod:`pykaf._net.connection`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from pykaf import protocol as P
 from pykaf._config import ClientConfig
 from pykaf.errors import UnsupportedVersionError
+from pykaf.protocol.connection import BrokerVersions
 from pykaf.protocol.sasl import SaslAuthenticator, create_mechanism
 
-if TYPE_CHECKING:
-    from pykaf._net.connection import BrokerConnection
+
+class Requester(Protocol):
+    """What authentication needs of a connection: its API versions and requests."""
+
+    @property
+    def versions(self) -> BrokerVersions:
+        """The versions the broker answered ApiVersions with."""
+        ...
+
+    async def request(self, request: Any) -> Any:
+        """Send ``request`` at the negotiated version and return the answer."""
+        ...
+
 
 SASL_HANDSHAKE = P.SaslHandshakeRequest.API_KEY
 SASL_AUTHENTICATE = P.SaslAuthenticateRequest.API_KEY
 
 
-async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
+async def authenticate(conn: Requester, config: ClientConfig) -> float | None:
     """Run the configured SASL mechanism on ``conn``.
+
+    Returns:
+        when the session ends (``time.monotonic()`` seconds) if the broker set a
+        lifetime (KIP-368), else None.
 
     Raises:
         UnsupportedSaslMechanismError: the broker does not enable the mechanism.
@@ -55,5 +73,4 @@ async def authenticate(conn: BrokerConnection, config: ClientConfig) -> None:
             bytes(r.auth_bytes or b""),
             getattr(r, "session_lifetime_ms", 0),
         )
-    deadline = auth.reauth_deadline(time.monotonic())
-    conn.expires_at = deadline
+    return auth.reauth_deadline(time.monotonic())

@@ -990,7 +990,8 @@ async def test_a_join_answered_before_a_new_rebalance_keeps_its_answer() -> None
     from SyncGroup or Heartbeat. Their answer must not be taken back (they
     were left waiting until the rebalance timeout, then expelled).
     """
-    from pykaf.testing._fake.groups import Member, _join_and_wait, _now
+    from pykaf.testing._fake.group_coordinator import Member, clock
+    from pykaf.testing._fake.groups import _join_and_wait
 
     cluster = FakeCluster(1)
     coord = cluster.groups
@@ -998,7 +999,7 @@ async def test_a_join_answered_before_a_new_rebalance_keeps_its_answer() -> None
 
     def member(name: str) -> Member:
         m = Member(name, None, "c", "h", 10_000, 300, "consumer", [("range", b"")])
-        m.touch(_now())  # its session runs from now
+        m.touch(clock())  # its session runs from now
         g.members[name] = m
         return m
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf.testing._fake.api import Api, CloseConnection, RequestContext
+from pykaf.testing._fake.api import Api, RequestContext
+from pykaf.testing._fake.model import AclEntry, CloseConnection
 
 # Kafka's codes (org.apache.kafka.common.resource / acl).
 ANY = 1
@@ -26,19 +27,6 @@ PERMISSIONS = (2, 3)  # deny, allow
 WILDCARD = "*"
 _INVALID = errors.InvalidRequestError.code
 _UNKNOWN_SERVER = errors.UnknownServerError.code
-
-
-@dataclass(frozen=True)
-class AclEntry:
-    """One stored binding."""
-
-    resource_type: int
-    name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission: int
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,11 @@
 """What a request handler of the fake cluster gets and returns, and the registry.
 
+A handler gets a :class:`RequestContext`: the cluster's state
+(:class:`ClusterState`: brokers, topics, the coordinators, stored configs and
+ACLs, injected errors; no I/O), the broker, the connection's session and the
+request header. The running cluster (``cluster.py``) is a :class:`ClusterState`
+with servers and fault controls on top; handlers and servers see only this.
+
 A handler module exposes ``APIS``: a list of :class:`Api`, one per Kafka API
 it answers. A handler is ``async def handle(ctx, request, version)`` returning
 the response object (or None for a request that gets no response, a Produce
@@ -10,48 +16,35 @@ it is None, the response class is built empty with ``error_code`` set.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import ssl
+import zlib
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from pykaf.protocol import RequestHeader, Response
-
-if TYPE_CHECKING:
-    from pykaf.testing._fake.cluster import FakeCluster
-    from pykaf.testing._fake.model import BrokerNode
-
-
-class CloseConnection(Exception):
-    """Raised by a handler (or the server) to drop the client's connection, as Kafka does."""
-
-
-@dataclass
-class Session:
-    """One client connection's state on a broker.
-
-    Attributes:
-        principal: "User:<name>" once SASL succeeded, "User:ANONYMOUS" without SASL.
-        authenticated: True when the connection may send any request.
-        mechanism: the SASL mechanism the handshake chose.
-        sasl: the server side of that mechanism while it is running.
-        raw_sasl: True after a SaslHandshake v0: the next frame is a bare token.
-    """
-
-    peer: str
-    principal: str = "User:ANONYMOUS"
-    authenticated: bool = True
-    mechanism: str | None = None
-    sasl: Any = None
-    raw_sasl: bool = False
-    closed: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
+from pykaf import errors
+from pykaf.protocol import ApiVersion, ApiVersionsResponse, RequestHeader, Response
+from pykaf.testing._fake.group_coordinator import GroupCoordinator
+from pykaf.testing._fake.model import (
+    AclEntry,
+    BrokerNode,
+    ConfigStore,
+    InjectedError,
+    Partition,
+    RequestRecord,
+    Session,
+    Topic,
+)
+from pykaf.testing._fake.sasl import SaslServer
+from pykaf.testing._fake.txn_coordinator import TransactionCoordinator
 
 
 @dataclass
 class RequestContext:
     """Everything a handler may look at: the cluster, the broker, the session, the header."""
 
-    cluster: FakeCluster
+    cluster: ClusterState
     broker: BrokerNode
     session: Session
     header: RequestHeader
@@ -73,3 +66,171 @@ class Api:
     error: ErrorBuilder | None = None
     #: answered before SASL authentication (ApiVersions, SaslHandshake, SaslAuthenticate)
     before_auth: bool = False
+
+
+class FakeClusterError(Exception):
+    """A fake-cluster control was misused (unknown broker, topic or partition)."""
+
+
+class ClusterState:
+    """The fake cluster as its request handlers and brokers' servers see it: state, no I/O.
+
+    Attributes:
+        nodes: the brokers by id.
+        topics: the topics by name.
+        configs: the dynamic broker configs IncrementalAlterConfigs set.
+        acls: the ACL bindings CreateAcls stored (kept, not enforced).
+        groups: the group coordinator (groups, members, committed offsets).
+        transactions: the transaction coordinator.
+        sasl: the SASL users and mechanisms.
+        apis: the APIs answered, by key.
+        handler_errors: exceptions raised inside request handlers (a bug of the
+            fake cluster; its fixture fails the test when this is not empty).
+    """
+
+    def __init__(
+        self,
+        nodes: dict[int, BrokerNode],
+        *,
+        host: str,
+        default_partitions: int,
+        auto_create_topics: bool,
+        sasl: SaslServer,
+        ssl_context: ssl.SSLContext | None,
+        cluster_id: str,
+        max_transaction_timeout_ms: int,
+        group_initial_rebalance_delay_ms: int,
+        apis: Iterable[Api],
+    ) -> None:
+        self.nodes = nodes
+        self.host = host
+        self.topics: dict[str, Topic] = {}
+        self.default_partitions = default_partitions
+        self.auto_create_topics = auto_create_topics
+        self.ssl_context = ssl_context
+        self.sasl = sasl
+        self.cluster_id = cluster_id
+        self.controller_id = 1
+        self.max_transaction_timeout_ms = max_transaction_timeout_ms
+        self.handler_errors: list[BaseException] = []
+        self.tracking = False
+        self.requests: list[RequestRecord] = []
+        self._injected: dict[tuple[int | None, int], deque[InjectedError]] = {}
+        self._coordinators: dict[tuple[int, str], int] = {}
+        self._next_leader = 0
+        self.groups = GroupCoordinator(group_initial_rebalance_delay_ms)
+        self.configs = ConfigStore()
+        self.acls: list[AclEntry] = []
+        self.transactions = TransactionCoordinator(self.partition, self.groups)
+        self.apis: dict[int, Api] = {api.request.API_KEY: api for api in apis}
+
+    @property
+    def group_initial_rebalance_delay_ms(self) -> int:
+        """How long the first join of an empty group waits for more members."""
+        return self.groups.initial_rebalance_delay_ms
+
+    @property
+    def sasl_required(self) -> bool:
+        """Whether clients must authenticate with SASL."""
+        return self.sasl.users is not None
+
+    # -- versions --------------------------------------------------------------
+
+    def api_versions_error(self) -> ApiVersionsResponse:
+        """The ApiVersions v0 answer to a version the cluster does not speak."""
+        resp = self.api_versions()
+        resp.error_code = errors.UnsupportedVersionError.code
+        return resp
+
+    def api_versions(self) -> ApiVersionsResponse:
+        """Every API the cluster answers, with its version range."""
+        keys = [
+            ApiVersion(api_key=k, min_version=a.min_version, max_version=a.max_version)
+            for k, a in sorted(self.apis.items())
+        ]
+        return ApiVersionsResponse(error_code=0, api_keys=keys)
+
+    # -- topics ----------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
+        configs: Mapping[str, str] | None = None,
+    ) -> Topic:
+        """Create a topic now; its leaders go round the brokers.
+
+        Raises:
+            FakeClusterError: the topic exists, or the counts are not positive.
+        """
+        if name in self.topics:
+            raise FakeClusterError(f"topic {name!r} exists")
+        n = self.default_partitions if partitions is None or partitions < 0 else partitions
+        rf = 1 if replication_factor is None or replication_factor < 0 else replication_factor
+        if n < 1 or rf < 1 or rf > len(self.nodes):
+            raise FakeClusterError(
+                f"topic {name!r}: {n} partitions, replication {rf} on {len(self.nodes)} brokers"
+            )
+        ids = sorted(self.nodes)
+        parts = []
+        for i in range(n):
+            first = (self._next_leader + i) % len(ids)
+            replicas = [ids[(first + r) % len(ids)] for r in range(rf)]
+            parts.append(Partition(name, i, replicas[0], replicas))
+        self._next_leader = (self._next_leader + n) % len(ids)
+        topic = Topic(name, parts, configs=dict(configs or {}))
+        self.topics[name] = topic
+        return topic
+
+    def add_partitions(self, name: str, total: int) -> None:
+        """Grow a topic to ``total`` partitions (CreatePartitions)."""
+        topic = self._topic(name)
+        if total <= len(topic.partitions):
+            raise FakeClusterError(f"topic {name!r} has {len(topic.partitions)} partitions already")
+        ids = sorted(self.nodes)
+        for i in range(len(topic.partitions), total):
+            leader = ids[(self._next_leader + i) % len(ids)]
+            topic.partitions.append(Partition(name, i, leader, [leader]))
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic and its data."""
+        self._topic(name)
+        del self.topics[name]
+
+    def partition(self, topic: str, partition: int) -> Partition | None:
+        """The partition, or None when the topic or partition does not exist."""
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < len(t.partitions):
+            return None
+        return t.partitions[partition]
+
+    def _topic(self, name: str) -> Topic:
+        t = self.topics.get(name)
+        if t is None:
+            raise FakeClusterError(f"no topic {name!r}")
+        return t
+
+    def _partition(self, topic: str, partition: int) -> Partition:
+        p = self.partition(topic, partition)
+        if p is None:
+            raise FakeClusterError(f"no partition {topic}[{partition}]")
+        return p
+
+    # -- coordinators and injected errors --------------------------------------
+
+    def coordinator_for(self, key_type: int, key: str) -> int:
+        """The broker coordinating group (``key_type`` 0) or transaction (1) ``key``."""
+        fixed = self._coordinators.get((key_type, key))
+        if fixed is not None:
+            return fixed
+        ids = sorted(self.nodes)
+        return ids[zlib.crc32(key.encode()) % len(ids)]
+
+    def take_injected(self, broker_id: int, api_key: int) -> InjectedError | None:
+        """The next injected error for this broker and API, if any (the server calls this)."""
+        for key in ((broker_id, api_key), (None, api_key)):
+            q = self._injected.get(key)
+            if q:
+                return q.popleft()
+        return None

@@ -1,9 +1,15 @@
 """The fake cluster: brokers on loopback, topics in memory, and the fault controls.
 
-:class:`FakeCluster` holds the state and the controls; :func:`open_fake_cluster`
-runs it in the caller's trio nursery; :class:`FakeClusterThread` runs it on a
-trio loop of its own in a daemon thread, for synchronous code, other clients
-(confluent-kafka) and pytest fixtures.
+:class:`FakeCluster` is the cluster's state (``api.ClusterState``, what the
+request handlers see) with the brokers' servers and the fault controls on top;
+:func:`open_fake_cluster` runs it in the caller's trio nursery;
+:class:`FakeClusterThread` runs it on a trio loop of its own in a daemon thread,
+for synchronous code, other clients (confluent-kafka) and pytest fixtures.
+
+The top of the fake: the modules below import nothing of this one. From the
+bottom, ``log``, ``model``, the coordinators' state (``group_coordinator``,
+``txn_coordinator``, ``sasl``), ``api``, the handler modules, ``handlers``
+(the registry) and ``server``.
 """
 
 from __future__ import annotations
@@ -12,27 +18,18 @@ import contextlib
 import logging
 import ssl
 import threading
-import zlib
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
-from pykaf import errors
-from pykaf.protocol import ApiVersion, ApiVersionsResponse
-from pykaf.testing._fake.acls import AclEntry
-from pykaf.testing._fake.api import Api
-from pykaf.testing._fake.configs import ConfigStore
-from pykaf.testing._fake.groups import GroupCoordinator
-from pykaf.testing._fake.model import BrokerNode, InjectedError, Partition, RequestRecord, Topic
+from pykaf.testing._fake.api import ClusterState, FakeClusterError
+from pykaf.testing._fake.handlers import all_apis
+from pykaf.testing._fake.model import BrokerNode, InjectedError
 from pykaf.testing._fake.sasl import SaslServer
 from pykaf.testing._fake.server import BrokerServer
-from pykaf.testing._fake.txn import TransactionCoordinator
-
-if TYPE_CHECKING:
-    from pykaf.testing._certs import TLSCertificates
 
 log = logging.getLogger("pykaf.testing.fake")
 
@@ -58,11 +55,15 @@ CONTROLS = frozenset(
 )
 
 
-class FakeClusterError(Exception):
-    """A fake-cluster control was misused (unknown broker, topic or partition)."""
+class ServerCertificates(Protocol):
+    """Certificates a broker can serve TLS with (``pykaf.testing``'s ``TLSCertificates``)."""
+
+    def server_context(self) -> ssl.SSLContext:
+        """A server-side TLS context."""
+        ...
 
 
-class FakeCluster:
+class FakeCluster(ClusterState):
     """An in-memory Kafka cluster of ``brokers`` nodes speaking the real protocol.
 
     Args:
@@ -103,7 +104,7 @@ class FakeCluster:
         users: Mapping[str, str] | None = None,
         sasl_mechanisms: Iterable[str] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
         ssl_context: ssl.SSLContext | None = None,
-        certificates: TLSCertificates | None = None,
+        certificates: ServerCertificates | None = None,
         cluster_id: str = "pykaf-fake-cluster",
         max_transaction_timeout_ms: int = 900_000,
         group_initial_rebalance_delay_ms: int = 0,
@@ -118,43 +119,24 @@ class FakeCluster:
             ssl_context = certificates.server_context()
         if ports is not None and len(ports) != brokers:
             raise ValueError(f"{len(ports)} ports for {brokers} brokers")
-        self.nodes: dict[int, BrokerNode] = {
-            i: BrokerNode(i, host, ports[i - 1] if ports is not None else 0)
-            for i in range(1, brokers + 1)
-        }
-        self.host = host
-        self.topics: dict[str, Topic] = {}
-        self.default_partitions = default_partitions
-        self.auto_create_topics = auto_create_topics
-        self.ssl_context = ssl_context
-        self.sasl = SaslServer(dict(users) if users is not None else None, tuple(sasl_mechanisms))
-        self.cluster_id = cluster_id
-        self.controller_id = 1
-        self.max_transaction_timeout_ms = max_transaction_timeout_ms
-        self.group_initial_rebalance_delay_ms = group_initial_rebalance_delay_ms
-        self.handler_errors: list[BaseException] = []
-        self.tracking = False
-        self.requests: list[RequestRecord] = []
-        self._injected: dict[tuple[int | None, int], deque[InjectedError]] = {}
-        self._coordinators: dict[tuple[int, str], int] = {}
+        super().__init__(
+            {
+                i: BrokerNode(i, host, ports[i - 1] if ports is not None else 0)
+                for i in range(1, brokers + 1)
+            },
+            host=host,
+            default_partitions=default_partitions,
+            auto_create_topics=auto_create_topics,
+            sasl=SaslServer(dict(users) if users is not None else None, tuple(sasl_mechanisms)),
+            ssl_context=ssl_context,
+            cluster_id=cluster_id,
+            max_transaction_timeout_ms=max_transaction_timeout_ms,
+            group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
+            apis=all_apis(),
+        )
         self._servers: dict[int, BrokerServer] = {}
-        self._next_leader = 0
-        self.groups = GroupCoordinator(self)
-        self.configs = ConfigStore()
-        self.acls: list[AclEntry] = []
-        self.transactions = TransactionCoordinator(self)
-        self.apis: dict[int, Api] = {}
-        from pykaf.testing._fake.handlers import all_apis
-
-        for api in all_apis():
-            self.apis[api.request.API_KEY] = api
 
     # -- addresses -------------------------------------------------------------
-
-    @property
-    def sasl_required(self) -> bool:
-        """Whether clients must authenticate with SASL."""
-        return self.sasl.users is not None
 
     @property
     def bootstrap(self) -> str:
@@ -178,74 +160,7 @@ class FakeCluster:
             log.info("fake cluster of %d brokers at %s", len(self.nodes), self.bootstrap)
             task_status.started()
 
-    def api_versions_error(self) -> ApiVersionsResponse:
-        """The ApiVersions v0 answer to a version the cluster does not speak."""
-        resp = self.api_versions()
-        resp.error_code = errors.UnsupportedVersionError.code
-        return resp
-
-    def api_versions(self) -> ApiVersionsResponse:
-        """Every API the cluster answers, with its version range."""
-        keys = [
-            ApiVersion(api_key=k, min_version=a.min_version, max_version=a.max_version)
-            for k, a in sorted(self.apis.items())
-        ]
-        return ApiVersionsResponse(error_code=0, api_keys=keys)
-
     # -- topics ----------------------------------------------------------------
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int | None = None,
-        replication_factor: int | None = None,
-        configs: Mapping[str, str] | None = None,
-    ) -> Topic:
-        """Create a topic now; its leaders go round the brokers.
-
-        Raises:
-            FakeClusterError: the topic exists, or the counts are not positive.
-        """
-        if name in self.topics:
-            raise FakeClusterError(f"topic {name!r} exists")
-        n = self.default_partitions if partitions is None or partitions < 0 else partitions
-        rf = 1 if replication_factor is None or replication_factor < 0 else replication_factor
-        if n < 1 or rf < 1 or rf > len(self.nodes):
-            raise FakeClusterError(
-                f"topic {name!r}: {n} partitions, replication {rf} on {len(self.nodes)} brokers"
-            )
-        ids = sorted(self.nodes)
-        parts = []
-        for i in range(n):
-            first = (self._next_leader + i) % len(ids)
-            replicas = [ids[(first + r) % len(ids)] for r in range(rf)]
-            parts.append(Partition(name, i, replicas[0], replicas))
-        self._next_leader = (self._next_leader + n) % len(ids)
-        topic = Topic(name, parts, configs=dict(configs or {}))
-        self.topics[name] = topic
-        return topic
-
-    def add_partitions(self, name: str, total: int) -> None:
-        """Grow a topic to ``total`` partitions (CreatePartitions)."""
-        topic = self._topic(name)
-        if total <= len(topic.partitions):
-            raise FakeClusterError(f"topic {name!r} has {len(topic.partitions)} partitions already")
-        ids = sorted(self.nodes)
-        for i in range(len(topic.partitions), total):
-            leader = ids[(self._next_leader + i) % len(ids)]
-            topic.partitions.append(Partition(name, i, leader, [leader]))
-
-    def delete_topic(self, name: str) -> None:
-        """Delete a topic and its data."""
-        self._topic(name)
-        del self.topics[name]
-
-    def partition(self, topic: str, partition: int) -> Partition | None:
-        """The partition, or None when the topic or partition does not exist."""
-        t = self.topics.get(topic)
-        if t is None or not 0 <= partition < len(t.partitions):
-            return None
-        return t.partitions[partition]
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The partition's high watermark."""
@@ -255,27 +170,7 @@ class FakeCluster:
         """The partition's last stable offset (held back by open transactions)."""
         return self._partition(topic, partition).log.last_stable_offset
 
-    def _topic(self, name: str) -> Topic:
-        t = self.topics.get(name)
-        if t is None:
-            raise FakeClusterError(f"no topic {name!r}")
-        return t
-
-    def _partition(self, topic: str, partition: int) -> Partition:
-        p = self.partition(topic, partition)
-        if p is None:
-            raise FakeClusterError(f"no partition {topic}[{partition}]")
-        return p
-
     # -- coordinators ----------------------------------------------------------
-
-    def coordinator_for(self, key_type: int, key: str) -> int:
-        """The broker coordinating group (``key_type`` 0) or transaction (1) ``key``."""
-        fixed = self._coordinators.get((key_type, key))
-        if fixed is not None:
-            return fixed
-        ids = sorted(self.nodes)
-        return ids[zlib.crc32(key.encode()) % len(ids)]
 
     def set_coordinator(self, key_type: str, key: str, broker_id: int) -> None:
         """Move the coordinator of a ``"group"`` or ``"transaction"`` to ``broker_id``."""
@@ -350,14 +245,6 @@ class FakeCluster:
     def clear_request_errors(self, api_key: int, broker_id: int | None = None) -> None:
         """Forget the errors queued for ``api_key``."""
         self._injected.pop((broker_id, api_key), None)
-
-    def take_injected(self, broker_id: int, api_key: int) -> InjectedError | None:
-        """The next injected error for this broker and API, if any (the server calls this)."""
-        for key in ((broker_id, api_key), (None, api_key)):
-            q = self._injected.get(key)
-            if q:
-                return q.popleft()
-        return None
 
     def start_request_tracking(self) -> None:
         """Record every request from now on (see :meth:`count_requests`)."""

@@ -14,20 +14,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf.testing._fake.api import Api, RequestContext
-
-if TYPE_CHECKING:
-    from pykaf.testing._fake.cluster import FakeCluster
-    from pykaf.testing._fake.model import Topic
+from pykaf.testing._fake.api import Api, ClusterState, RequestContext
+from pykaf.testing._fake.model import (
+    DEFAULT,
+    DYNAMIC_TOPIC,
+    STATIC_BROKER,
+    Topic,
+)
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-# Kafka's ConfigSource codes.
-DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
 # Kafka's ConfigType codes (DescribeConfigs v3+).
 _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
 
@@ -166,7 +166,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
 }
 
 
-def _broker_configs(cluster: FakeCluster) -> dict[str, ConfigDef]:
+def _broker_configs(cluster: ClusterState) -> dict[str, ConfigDef]:
     """The broker configs: dynamic ones (topic defaults, limits) and static read-only ones."""
     dynamic = [
         ConfigDef("log.cleanup.policy", "delete", _LIST, _list_of("delete", "compact")),
@@ -222,14 +222,16 @@ def validate_topic_configs(configs: dict[str, str | None]) -> str | None:
     return None
 
 
-def topic_value(cluster: FakeCluster, topic: Topic, name: str) -> str:
+def topic_value(cluster: ClusterState, topic: Topic, name: str) -> str:
     """A topic config's value in force: the topic's, else the cluster-wide broker default's."""
     spec = TOPIC_CONFIGS[name]
     chain = _topic_chain(cluster, topic, spec)
     return chain[0][1] if chain else spec.default
 
 
-def _topic_chain(cluster: FakeCluster, topic: Topic, spec: ConfigDef) -> list[tuple[str, str, int]]:
+def _topic_chain(
+    cluster: ClusterState, topic: Topic, spec: ConfigDef
+) -> list[tuple[str, str, int]]:
     """Where a topic config's value may come from, first in force: (name, value, source).
 
     The topic's own value, then its broker synonym's (Kafka lists only a
@@ -259,7 +261,7 @@ _KAFKA_STATIC_DEFAULTS = {
 
 
 def new_topic_configs(
-    cluster: FakeCluster, configs: dict[str, str]
+    cluster: ClusterState, configs: dict[str, str]
 ) -> list[tuple[str, str, int, int]]:
     """Each config of a topic made with ``configs``: (name, value, source, type).
 
@@ -274,28 +276,6 @@ def new_topic_configs(
         value, source = (levels[0][1], levels[0][2]) if levels else (spec.default, DEFAULT)
         out.append((spec.name, value, source, spec.kind))
     return out
-
-
-class ConfigStore:
-    """The cluster's dynamic broker configs: per broker and cluster-wide (key ``None``)."""
-
-    def __init__(self) -> None:
-        # A KRaft cluster of Kafka 4 is formatted with a cluster-wide min.insync.replicas
-        self.broker: dict[int | None, dict[str, str]] = {None: {"min.insync.replicas": "1"}}
-
-    def levels(self, node_id: int | None, name: str) -> list[tuple[str, str, int]]:
-        """A dynamic broker config's set values, first in force: (name, value, source).
-
-        The broker's own (none for ``node_id`` None), then the cluster-wide default.
-        """
-        out = []
-        own = self.broker.get(node_id, {}) if node_id is not None else {}
-        if name in own:
-            out.append((name, own[name], DYNAMIC_BROKER))
-        default = self.broker.get(None, {})
-        if name in default:
-            out.append((name, default[name], DYNAMIC_DEFAULT_BROKER))
-        return out
 
 
 # -- DescribeConfigs ---------------------------------------------------------------
@@ -324,7 +304,7 @@ def _entry(
     )
 
 
-def _topic_entries(cluster: FakeCluster, name: str, synonyms: bool) -> list[Any]:
+def _topic_entries(cluster: ClusterState, name: str, synonyms: bool) -> list[Any]:
     topic = cluster.topics[name]
     out = []
     for spec in TOPIC_CONFIGS.values():
@@ -334,7 +314,7 @@ def _topic_entries(cluster: FakeCluster, name: str, synonyms: bool) -> list[Any]
     return out
 
 
-def _broker_entries(cluster: FakeCluster, node_id: int | None, synonyms: bool) -> list[Any]:
+def _broker_entries(cluster: ClusterState, node_id: int | None, synonyms: bool) -> list[Any]:
     out = []
     for spec in _broker_configs(cluster).values():
         chain = cluster.configs.levels(node_id, spec.name) if spec.dynamic else []

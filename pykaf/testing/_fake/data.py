@@ -483,14 +483,15 @@ def _create_partitions_error(req: P.CreatePartitionsRequest, version: int, code:
     return _topic_errors(cls, "results", cls.CreatePartitionsTopicResult, names, code)
 
 
-def _valid_name(name: str) -> bool:
+def valid_topic_name(name: str) -> bool:
+    """Whether Kafka accepts ``name`` for a topic (legal characters, 1-249 long, not . or ..)."""
     return name not in (".", "..") and _TOPIC_NAME.fullmatch(name) is not None
 
 
 def _create_check(ctx: RequestContext, t: P.CreateTopicsRequest.CreatableTopic) -> tuple[int, str]:
     cluster = ctx.cluster
     brokers = len(cluster.nodes)
-    if not _valid_name(t.name):
+    if not valid_topic_name(t.name):
         return errors.InvalidTopicError.code, f"invalid topic name {t.name!r}"
     if t.name in cluster.topics:
         return errors.TopicExistsError.code, f"topic {t.name!r} already exists"

@@ -9,38 +9,35 @@ every waiting JoinGroup or SyncGroup (which wakes at the earliest deadline),
 first expires the members whose session ran out, as Kafka's timers would
 have. A group nobody asks about keeps its dead members until someone does.
 
-Offsets a transaction commits (TxnOffsetCommit) wait in ``pending`` under the
-producer id until the transaction ends: :meth:`GroupCoordinator.complete_transaction`
-makes them the group's committed offsets on commit and drops them on abort.
+The coordinator's state lives in ``group_coordinator.py``; this module answers
+the group and offset requests with it.
 """
 
 from __future__ import annotations
 
-import math
 import struct
-import time
 import uuid
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import trio
+from collections.abc import Callable
+from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf.testing._fake.api import Api, RequestContext
-
-if TYPE_CHECKING:
-    from pykaf.testing._fake.cluster import FakeCluster
-
-EMPTY, PREPARING, COMPLETING, STABLE, DEAD = (
-    "Empty",
-    "PreparingRebalance",
-    "CompletingRebalance",
-    "Stable",
-    "Dead",
+from pykaf.testing._fake.group_coordinator import (
+    COMPLETING,
+    DEAD,
+    EMPTY,
+    PREPARING,
+    STABLE,
+    CommittedOffset,
+    Group,
+    GroupCoordinator,
+    Member,
+    TopicPartition,
+    clock,
+    wall_ms,
 )
-STATES = (EMPTY, PREPARING, COMPLETING, STABLE, DEAD)
+
 MAX_METADATA = 4096
 
 NOT_COORDINATOR = errors.NotCoordinatorError.code
@@ -50,302 +47,6 @@ REBALANCING = errors.RebalanceInProgressError.code
 FENCED = errors.FencedInstanceIdError.code
 INCONSISTENT = errors.InconsistentGroupProtocolError.code
 UNKNOWN_PARTITION = errors.UnknownTopicOrPartitionError.code
-
-
-@dataclass(slots=True)
-class CommittedOffset:
-    """A committed offset of one partition for one group."""
-
-    offset: int
-    leader_epoch: int = -1
-    metadata: str | None = ""
-    commit_timestamp_ms: int = -1
-
-
-TopicPartition = tuple[str, int]
-
-
-@dataclass
-class Member:
-    """One member of a group, as the coordinator sees it."""
-
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    deadline: float = 0.0
-    assignment: bytes = b""
-    #: in the current join phase, this member sent its JoinGroup
-    awaiting_join: bool = False
-    join_result: P.JoinGroupResponse | None = None
-    #: requests of this member waiting in a handler: it is alive meanwhile
-    busy: int = 0
-
-    def metadata(self, protocol: str | None) -> bytes:
-        """The member's metadata for ``protocol`` (empty when it has none)."""
-        for name, meta in self.protocols:
-            if name == protocol:
-                return meta
-        return b""
-
-    def touch(self, now: float) -> None:
-        """The member was heard from: its session runs from now."""
-        self.deadline = now + self.session_timeout_ms / 1000
-
-
-@dataclass
-class Group:
-    """A classic group: its state, generation, members and leader."""
-
-    group_id: str
-    state: str = EMPTY
-    generation: int = 0
-    protocol_type: str | None = None
-    protocol: str | None = None
-    leader: str | None = None
-    members: dict[str, Member] = field(default_factory=dict)
-    #: member ids handed out with MEMBER_ID_REQUIRED, not joined yet, by deadline
-    pending: dict[str, float] = field(default_factory=dict)
-    #: group instance id -> member id, for static members
-    static: dict[str, str] = field(default_factory=dict)
-    rebalance_deadline: float = math.inf
-    initial_delay: bool = False
-    rebalance_started: float = 0.0
-    changed: trio.Event = field(default_factory=trio.Event)
-
-    def notify(self) -> None:
-        """Wake every handler waiting on this group."""
-        self.changed.set()
-        self.changed = trio.Event()
-
-    def fenced(self, member_id: str, instance_id: str | None) -> bool:
-        """Whether ``instance_id`` now belongs to a member id other than ``member_id``."""
-        if instance_id is None:
-            return False
-        current = self.static.get(instance_id)
-        return current is not None and current != member_id
-
-    def next_deadline(self) -> float:
-        """When something may time out in this group."""
-        times = [m.deadline for m in self.members.values() if not m.busy]
-        times.extend(self.pending.values())
-        if self.state == PREPARING:
-            times.append(self.rebalance_deadline)
-        return min(times, default=math.inf)
-
-
-def _now() -> float:
-    return trio.current_time()
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class GroupCoordinator:
-    """Groups and committed offsets by group, and the offsets transactions hold until they end."""
-
-    def __init__(self, cluster: FakeCluster) -> None:
-        self.cluster = cluster
-        self.groups: dict[str, Group] = {}
-        self.offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
-        #: producer id -> group -> partition -> offset, for open transactions
-        self.pending: dict[int, dict[str, dict[TopicPartition, CommittedOffset]]] = {}
-
-    # -- offsets -----------------------------------------------------------------
-
-    def commit(self, group_id: str, tp: TopicPartition, committed: CommittedOffset) -> None:
-        """Store a committed offset for a group."""
-        self.offsets.setdefault(group_id, {})[tp] = committed
-
-    def committed(self, group_id: str, tp: TopicPartition) -> CommittedOffset | None:
-        """The group's committed offset for a partition, or None."""
-        return self.offsets.get(group_id, {}).get(tp)
-
-    def add_transaction_offset(
-        self, producer_id: int, group_id: str, tp: TopicPartition, committed: CommittedOffset
-    ) -> None:
-        """Hold an offset a transaction commits until the transaction ends."""
-        self.pending.setdefault(producer_id, {}).setdefault(group_id, {})[tp] = committed
-
-    def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
-        """Whether an open transaction holds an offset for this group and partition."""
-        return any(tp in groups.get(group_id, {}) for groups in self.pending.values())
-
-    def complete_transaction(self, producer_id: int, committed: bool) -> None:
-        """The producer's transaction ended: apply its offsets (commit) or drop them (abort)."""
-        groups = self.pending.pop(producer_id, {})
-        if committed:
-            for group_id, offsets in groups.items():
-                for tp, off in offsets.items():
-                    self.commit(group_id, tp, off)
-
-    # -- group state ---------------------------------------------------------------
-
-    def group(self, group_id: str) -> Group | None:
-        """The group, its timeouts applied, or None when it does not exist."""
-        g = self.groups.get(group_id)
-        if g is not None:
-            self.tick(g)
-        return g
-
-    def get_or_create(self, group_id: str) -> Group:
-        """The group, created Empty when it does not exist."""
-        g = self.group(group_id)
-        if g is None:
-            g = self.groups[group_id] = Group(group_id)
-        return g
-
-    def state_of(self, group_id: str) -> str:
-        """The group's state name (Dead when it does not exist)."""
-        g = self.group(group_id)
-        return DEAD if g is None else g.state
-
-    def exists(self, group_id: str) -> bool:
-        """Whether the group has members, a state or committed offsets."""
-        return group_id in self.groups or bool(self.offsets.get(group_id))
-
-    def tick(self, g: Group) -> None:
-        """Expire sessions and end the join phase when its time came (Kafka's timers)."""
-        now = _now()
-        for mid, deadline in list(g.pending.items()):
-            if deadline <= now:
-                del g.pending[mid]
-        expired = [m for m in g.members.values() if not m.busy and m.deadline <= now]
-        for m in expired:
-            self.remove_member(g, m)
-        if expired and g.state in (STABLE, COMPLETING):
-            self.prepare_rebalance(g)
-        self.maybe_complete_join(g)
-
-    def remove_member(self, g: Group, m: Member) -> None:
-        """Take a member out of the group (no rebalance started here)."""
-        g.members.pop(m.member_id, None)
-        if m.instance_id is not None and g.static.get(m.instance_id) == m.member_id:
-            del g.static[m.instance_id]
-        if g.leader == m.member_id:
-            g.leader = next(iter(g.members), None)
-        if not g.members and g.state in (STABLE, COMPLETING):
-            g.state = EMPTY
-            g.generation += 1
-            g.protocol = None
-            g.leader = None
-        g.notify()
-
-    def members_left(self, g: Group) -> None:
-        """Members left: rebalance the rest (or settle an empty group)."""
-        if g.state in (STABLE, COMPLETING) and g.members:
-            self.prepare_rebalance(g)
-        self.maybe_complete_join(g)
-
-    def prepare_rebalance(self, g: Group) -> None:
-        """Start a join phase: every member must rejoin."""
-        now = _now()
-        initial = g.state == EMPTY
-        for m in g.members.values():
-            # A result not yet picked up by its waiting JoinGroup stays: that
-            # member was answered (as Kafka answers it at once) and learns of
-            # this new rebalance from its SyncGroup or heartbeat.
-            m.awaiting_join = False
-        g.state = PREPARING
-        g.rebalance_started = now
-        g.initial_delay = initial and self.cluster.group_initial_rebalance_delay_ms > 0
-        if g.initial_delay:
-            g.rebalance_deadline = now + self.cluster.group_initial_rebalance_delay_ms / 1000
-        else:
-            g.rebalance_deadline = now + self._rebalance_timeout(g)
-        g.notify()
-
-    def _rebalance_timeout(self, g: Group) -> float:
-        return max((m.rebalance_timeout_ms for m in g.members.values()), default=0) / 1000
-
-    def maybe_complete_join(self, g: Group) -> None:
-        """End the join phase when everyone rejoined (or its time ran out)."""
-        if g.state != PREPARING:
-            return
-        now = _now()
-        everyone = all(m.awaiting_join for m in g.members.values())
-        if not (now >= g.rebalance_deadline or (everyone and not g.initial_delay)):
-            return
-        for m in [m for m in g.members.values() if not m.awaiting_join]:
-            self.remove_member(g, m)
-        g.generation += 1
-        if not g.members:
-            g.state = EMPTY
-            g.protocol = None
-            g.leader = None
-            g.notify()
-            return
-        g.protocol = self._select_protocol(g.members.values())
-        if g.leader not in g.members:
-            g.leader = next(iter(g.members))
-        g.state = COMPLETING
-        for m in g.members.values():
-            m.assignment = b""
-            m.join_result = self._join_response(g, m, skip_assignment=False)
-            m.touch(now)
-        g.notify()
-
-    @staticmethod
-    def _candidates(members: Iterable[Member]) -> set[str]:
-        sets = [{name for name, _ in m.protocols} for m in members]
-        return set.intersection(*sets) if sets else set()
-
-    def _select_protocol(self, members: Iterable[Member]) -> str:
-        ms = list(members)
-        candidates = self._candidates(ms)
-        votes: dict[str, int] = {}
-        for m in ms:
-            vote = next(name for name, _ in m.protocols if name in candidates)
-            votes[vote] = votes.get(vote, 0) + 1
-        # Kafka: the most votes wins; ties go to the first member's preference.
-        first = [name for name, _ in ms[0].protocols if name in candidates]
-        return max(first, key=lambda name: (votes.get(name, 0), -first.index(name)))
-
-    def _join_response(self, g: Group, m: Member, *, skip_assignment: bool) -> P.JoinGroupResponse:
-        leader = m.member_id == g.leader
-        members = (
-            [
-                P.JoinGroupResponse.JoinGroupResponseMember(
-                    member_id=o.member_id,
-                    group_instance_id=o.instance_id,
-                    metadata=o.metadata(g.protocol),
-                )
-                for o in g.members.values()
-            ]
-            if leader
-            else []
-        )
-        return P.JoinGroupResponse(
-            throttle_time_ms=0,
-            error_code=0,
-            generation_id=g.generation,
-            protocol_type=g.protocol_type,
-            protocol_name=g.protocol,
-            leader=g.leader or "",
-            skip_assignment=skip_assignment,
-            member_id=m.member_id,
-            members=members,
-        )
-
-    async def wait(self, g: Group, m: Member | None, done: Callable[[], bool]) -> None:
-        """Wait until ``done()``, applying the group's timeouts as they fall due."""
-        if m is not None:
-            m.busy += 1
-        try:
-            while not done():
-                event = g.changed
-                with trio.move_on_at(g.next_deadline()):
-                    await event.wait()
-                self.tick(g)
-        finally:
-            if m is not None:
-                m.busy -= 1
-                m.touch(_now())
 
 
 # ------------------------------------------------------------------ helpers
@@ -454,12 +155,12 @@ async def join_group(ctx: RequestContext, req: P.JoinGroupRequest, version: int)
         return _join_error(req, version, INCONSISTENT, req.member_id)
     if g.members and (
         req.protocol_type != g.protocol_type
-        or not coord._candidates([*g.members.values(), _probe(protocols)])
+        or not coord.candidates([*g.members.values(), _probe(protocols)])
     ):
         return _join_error(req, version, INCONSISTENT, req.member_id)
     instance_id = req.group_instance_id if version >= 5 else None
     rebalance_ms = req.rebalance_timeout_ms if version >= 1 else req.session_timeout_ms
-    now = _now()
+    now = clock()
 
     def new_member(member_id: str) -> Member:
         return Member(
@@ -503,7 +204,7 @@ async def join_group(ctx: RequestContext, req: P.JoinGroupRequest, version: int)
         if g.state in (STABLE, COMPLETING) and unchanged and member_id != g.leader:
             # A follower rejoining with what it had: the current generation again.
             m.touch(now)
-            resp = coord._join_response(g, m, skip_assignment=False)
+            resp = coord.join_response(g, m, skip_assignment=False)
             return resp
     m.touch(now)
     g.protocol_type = req.protocol_type
@@ -521,9 +222,9 @@ async def _join_and_wait(
         coord.prepare_rebalance(g)
     elif g.initial_delay:
         # Kafka's initial delay grows with every new member, up to the rebalance timeout.
-        delay = coord.cluster.group_initial_rebalance_delay_ms / 1000
+        delay = coord.initial_rebalance_delay_ms / 1000
         cap = g.rebalance_started + max(m.rebalance_timeout_ms / 1000, delay)
-        g.rebalance_deadline = min(_now() + delay, cap)
+        g.rebalance_deadline = min(clock() + delay, cap)
     m.awaiting_join = True
     m.join_result = None
     coord.maybe_complete_join(g)
@@ -545,13 +246,13 @@ async def _replace_static(
     was_leader = g.leader == old.member_id
     if was_leader:
         g.leader = new.member_id
-    new.touch(_now())
+    new.touch(clock())
     old.join_result = None
     g.notify()
     if g.state == STABLE and old.protocols == new.protocols:
         # KIP-345: no rebalance. The leader learns the members but must not
         # reassign (v9 says so; before, its SyncGroup is answered with what it had).
-        return coord._join_response(g, new, skip_assignment=was_leader and version >= 9)
+        return coord.join_response(g, new, skip_assignment=was_leader and version >= 9)
     return await _join_and_wait(coord, g, new, version)
 
 
@@ -593,7 +294,7 @@ async def sync_group(ctx: RequestContext, req: P.SyncGroupRequest, version: int)
         or (req.protocol_name is not None and req.protocol_name != g.protocol)
     ):
         return _sync_error(INCONSISTENT)
-    m.touch(_now())
+    m.touch(clock())
     if g.state == PREPARING:
         return _sync_error(REBALANCING)
     generation = g.generation
@@ -638,7 +339,7 @@ async def heartbeat(ctx: RequestContext, req: P.HeartbeatRequest, version: int) 
     instance_id = req.group_instance_id if version >= 3 else None
     code, m = _member_check(g, req.member_id, instance_id, req.generation_id)
     if m is not None and code != FENCED:
-        m.touch(_now())
+        m.touch(clock())
     if code == 0 and g is not None and g.state == PREPARING:
         code = REBALANCING
     return P.HeartbeatResponse(throttle_time_ms=0, error_code=code)
@@ -708,7 +409,7 @@ def _commit_check(g: Group | None, generation: int, member_id: str, instance_id:
         return UNKNOWN_MEMBER
     if generation != g.generation:
         return ILLEGAL_GENERATION
-    m.touch(_now())
+    m.touch(clock())
     return 0
 
 
@@ -754,7 +455,7 @@ def _store_offsets(
                         offset=p.committed_offset,
                         leader_epoch=p.committed_leader_epoch if leader_epochs else -1,
                         metadata=p.committed_metadata,
-                        commit_timestamp_ms=_wall_ms(),
+                        commit_timestamp_ms=wall_ms(),
                     ),
                 )
             parts.append(response_partition(partition_index=p.partition_index, error_code=pcode))

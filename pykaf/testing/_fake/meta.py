@@ -8,7 +8,7 @@ from typing import Any
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf.testing._fake.api import Api, RequestContext
-from pykaf.testing._fake.data import _valid_name
+from pykaf.testing._fake.data import valid_topic_name
 from pykaf.testing._fake.sasl import SaslFailure
 
 log = logging.getLogger("pykaf.testing.fake")
@@ -71,7 +71,7 @@ async def metadata(ctx: RequestContext, req: P.MetadataRequest, version: int) ->
             if name is None:
                 continue
             if name not in cluster.topics and (version < 4 or req.allow_auto_topic_creation):
-                if not _valid_name(name):
+                if not valid_topic_name(name):
                     invalid.add(name)
                 elif cluster.auto_create_topics:
                     # Kafka creates it through the controller and answers this

@@ -1,5 +1,6 @@
-"""The fake cluster's state: brokers, topics, partitions; no I/O.
+"""The fake cluster's state: brokers, topics, partitions, sessions, stored configs and ACLs; no I/O.
 
+The bottom of the fake: it imports nothing of the fake but the partition log.
 Everything here is mutated only from the cluster's trio loop (the request
 handlers and the fault controls run there), so nothing is locked.
 """
@@ -11,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykaf.testing._fake.log import PartitionLog
+
+# Kafka's ConfigSource codes.
+DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
 
 
 @dataclass
@@ -81,3 +85,64 @@ class RequestRecord:
     api_version: int
     client_id: str | None
     request: Any
+
+
+class CloseConnection(Exception):
+    """Raised by a handler (or the server) to drop the client's connection, as Kafka does."""
+
+
+@dataclass
+class Session:
+    """One client connection's state on a broker.
+
+    Attributes:
+        principal: "User:<name>" once SASL succeeded, "User:ANONYMOUS" without SASL.
+        authenticated: True when the connection may send any request.
+        mechanism: the SASL mechanism the handshake chose.
+        sasl: the server side of that mechanism while it is running.
+        raw_sasl: True after a SaslHandshake v0: the next frame is a bare token.
+    """
+
+    peer: str
+    principal: str = "User:ANONYMOUS"
+    authenticated: bool = True
+    mechanism: str | None = None
+    sasl: Any = None
+    raw_sasl: bool = False
+    closed: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AclEntry:
+    """One stored binding."""
+
+    resource_type: int
+    name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+
+class ConfigStore:
+    """The cluster's dynamic broker configs: per broker and cluster-wide (key ``None``)."""
+
+    def __init__(self) -> None:
+        # A KRaft cluster of Kafka 4 is formatted with a cluster-wide min.insync.replicas
+        self.broker: dict[int | None, dict[str, str]] = {None: {"min.insync.replicas": "1"}}
+
+    def levels(self, node_id: int | None, name: str) -> list[tuple[str, str, int]]:
+        """A dynamic broker config's set values, first in force: (name, value, source).
+
+        The broker's own (none for ``node_id`` None), then the cluster-wide default.
+        """
+        out = []
+        own = self.broker.get(node_id, {}) if node_id is not None else {}
+        if name in own:
+            out.append((name, own[name], DYNAMIC_BROKER))
+        default = self.broker.get(None, {})
+        if name in default:
+            out.append((name, default[name], DYNAMIC_DEFAULT_BROKER))
+        return out

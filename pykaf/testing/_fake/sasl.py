@@ -12,13 +12,9 @@ import hashlib
 import hmac
 import logging
 import secrets
-from typing import TYPE_CHECKING
 
 from pykaf import errors
-from pykaf.testing._fake.api import CloseConnection, Session
-
-if TYPE_CHECKING:
-    from pykaf.testing._fake.cluster import FakeCluster
+from pykaf.testing._fake.model import CloseConnection, Session
 
 log = logging.getLogger("pykaf.testing.fake")
 
@@ -202,7 +198,7 @@ class SaslServer:
             log.debug("%s authenticated as %s (%s)", session.peer, mech.user, session.mechanism)
         return reply, done
 
-    async def raw_token(self, cluster: FakeCluster, session: Session, token: bytes) -> bytes:
+    async def raw_token(self, session: Session, token: bytes) -> bytes:
         """A bare token after SaslHandshake v0; a failure closes the connection."""
         try:
             reply, done = self.authenticate(session, token)

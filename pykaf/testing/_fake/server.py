@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import ssl
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -25,11 +25,8 @@ from pykaf.protocol import (
     response_header_flexible,
 )
 from pykaf.protocol._message import spec_of
-from pykaf.testing._fake.api import CloseConnection, RequestContext, Session
-from pykaf.testing._fake.model import BrokerNode, RequestRecord
-
-if TYPE_CHECKING:
-    from pykaf.testing._fake.cluster import FakeCluster
+from pykaf.testing._fake.api import ClusterState, RequestContext
+from pykaf.testing._fake.model import BrokerNode, CloseConnection, RequestRecord, Session
 
 log = logging.getLogger("pykaf.testing.fake")
 
@@ -71,7 +68,7 @@ def default_error(response_cls: type[Response], code: int) -> Response:
 class BrokerServer:
     """Serves one broker: accepts connections and answers their requests."""
 
-    def __init__(self, cluster: FakeCluster, node: BrokerNode) -> None:
+    def __init__(self, cluster: ClusterState, node: BrokerNode) -> None:
         self.cluster = cluster
         self.node = node
         self._connections: set[trio.CancelScope] = set()
@@ -141,7 +138,7 @@ class BrokerServer:
                 raise CloseConnection
             frame = await self._read_exactly(stream, buf, size)
             if session.raw_sasl:
-                reply = await self.cluster.sasl.raw_token(self.cluster, session, frame)
+                reply = await self.cluster.sasl.raw_token(session, frame)
                 await stream.send_all(_SIZE.pack(len(reply)) + reply)
                 continue
             out = await self._answer(session, frame)

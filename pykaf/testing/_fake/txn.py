@@ -4,172 +4,33 @@ InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn, answered as
 Kafka's coordinator does, except that a commit or abort completes at once
 (the markers are written before EndTxn answers, so CONCURRENT_TRANSACTIONS is
 never needed). A transaction open longer than its timeout is aborted by the
-coordinator with a bumped epoch (KIP-360), which fences the old producer.
+coordinator with a bumped epoch (KIP-360), which fences the old producer. The
+coordinator's state lives in ``txn_coordinator.py``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import TYPE_CHECKING, Any
-
-import trio
+from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf.testing._fake.api import Api, RequestContext
-
-if TYPE_CHECKING:
-    from pykaf.testing._fake.cluster import FakeCluster
+from pykaf.testing._fake.txn_coordinator import TransactionCoordinator, TxnMetadata, TxnStatus
 
 TRANSACTION = 1  # FindCoordinator key type
 _MAX_EPOCH = 32767 - 1  # Kafka gives a new producer id before the epoch reaches Short.MAX
 _FENCED = errors.ProducerFencedError.code
 _NOT_COORDINATOR = errors.NotCoordinatorError.code
-_BAD_MAPPING = errors.InvalidPidMappingError.code
 _BAD_STATE = errors.InvalidTxnStateError.code
 
 
-class TxnStatus(Enum):
-    """Where a transactional id's transaction is (Kafka's TransactionState, minus Prepare*)."""
-
-    EMPTY = "Empty"
-    ONGOING = "Ongoing"
-    COMPLETE_COMMIT = "CompleteCommit"
-    COMPLETE_ABORT = "CompleteAbort"
-
-
-@dataclass
-class TxnMetadata:
-    """One transactional id's producer and its current transaction."""
-
-    transactional_id: str
-    producer_id: int
-    epoch: int
-    timeout_ms: int
-    last_epoch: int = -1  # the epoch before a coordinator fence (KIP-360 recovery)
-    status: TxnStatus = TxnStatus.EMPTY
-    partitions: set[tuple[str, int]] = field(default_factory=set)
-    groups: set[str] = field(default_factory=set)
-    started: float = 0.0  # trio clock when it became ongoing
-
-
-class TransactionCoordinator:
-    """Every transactional id's state (one coordinator state shared by all brokers)."""
-
-    def __init__(self, cluster: FakeCluster) -> None:
-        self.cluster = cluster
-        self.transactions: dict[str, TxnMetadata] = {}
-        self.by_producer: dict[int, TxnMetadata] = {}
-        self.coordinator_epoch = 0
-        self._next_producer_id = 1000
-        self._changed: trio.Event | None = None
-
-    def new_producer_id(self) -> int:
-        """A producer id never given before."""
-        pid = self._next_producer_id
-        self._next_producer_id += 1
-        return pid
-
-    # -- transactions ------------------------------------------------------------
-
-    def _begin(self, txn: TxnMetadata) -> None:
-        if txn.status is not TxnStatus.ONGOING:
-            txn.status = TxnStatus.ONGOING
-            txn.partitions.clear()
-            txn.groups.clear()
-            txn.started = trio.current_time()
-            if self._changed is not None:
-                self._changed.set()
-
-    def complete(self, txn: TxnMetadata, commit: bool) -> None:
-        """Write the markers to every partition of the transaction and end it."""
-        for topic, index in sorted(txn.partitions):
-            p = self.cluster.partition(topic, index)
-            if p is not None:
-                p.log.append_marker(
-                    txn.producer_id, txn.epoch, self.coordinator_epoch, commit=commit
-                )
-        self.cluster.groups.complete_transaction(txn.producer_id, commit)
-        txn.status = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
-        txn.partitions.clear()
-        txn.groups.clear()
-
-    def _fence_and_abort(self, txn: TxnMetadata) -> None:
-        """Bump the epoch and abort the open transaction with it (the old producer is fenced)."""
-        txn.last_epoch = txn.epoch
-        txn.epoch += 1
-        self.complete(txn, commit=False)
-
-    def expire(self) -> float:
-        """Abort the transactions open past their timeout; return the next deadline."""
-        now = trio.current_time()
-        nearest = math.inf
-        for txn in self.transactions.values():
-            if txn.status is not TxnStatus.ONGOING:
-                continue
-            deadline = txn.started + txn.timeout_ms / 1000
-            if deadline <= now:
-                self._fence_and_abort(txn)
-            else:
-                nearest = min(nearest, deadline)
-        return nearest
-
-    async def run(self) -> None:
-        """Abort timed-out transactions at their deadlines (runs in the cluster's nursery)."""
-        while True:
-            self._changed = trio.Event()
-            with trio.move_on_at(self.expire()):
-                await self._changed.wait()
-
-    def _open_transaction(self, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
-        """The producer's open transaction at its current epoch, or the error code (KIP-890)."""
-        self.expire()
-        txn = self.by_producer.get(producer_id)
-        if txn is None:
-            return _BAD_MAPPING, None
-        if epoch < txn.epoch:
-            return errors.InvalidProducerEpochError.code, None
-        if txn.status is not TxnStatus.ONGOING:
-            return _BAD_STATE, None
-        return 0, txn
-
-    def verify_produce(self, producer_id: int, epoch: int, topic: str, partition: int) -> int:
-        """KIP-890 check of a transactional batch: its partition is in the open transaction."""
-        code, txn = self._open_transaction(producer_id, epoch)
-        if txn is not None and (topic, partition) not in txn.partitions:
-            return _BAD_STATE
-        return code
-
-    def verify_offsets(self, producer_id: int, epoch: int, group_id: str) -> int:
-        """KIP-890 check of a TxnOffsetCommit: the group is in the producer's open transaction.
-
-        Without it, a fenced zombie's late TxnOffsetCommit would wait under the
-        producer id, to be applied by its successor's next commit.
-        """
-        code, txn = self._open_transaction(producer_id, epoch)
-        if txn is not None and group_id not in txn.groups:
-            return _BAD_STATE
-        return code
-
-    def check(
-        self, ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int
-    ) -> tuple[int, TxnMetadata | None]:
-        """The checks AddPartitionsToTxn, AddOffsetsToTxn and EndTxn share."""
-        if ctx.cluster.coordinator_for(TRANSACTION, transactional_id) != ctx.broker.node_id:
-            return _NOT_COORDINATOR, None
-        self.expire()
-        txn = self.transactions.get(transactional_id)
-        if txn is None or txn.producer_id != producer_id:
-            return _BAD_MAPPING, None
-        if epoch != txn.epoch:
-            return _FENCED, None
-        return 0, txn
-
-    def _register(self, txn: TxnMetadata) -> None:
-        self.transactions[txn.transactional_id] = txn
-        self.by_producer[txn.producer_id] = txn
+def _check(
+    ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int
+) -> tuple[int, TxnMetadata | None]:
+    """The checks AddPartitionsToTxn, AddOffsetsToTxn and EndTxn share."""
+    if ctx.cluster.coordinator_for(TRANSACTION, transactional_id) != ctx.broker.node_id:
+        return _NOT_COORDINATOR, None
+    return ctx.cluster.transactions.check(transactional_id, producer_id, epoch)
 
 
 def _fenced_code(code: int, version: int, since: int) -> int:
@@ -192,7 +53,7 @@ def _init_transactional(ctx: RequestContext, req: P.InitProducerIdRequest) -> tu
     txn = coord.transactions.get(tid)
     if txn is None:
         txn = TxnMetadata(tid, coord.new_producer_id(), 0, timeout)
-        coord._register(txn)
+        coord.register(txn)
         return 0, txn.producer_id, txn.epoch
     if req.producer_id >= 0:
         # KIP-360: a producer asking to bump its own epoch (Kafka fences any other)
@@ -201,7 +62,7 @@ def _init_transactional(ctx: RequestContext, req: P.InitProducerIdRequest) -> tu
         if req.producer_epoch not in (txn.epoch, txn.last_epoch):
             return _FENCED, -1, -1
     if txn.status is TxnStatus.ONGOING:
-        coord._fence_and_abort(txn)
+        coord.fence_and_abort(txn)
     txn.timeout_ms = timeout
     txn.status = TxnStatus.EMPTY
     if txn.epoch >= _MAX_EPOCH:
@@ -254,7 +115,7 @@ async def add_partitions_to_txn(
     """Add partitions to the open transaction (starting it); all or none are added."""
     coord: TransactionCoordinator = ctx.cluster.transactions
     topics = req.v3_and_below_topics
-    code, txn = coord.check(
+    code, txn = _check(
         ctx,
         req.v3_and_below_transactional_id,
         req.v3_and_below_producer_id,
@@ -280,7 +141,7 @@ async def add_partitions_to_txn(
                 throttle_time_ms=0, results_by_topic_v3_and_below=results
             )
         assert txn is not None
-        coord._begin(txn)
+        coord.begin(txn)
         txn.partitions.update((t.name, i) for t in topics for i in t.partitions)
     code = _fenced_code(code, version, 2)
     results = _partition_results(topics, lambda n, i: code)
@@ -297,9 +158,9 @@ async def add_offsets_to_txn(
 ) -> Any:
     """Record the group whose offsets the transaction will commit."""
     coord: TransactionCoordinator = ctx.cluster.transactions
-    code, txn = coord.check(ctx, req.transactional_id, req.producer_id, req.producer_epoch)
+    code, txn = _check(ctx, req.transactional_id, req.producer_id, req.producer_epoch)
     if txn is not None:
-        coord._begin(txn)
+        coord.begin(txn)
         txn.groups.add(req.group_id)
     return P.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_fenced_code(code, version, 2))
 
@@ -307,7 +168,7 @@ async def add_offsets_to_txn(
 async def end_txn(ctx: RequestContext, req: P.EndTxnRequest, version: int) -> Any:
     """Commit or abort: markers on every partition of the transaction, then the offsets."""
     coord: TransactionCoordinator = ctx.cluster.transactions
-    code, txn = coord.check(ctx, req.transactional_id, req.producer_id, req.producer_epoch)
+    code, txn = _check(ctx, req.transactional_id, req.producer_id, req.producer_epoch)
     if txn is not None:
         if txn.status is TxnStatus.ONGOING:
             coord.complete(txn, req.committed)
