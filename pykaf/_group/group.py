@@ -470,10 +470,14 @@ class ConsumerGroup:
         if self._closed:
             self._rejoin.set()
         session = GroupSession(
-            self,
+            self.group_id,
             self.generation_id,
             self.member_id,
             {t: list(ps) for t, ps in self._assignment.items()},
+            group_instance_id=self.config.group_instance_id,
+            mark=self._mark,
+            reset=self._reset,
+            commit=self.commit,
         )
         self.session = session
         new = await self._open_claims()
