@@ -4,13 +4,14 @@ Pure: no I/O, no producer, no clock. :class:`~pykaf._txn.manager.TransactionMana
 does the requests and calls :func:`transition` for every change of status, as
 h11's ``_state.py`` and sarama's ``producerTxnTransitions`` / ``transitionTo``
 do. A move the table does not hold raises :class:`TransactionStateError`
-before anything changes.
+before anything changes (:class:`pykaf._state_table.StateTable`).
 """
 
 from __future__ import annotations
 
 import enum
 
+from pykaf._state_table import StateTable
 from pykaf.errors import TransactionStateError
 
 
@@ -80,37 +81,28 @@ TRANSITIONS: dict[TxnStatus, dict[TxnEvent, TxnStatus]] = {
 }
 
 
-def allowed(status: TxnStatus, event: TxnEvent) -> bool:
-    """Whether ``event`` is a legal move from ``status``."""
-    return event in TRANSITIONS[status]
-
-
-def transition(status: TxnStatus, event: TxnEvent) -> TxnStatus:
-    """The status after ``event`` happens in ``status``.
-
-    Raises:
-        TransactionStateError: the table has no such move (nothing changed).
-    """
-    try:
-        return TRANSITIONS[status][event]
-    except KeyError:
-        raise TransactionStateError(_refusal(status, event)) from None
-
-
-def _refusal(status: TxnStatus, event: TxnEvent) -> str:
+def _refusal(status: TxnStatus, event: TxnEvent) -> TransactionStateError:
     if event is E.BEGIN:
         if status is S.IN_TRANSACTION:
-            return "a transaction is already open"
-        return f"cannot begin a transaction while {status.value}"
+            return TransactionStateError("a transaction is already open")
+        return TransactionStateError(f"cannot begin a transaction while {status.value}")
     if event is E.COMMIT:
-        return f"no transaction to commit ({status.value})"
+        return TransactionStateError(f"no transaction to commit ({status.value})")
     if event is E.ABORT:
-        return f"no transaction to abort ({status.value})"
-    return f"no move {event.value!r} from {status.value}"
+        return TransactionStateError(f"no transaction to abort ({status.value})")
+    return TransactionStateError(f"no move {event.value!r} from {status.value}")
+
+
+TABLE: StateTable[TxnStatus, TxnEvent] = StateTable(TRANSITIONS, _refusal)
+#: Whether an event is a legal move from a status.
+allowed = TABLE.allowed
+#: The status after an event; :class:`TransactionStateError` for a move not in the table.
+transition = TABLE.transition
 
 
 __all__ = [
     "INITIAL",
+    "TABLE",
     "TRANSITIONS",
     "TxnEvent",
     "TxnStatus",
