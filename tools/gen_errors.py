@@ -45,6 +45,7 @@ generator, not this file. The tree::
     ├── TransactionAbortedError     the record's transaction was aborted before it was sent
     ├── ConsumerError               one partition consumer's error (``.error``)
     ├── CommitError                 an OffsetCommit failed for some partitions
+    ├── GroupStateError             a group member's state moved where its table does not go
     ├── AdminError                  some items of an admin call failed (``.failures``)
     ├── DataLossError               offsets a Spark read planned to cover are gone
     ├── EncodeError                 a message cannot be encoded as it stands (a ValueError)
@@ -166,6 +167,15 @@ class CommitError(PykafError):
         first = next(iter(failures.values()))
         super().__init__(f"commit failed for {{len(failures)}} partition(s), e.g. {{first}}")
         self.failures = failures
+
+
+class GroupStateError(PykafError):
+    """A group member's state was asked to make a move its table does not hold.
+
+    The member's state (joining, syncing, stable, rebalancing, leaving) changes
+    only through the table of ``pykaf._group.states``; this error means pykaf
+    itself asked for a move that is not in it.
+    """
 
 
 class AdminError(PykafError):
@@ -393,6 +403,7 @@ def render(rows: list[dict[str, str]]) -> str:
         "DataLossError",
         "EncodeError",
         "FieldVersionError",
+        "GroupStateError",
         "MalformedMessageError",
         "PartitionerError",
         "TransactionAbortedError",

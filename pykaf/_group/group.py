@@ -50,6 +50,7 @@ from pykaf._group.assignors import (
 from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import OffsetManager
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
+from pykaf._group.states import INITIAL, MemberEvent, transition
 from pykaf._util import open_service_nursery, start_task_nursery
 from pykaf.codec import Record
 from pykaf.errors import CommitError
@@ -138,6 +139,9 @@ class ConsumerGroup:
         self.generation_id = -1
         self.protocol: str | None = None
         self.leader = False
+        #: Where the member is in join, sync, generation and leave
+        #: (``pykaf._group.states``); changed only by :meth:`_move`.
+        self._state = INITIAL
         self.rebalances = 0
         # SyncGroup answers of INVALID_REQUEST in a row (see _join_once).
         self._sync_refusals = 0
@@ -308,6 +312,10 @@ class ConsumerGroup:
 
     # -- joining --------------------------------------------------------------------
 
+    def _move(self, event: MemberEvent) -> None:
+        """The one place the member's state changes: by the table (``pykaf._group.states``)."""
+        self._state = transition(self._state, event)
+
     async def _coordinator(self) -> Any:
         broker = await self.client.coordinator(self.group_id)
         return await self.client.connect_to(broker)
@@ -340,10 +348,12 @@ class ConsumerGroup:
             if self.cooperative and revoked:
                 # Incremental rebalancing: rejoin at once so that the partitions
                 # this member gave up can go to their new owners.
+                self._move(MemberEvent.REBALANCE)
                 continue
             return
 
     async def _join_once(self) -> dict[str, list[int]]:
+        self._move(MemberEvent.JOIN)
         cfg = self.config
         conn = await self._coordinator()
         version = min(MAX_VERSIONS[_JOIN_GROUP], conn.version_for(_JOIN_GROUP))
@@ -382,6 +392,7 @@ class ConsumerGroup:
         generation = response.generation_id
         protocol = response.protocol_name
         self.leader = response.leader == self.member_id
+        self._move(MemberEvent.JOINED)
         log.info(
             "group %s: joined generation %d as %s (%s, %s)",
             self.group_id,
@@ -426,6 +437,7 @@ class ConsumerGroup:
             raise err(f"SyncGroup {self.group_id!r}: {err.description}")
         self._sync_refusals = 0
         self.generation_id = generation
+        self._move(MemberEvent.SYNCED)
         self.protocol = protocol
         assignment = decode_assignment(answer.assignment or b"")
         return {t: sorted(ps) for t, ps in assignment.items() if t in self.topics}
@@ -458,7 +470,8 @@ class ConsumerGroup:
             for mid, parts in result.items()
         ]
 
-    def _lose_membership(self) -> None:
+    def _lose_membership(self, event: MemberEvent = MemberEvent.LOSE) -> None:
+        self._move(event)
         self.member_id = ""
         self.generation_id = -1
         self._assignment = {}
@@ -470,10 +483,14 @@ class ConsumerGroup:
         if self._closed:
             self._rejoin.set()
         session = GroupSession(
-            self,
+            self.group_id,
             self.generation_id,
             self.member_id,
             {t: list(ps) for t, ps in self._assignment.items()},
+            group_instance_id=self.config.group_instance_id,
+            mark=self._mark,
+            reset=self._reset,
+            commit=self.commit,
         )
         self.session = session
         new = await self._open_claims()
@@ -495,6 +512,7 @@ class ConsumerGroup:
                 tasks.start_soon(self._auto_commit_loop)
             await self._rejoin.wait()
             tasks.cancel_scope.cancel()
+        self._move(MemberEvent.REBALANCE)
         if lost or not self.cooperative or self._closed:
             await self._end_claims(list(self._claims), commit=not lost)
         elif self.config.auto_commit:
@@ -661,7 +679,9 @@ class ConsumerGroup:
                 log.info("group %s: auto-commit: %s", self.group_id, exc)
 
     async def _leave(self) -> None:
+        self._move(MemberEvent.LEAVE)
         if not self.member_id or self.config.group_instance_id is not None:
+            self._move(MemberEvent.LEFT)
             return  # a static member keeps its place for session_timeout
         L = P.LeaveGroupRequest
         try:
@@ -678,7 +698,7 @@ class ConsumerGroup:
                 await conn.request(request, version)
         except errors.PykafError as exc:
             log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
-        self._lose_membership()
+        self._lose_membership(MemberEvent.LEFT)
 
 
 class _ForwardingHandler:

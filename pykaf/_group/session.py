@@ -8,10 +8,14 @@ A claim's records end (``async for`` stops, ``next_batch`` returns ``[]``)
 when its partition is revoked or the group closes; consume_claim should then
 return promptly: the group waits up to ``rebalance_timeout`` and then cancels
 it.
+
+This module does not know the group: a session is handed the functions its
+marks, resets and commits go to.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -22,7 +26,12 @@ from pykaf.codec import Record
 
 if TYPE_CHECKING:
     from pykaf._consumer.partition import PartitionConsumer
-    from pykaf._group.group import ConsumerGroup
+
+#: ``mark(topic, partition, offset, metadata)``: a forward-only mark of a claimed
+#: partition (a record without a topic is ignored).
+MarkFunction = Callable[[str | None, int, int, str | None], None]
+#: ``reset(topic, partition, offset, metadata)``: the offset to commit, even a lower one.
+ResetFunction = Callable[[str, int, int, str | None], None]
 
 
 class Claim:
@@ -126,20 +135,31 @@ class GroupSession:
         member_id: this member's id in the generation.
         generation_id: the generation.
         claims: topic -> partitions assigned to this member in the generation.
+
+    The group makes one per generation and passes what its methods act on:
+    ``mark`` and ``reset`` (the group's marks) and ``commit``.
     """
 
     def __init__(
         self,
-        group: ConsumerGroup,
+        group_id: str,
         generation_id: int,
         member_id: str,
         claims: dict[str, list[int]],
+        *,
+        group_instance_id: str | None,
+        mark: MarkFunction,
+        reset: ResetFunction,
+        commit: Callable[[], Awaitable[None]],
     ) -> None:
-        self._group = group
-        self.group_id = group.group_id
+        self.group_id = group_id
         self.generation_id = generation_id
         self.member_id = member_id
         self.claims = claims
+        self._group_instance_id = group_instance_id
+        self._mark = mark
+        self._reset = reset
+        self._commit = commit
 
     def mark_message(self, record: Record, metadata: str | None = None) -> None:
         """Mark ``record`` consumed: the group commits the offset after it.
@@ -148,19 +168,19 @@ class GroupSession:
         its consume_claim returned and the group committed); a mark for a
         partition this member no longer owns is ignored.
         """
-        self._group._mark(record.topic, record.partition, record.offset + 1, metadata)
+        self._mark(record.topic, record.partition, record.offset + 1, metadata)
 
     def mark_offset(
         self, topic: str, partition: int, offset: int, metadata: str | None = None
     ) -> None:
         """Mark ``offset`` as the next offset to consume of a partition (forward only)."""
-        self._group._mark(topic, partition, offset, metadata)
+        self._mark(topic, partition, offset, metadata)
 
     def reset_offset(
         self, topic: str, partition: int, offset: int, metadata: str | None = None
     ) -> None:
         """Set the offset to commit for a partition even if it is lower than the marked one."""
-        self._group._reset(topic, partition, offset, metadata)
+        self._reset(topic, partition, offset, metadata)
 
     def group_metadata(self) -> GroupMetadata:
         """The member and generation, for ``producer.send_offsets_to_transaction``."""
@@ -168,7 +188,7 @@ class GroupSession:
             self.group_id,
             self.generation_id,
             self.member_id,
-            self._group.config.group_instance_id,
+            self._group_instance_id,
         )
 
     async def commit(self) -> None:
@@ -177,7 +197,7 @@ class GroupSession:
         Raises:
             CommitError: the coordinator refused some partitions.
         """
-        await self._group.commit()
+        await self._commit()
 
     def __repr__(self) -> str:
         return (

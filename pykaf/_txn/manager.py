@@ -1,7 +1,8 @@
-"""The transactional producer's state machine and its calls to the coordinators.
+"""The transactional producer's calls to the coordinators, driving its status.
 
 One :class:`TransactionManager` per producer with a ``transactional_id``. It
-owns the transaction's status (:class:`TxnStatus`, sarama's TxnStatus), talks
+owns the transaction's status (:class:`TxnStatus`, sarama's TxnStatus), which
+changes only by the table of :mod:`pykaf._txn.states`, talks
 to the transaction coordinator (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn)
 and to the group coordinator (TxnOffsetCommit), and tells the producer when
 records may be sent: only while a transaction is open.
@@ -15,7 +16,6 @@ added and wakes their senders. Nothing of this runs per record.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -25,6 +25,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.group_metadata import GroupMetadata
+from pykaf._txn.states import INITIAL, TxnEvent, TxnStatus, allowed, transition
 from pykaf.errors import TransactionAbortedError, TransactionStateError
 
 if TYPE_CHECKING:
@@ -61,25 +62,6 @@ _FENCED: tuple[type[errors.KafkaError], ...] = (
 _STALE_COORDINATOR = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
 
 TopicPartition = tuple[str, int]
-
-
-class TxnStatus(enum.Enum):
-    """Where a transactional producer is (``producer.txn_status``)."""
-
-    #: No producer id yet (before InitProducerId).
-    UNINITIALIZED = "uninitialized"
-    #: No transaction open; ``begin_transaction()`` may be called.
-    READY = "ready"
-    #: A transaction is open: records may be sent, offsets added.
-    IN_TRANSACTION = "in_transaction"
-    #: ``commit_transaction()`` is flushing and ending the transaction.
-    COMMITTING = "committing"
-    #: ``abort_transaction()`` is dropping records and ending the transaction.
-    ABORTING = "aborting"
-    #: Something in the transaction failed: it can only be aborted.
-    ABORTABLE_ERROR = "abortable_error"
-    #: Fenced or refused for good: the producer can only be closed.
-    FATAL_ERROR = "fatal_error"
 
 
 #: ``send_offsets_to_transaction``'s offsets: ``{(topic, partition): offset}``
@@ -146,7 +128,7 @@ class TransactionManager:
     def __init__(self, producer: Producer, transactional_id: str) -> None:
         self.producer = producer
         self.transactional_id = transactional_id
-        self.status = TxnStatus.UNINITIALIZED
+        self.status = INITIAL
         #: Number of the current (or next) transaction; a partition is in the
         #: transaction when its ``txn_added`` equals it.
         self.serial = 1
@@ -166,18 +148,19 @@ class TransactionManager:
 
     # ------------------------------------------------------------------ state
 
-    def _set(self, status: TxnStatus) -> None:
-        self.status = status
+    def _set(self, event: TxnEvent) -> None:
+        """The one place the status changes: by the table (``pykaf._txn.states``)."""
+        status = self.status = transition(self.status, event)
         self.producer._txn_gate = status is not TxnStatus.IN_TRANSACTION
 
     def initialized(self) -> None:
         """InitProducerId succeeded: transactions may begin."""
-        if self.status is TxnStatus.UNINITIALIZED:
-            self._set(TxnStatus.READY)
+        if allowed(self.status, TxnEvent.INITIALIZED):
+            self._set(TxnEvent.INITIALIZED)
 
     def fatal(self, error: BaseException) -> BaseException:
         """Enter FATAL_ERROR; return the error every later call raises."""
-        if self.status is not TxnStatus.FATAL_ERROR:
+        if allowed(self.status, TxnEvent.FATAL):
             if isinstance(error, _FENCED) and not isinstance(error, errors.ProducerFencedError):
                 fenced = errors.ProducerFencedError(
                     f"fenced ({type(error).__name__}: {error}): another producer with "
@@ -187,7 +170,7 @@ class TransactionManager:
                 error = fenced
             log.error("transactional producer %r: fatal error: %s", self.transactional_id, error)
             self.error = error
-            self._set(TxnStatus.FATAL_ERROR)
+            self._set(TxnEvent.FATAL)
         assert self.error is not None
         return self.error
 
@@ -195,10 +178,10 @@ class TransactionManager:
         """Something of the open transaction failed: it can only be aborted now."""
         if isinstance(error, _FATAL):
             self.fatal(error)
-        elif self.status in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
+        elif allowed(self.status, TxnEvent.FAIL):
             log.warning("transaction of %r must abort: %s", self.transactional_id, error)
             self.error = error
-            self._set(TxnStatus.ABORTABLE_ERROR)
+            self._set(TxnEvent.FAIL)
 
     def record_failed(self, error: BaseException) -> None:
         """A batch failed (called by the producer)."""
@@ -253,20 +236,16 @@ class TransactionManager:
         self._raise_fatal()
         if self.status is TxnStatus.ABORTABLE_ERROR:
             raise self._abortable_error()
-        if self.status is TxnStatus.IN_TRANSACTION:
-            raise TransactionStateError("a transaction is already open")
-        if self.status is not TxnStatus.READY:
-            raise TransactionStateError(f"cannot begin a transaction while {self.status.value}")
+        self._set(TxnEvent.BEGIN)
         self.error = None
         self.started = self.confirmed = False
-        self._set(TxnStatus.IN_TRANSACTION)
 
     def _finish(self) -> None:
+        self._set(TxnEvent.END)
         self.serial += 1
         self.started = self.confirmed = False
         self.error = None
         self.transactions += 1
-        self._set(TxnStatus.READY)
 
     # ------------------------------------------------------------------ commit and abort
 
@@ -278,9 +257,7 @@ class TransactionManager:
             self._raise_fatal()
             if self.status is TxnStatus.ABORTABLE_ERROR:
                 raise self._abortable_error()
-            if self.status not in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
-                raise TransactionStateError(f"no transaction to commit ({self.status.value})")
-            self._set(TxnStatus.COMMITTING)
+            self._set(TxnEvent.COMMIT)
             await self.producer._flush_transaction()
             self._raise_after_flush()
             await self._wait_adder()
@@ -299,13 +276,7 @@ class TransactionManager:
         """Drop what is unsent, wait for what is in flight, EndTxn(abort)."""
         async with self._lock:
             self._raise_fatal()
-            if self.status not in (
-                TxnStatus.IN_TRANSACTION,
-                TxnStatus.ABORTABLE_ERROR,
-                TxnStatus.ABORTING,
-            ):
-                raise TransactionStateError(f"no transaction to abort ({self.status.value})")
-            self._set(TxnStatus.ABORTING)
+            self._set(TxnEvent.ABORT)
             self._to_add.clear()
             aborted = TransactionAbortedError("the transaction was aborted")
             if await self.producer._drop_transaction(aborted):
@@ -322,11 +293,7 @@ class TransactionManager:
 
     async def abort_on_close(self) -> None:
         """Abort an open transaction while the producer closes (best effort)."""
-        if self.status in (
-            TxnStatus.IN_TRANSACTION,
-            TxnStatus.ABORTABLE_ERROR,
-            TxnStatus.ABORTING,
-        ):
+        if allowed(self.status, TxnEvent.ABORT):
             with trio.move_on_after(self.producer.config.request_timeout):
                 try:
                     await self.abort()

@@ -274,7 +274,7 @@ async def test_marks_only_move_forward_and_reset_offset_moves_back(real_broker: 
             session.mark_offset(topic, 0, 10)
             session.mark_offset(topic, 0, 5)  # ignored: lower
             await session.commit()
-            assert session._group.offsets.committed(topic, 0) == 10
+            assert group.offsets.committed(topic, 0) == 10
             session.reset_offset(topic, 0, 3)
             await session.commit()
             done.set()
