@@ -154,6 +154,12 @@ async def case_transaction_fetch(t: Target, w: Wire, out: Answers) -> None:
     out.add("latest read_committed with two open", (lo.error_code, lo.offset))
     end_a = await _retrying(w, end_txn(tids[0], pa, ea, True), lambda r: r.error_code)
     out.add("commit a", norm(end_a))
+    # Kafka writes a's marker after EndTxn answers: wait for it (offset 4), so
+    # that b's marker lands after it (offset 5) however loaded the broker is
+    await t.wait_for(
+        lambda: w.send(fetch(topic, 0)),
+        lambda r: one_partition(r).high_watermark == 5,
+    )
     end_b = await _retrying(w, end_txn(tids[1], pb, eb, False), lambda r: r.error_code)
     out.add("abort b", norm(end_b))
     # Kafka writes the markers after EndTxn answers: wait for both
