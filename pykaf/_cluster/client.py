@@ -387,6 +387,14 @@ class Client:
         self._coordinators.pop((COORDINATOR_TRANSACTION, transactional_id), None)
         return await self._coordinator(COORDINATOR_TRANSACTION, transactional_id)
 
+    def forget_coordinator(self, key_type: int, key: str) -> None:
+        """Drop the cached coordinator (``COORDINATOR_GROUP`` or ``COORDINATOR_TRANSACTION``).
+
+        The next lookup asks FindCoordinator again: what a NOT_COORDINATOR
+        answer or a lost connection to the coordinator calls for.
+        """
+        self._coordinators.pop((key_type, key), None)
+
     async def _coordinator(self, key_type: int, key: str) -> BrokerInfo:
         cached = self._coordinators.get((key_type, key))
         if cached is not None:
