@@ -9,8 +9,8 @@ is async; metadata lookups refresh the cache when it does not know the answer.
 from __future__ import annotations
 
 import logging
+import math
 import random
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -20,6 +20,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster import request as rq
 from pykaf._cluster.metadata import BrokerInfo, Metadata, PartitionInfo
 from pykaf._cluster.pool import ConnectionPool
 from pykaf._config import ClientConfig
@@ -154,12 +155,12 @@ class Client:
             KafkaConnectionError: no broker answered.
         """
         self._check_open()
-        asked_at = time.monotonic()
+        asked_at = rq.now()
         async with self._refresh_lock:
             if self._refreshed_at >= asked_at:
                 return
             await self._refresh(topics)
-            self._refreshed_at = time.monotonic()
+            self._refreshed_at = rq.now()
 
     async def _refresh(self, topics: Sequence[str]) -> None:
         # A full refresh cannot create topics; asking for them by name can.
@@ -172,33 +173,43 @@ class Client:
         wait = self.config.request_timeout
         if not self.metadata.updates:
             wait = min(wait, self.config.connect_timeout)
-        deadline = time.monotonic() + wait
-        last: Exception | None = None
-        while True:
-            try:
-                conn = await self.any_connection()
-                version = conn.version_for(_METADATA)
-                req = _metadata_request(None if full else topics, version, self.config)
+
+        async def exchange(conn: BrokerConnection) -> None:
+            version = conn.version_for(_METADATA)
+            req = _metadata_request(None if full else topics, version, self.config)
+            resp = await conn.request(req, version)
+            topic_errors = self.metadata.update(resp, full=full)
+            # A full answer leaves out the topics the principal may not
+            # describe: ask for the missing wanted ones by name, whose
+            # answer says why (TOPIC_AUTHORIZATION_FAILED, or unknown).
+            missing = [t for t in topics if t not in self.metadata.topics] if full else []
+            if missing:
+                req = _metadata_request(missing, version, self.config)
                 resp = await conn.request(req, version)
-                topic_errors = self.metadata.update(resp, full=full)
-                # A full answer leaves out the topics the principal may not
-                # describe: ask for the missing wanted ones by name, whose
-                # answer says why (TOPIC_AUTHORIZATION_FAILED, or unknown).
-                missing = [t for t in topics if t not in self.metadata.topics] if full else []
-                if missing:
-                    req = _metadata_request(missing, version, self.config)
-                    resp = await conn.request(req, version)
-                    topic_errors.update(self.metadata.update(resp, full=False))
-                for name, err in topic_errors.items():
-                    log.debug("metadata for %r: %s", name, err.name)
-                return
-            except (errors.KafkaConnectionError, errors.ProtocolError) as exc:
-                if last is None:  # at once, not only after the wait: the cause
-                    log.warning("%s; retrying for up to %gs", exc, wait)
-                last = exc
-            if time.monotonic() >= deadline:
-                raise errors.KafkaConnectionError(f"metadata refresh failed: {last}")
-            await trio.sleep(self.config.retry_backoff)
+                topic_errors.update(self.metadata.update(resp, full=False))
+            for name, err in topic_errors.items():
+                log.debug("metadata for %r: %s", name, err.name)
+
+        failures: list[BaseException] = []
+
+        def retrying(exc: BaseException) -> None:
+            if not failures:  # at once, not only after the wait: the cause
+                log.warning("%s; retrying for up to %gs", exc, wait)
+            failures.append(exc)
+
+        def exhausted(last: BaseException, answer: None) -> None:
+            raise errors.KafkaConnectionError(f"metadata refresh failed: {last}")
+
+        await rq.call(
+            self,
+            rq.ANY_BROKER,
+            exchange,
+            what="metadata refresh",
+            retry_raised=(errors.KafkaConnectionError, errors.ProtocolError),
+            timeout=wait,
+            on_retry=retrying,
+            exhausted=exhausted,
+        )
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -226,19 +237,18 @@ class Client:
         # up to request_timeout; with auto-creation asked for, Kafka's
         # UNKNOWN_TOPIC_OR_PARTITION while it creates the topic, for a shorter
         # while: a broker that does not auto-create answers it for ever.
-        start = time.monotonic()
-        deadline = start + self.config.request_timeout
+        deadline = rq.Deadline(self.config.request_timeout)
         creating = self.config.allow_auto_create_topics
-        creation_deadline = start + min(self.config.request_timeout, AUTO_CREATE_WAIT)
-        while t is None and time.monotonic() < deadline:
+        creation_deadline = rq.Deadline(min(self.config.request_timeout, AUTO_CREATE_WAIT))
+        while t is None and not deadline.passed:
             known = self.metadata.topic_errors.get(topic)
             if known is None or not known.retriable:
                 break
             if known is errors.UnknownTopicOrPartitionError and (
-                not creating or time.monotonic() >= creation_deadline
+                not creating or creation_deadline.passed
             ):
                 break
-            await trio.sleep(self.config.retry_backoff)
+            await rq.backoff(self)
             await self.refresh_metadata(topic)
             t = self.metadata.topics.get(topic)
         if t is None:
@@ -347,25 +357,33 @@ class Client:
         Raises:
             UnknownTopicOrPartitionError, and the broker's error for the partition.
         """
-        for attempt in range(4):
-            leader = await self.leader(topic, partition)
-            conn = await self.connect_to(leader)
+
+        async def exchange(conn: BrokerConnection) -> tuple[int, Any]:
             version = conn.version_for(_LIST_OFFSETS)
             req = _list_offsets_request(topic, partition, time_ms, version, isolation_level)
             resp = await conn.request(req, version)
-            part = resp.topics[0].partitions[0]
-            err = errors.error_for_code(part.error_code)
-            if err is None:
-                if version == 0:
-                    return int(part.old_style_offsets[0]) if part.old_style_offsets else -1
-                return int(part.offset)
-            if err.retriable and attempt < 3:
-                self.metadata.mark_leader_unknown(topic, partition)
-                await self.refresh_metadata(topic)
-                await trio.sleep(self.config.retry_backoff)
-                continue
-            raise err(f"ListOffsets {topic}/{partition}: {err.description}")
-        raise AssertionError("unreachable")
+            return version, resp.topics[0].partitions[0]
+
+        def check(answer: tuple[int, Any]) -> errors.KafkaError | None:
+            err = errors.error_for_code(answer[1].error_code)
+            return (
+                None if err is None else err(f"ListOffsets {topic}/{partition}: {err.description}")
+            )
+
+        # Four attempts, whatever they take (a leader error means the next
+        # attempt asks the new leader).
+        version, part = await rq.call(
+            self,
+            rq.leader(topic, partition),
+            exchange,
+            what=f"ListOffsets {topic}/{partition}",
+            check=check,
+            timeout=math.inf,
+            max_attempts=4,
+        )
+        if version == 0:
+            return int(part.old_style_offsets[0]) if part.old_style_offsets else -1
+        return int(part.offset)
 
     # -- coordinators ------------------------------------------------------------
 
@@ -399,9 +417,8 @@ class Client:
         cached = self._coordinators.get((key_type, key))
         if cached is not None:
             return cached
-        deadline = time.monotonic() + self.config.request_timeout
-        while True:
-            conn = await self.any_connection()
+
+        async def exchange(conn: BrokerConnection) -> tuple[int, BrokerInfo, str | None]:
             version = conn.version_for(_FIND_COORDINATOR)
             if key_type == COORDINATOR_TRANSACTION and version < 1:
                 raise errors.UnsupportedVersionError("the broker has no transaction coordinator")
@@ -418,14 +435,20 @@ class Client:
             else:
                 code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
                 msg = getattr(resp, "error_message", None)
+            return code, BrokerInfo(node, host, port), msg
+
+        def check(answer: tuple[int, BrokerInfo, str | None]) -> errors.KafkaError | None:
+            code, _, msg = answer
             err = errors.error_for_code(code)
-            if err is None:
-                broker = BrokerInfo(node, host, port)
-                self._coordinators[(key_type, key)] = broker
-                return broker
-            if not err.retriable or time.monotonic() >= deadline:
-                raise err(msg or f"FindCoordinator({key!r}): {err.description}")
-            await trio.sleep(self.config.retry_backoff)
+            return (
+                None if err is None else err(msg or f"FindCoordinator({key!r}): {err.description}")
+            )
+
+        _, broker, _ = await rq.call(
+            self, rq.ANY_BROKER, exchange, what=f"FindCoordinator({key!r})", check=check
+        )
+        self._coordinators[(key_type, key)] = broker
+        return broker
 
     # -- observability -----------------------------------------------------------
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import trio
 
 from pykaf import errors
 
 if TYPE_CHECKING:
-    from pykaf._cluster.client import Client
+    from pykaf._cluster.metadata import BrokerInfo, Metadata
+    from pykaf._config import ClientConfig
     from pykaf._net.connection import BrokerConnection
 
 log = logging.getLogger("pykaf.cluster")
@@ -43,6 +44,22 @@ COORDINATOR_MOVED: tuple[type[errors.KafkaError], ...] = (
 _ANY, _NODE, _CONTROLLER, _LEADER, _GROUP, _TRANSACTION = range(6)
 # FindCoordinator's key types (client.COORDINATOR_GROUP, COORDINATOR_TRANSACTION).
 _KEY_TYPES = {_GROUP: 0, _TRANSACTION: 1}
+
+
+class Client(Protocol):
+    """What the request path needs of the cluster client (``pykaf._cluster.client.Client``)."""
+
+    config: ClientConfig
+    metadata: Metadata
+
+    async def any_connection(self) -> BrokerConnection: ...
+    async def broker_connection(self, node_id: int) -> BrokerConnection: ...
+    async def connect_to(self, broker: BrokerInfo) -> BrokerConnection: ...
+    async def controller(self) -> BrokerInfo: ...
+    async def leader(self, topic: str, partition: int) -> BrokerInfo: ...
+    async def coordinator(self, group: str) -> BrokerInfo: ...
+    async def transaction_coordinator(self, transactional_id: str) -> BrokerInfo: ...
+    def forget_coordinator(self, key_type: int, key: str) -> None: ...
 
 
 def now() -> float:
@@ -256,6 +273,7 @@ __all__ = [
     "ANY_BROKER",
     "CONTROLLER",
     "COORDINATOR_MOVED",
+    "Client",
     "Deadline",
     "Target",
     "backoff",

@@ -14,12 +14,11 @@ not truncated below it meanwhile.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
-import trio
+from typing import TYPE_CHECKING, Any
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster import request as rq
 from pykaf.errors import CommitError
 
 if TYPE_CHECKING:
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("pykaf.group")
 
 _OFFSET_COMMIT = P.OffsetCommitRequest.API_KEY
-_OFFSET_FETCH = P.OffsetFetchRequest.API_KEY
 #: OffsetCommit v9 and OffsetFetch v8+ are shaped for KIP-848 groups; pykaf
 #: speaks the classic protocol.
 MAX_COMMIT_VERSION = 8
@@ -129,56 +127,59 @@ class OffsetManager:
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
         F = P.OffsetFetchRequest
-        # Retriable errors are retried until request_timeout: UNSTABLE_OFFSET_COMMIT
-        # lasts as long as the transaction holding the offsets stays open.
-        deadline = trio.current_time() + self.client.config.request_timeout
-        attempt = 0
-        while True:
-            attempt += 1
-            last = attempt >= 5 and trio.current_time() >= deadline
-            try:
-                conn = await self._coordinator_connection()
-                version = min(MAX_FETCH_VERSION, conn.version_for(_OFFSET_FETCH))
-                request = F(
-                    group_id=self.group_id,
-                    topics=[
-                        F.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
-                        for t, ps in by_topic.items()
-                    ],
-                )
-                if version >= 7:
-                    # Wait out pending transactional commits (KIP-447).
-                    request.require_stable = True
-                response = await conn.request(request, version)
-            except errors.KafkaConnectionError as exc:
-                if last:
-                    raise
-                log.info("OffsetFetch for group %s: %s", self.group_id, exc)
-                await self._after_error(errors.CoordinatorNotAvailableError)
-                continue
-            top = errors.error_for_code(getattr(response, "error_code", 0) or 0)
-            failure: type[errors.KafkaError] | None = top
-            out: dict[TopicPartition, int] = {}
-            epochs: dict[TopicPartition, int] = {}
+
+        def build(version: int) -> Any:
+            request = F(
+                group_id=self.group_id,
+                topics=[
+                    F.OffsetFetchRequestTopic(name=t, partition_indexes=ps)
+                    for t, ps in by_topic.items()
+                ],
+            )
+            if version >= 7:
+                # Wait out pending transactional commits (KIP-447).
+                request.require_stable = True
+            return request
+
+        def check(response: Any) -> errors.KafkaError | None:
+            failure = errors.error_for_code(getattr(response, "error_code", 0) or 0)
             for rt in response.topics:
                 for rp in rt.partitions:
-                    err = errors.error_for_code(rp.error_code)
-                    if err is not None:
-                        failure = err
-                    out[(rt.name, rp.partition_index)] = rp.committed_offset
+                    failure = errors.error_for_code(rp.error_code) or failure
+            if failure is None:
+                return None
+            return failure(f"OffsetFetch for group {self.group_id!r}: {failure.description}")
+
+        def retrying(failure: BaseException) -> None:
+            log.info("OffsetFetch for group %s: %s; retrying", self.group_id, failure)
+
+        # Retriable errors are retried until request_timeout (and at least five
+        # times): UNSTABLE_OFFSET_COMMIT lasts as long as the transaction
+        # holding the offsets stays open. A lost connection looks the
+        # coordinator up again.
+        response = await rq.request(
+            self.client,
+            rq.group_coordinator(self.group_id),
+            F,
+            build,
+            max_version=MAX_FETCH_VERSION,
+            what=f"OffsetFetch for group {self.group_id!r}",
+            check=check,
+            retry_raised=(errors.KafkaConnectionError,),
+            min_attempts=5,
+            on_retry=retrying,
+        )
+        out: dict[TopicPartition, int] = {}
+        for rt in response.topics:
+            for rp in rt.partitions:
+                tp = (rt.name, rp.partition_index)
+                out[tp] = rp.committed_offset
+                if rp.committed_offset >= 0:
+                    self._committed[tp] = rp.committed_offset
                     # v5+: the leader epoch committed with the offset (-1 if none)
                     epoch = getattr(rp, "committed_leader_epoch", -1)
-                    epochs[(rt.name, rp.partition_index)] = -1 if epoch is None else epoch
-            if failure is None:
-                for tp, offset in out.items():
-                    if offset >= 0:
-                        self._committed[tp] = offset
-                        self._committed_epochs[tp] = epochs[tp]
-                return {tp: out.get(tp, -1) for tp in partitions}
-            if not failure.retriable or last:
-                raise failure(f"OffsetFetch for group {self.group_id!r}: {failure.description}")
-            log.info("OffsetFetch for group %s: %s; retrying", self.group_id, failure.__name__)
-            await self._after_error(failure)
+                    self._committed_epochs[tp] = -1 if epoch is None else epoch
+        return {tp: out.get(tp, -1) for tp in partitions}
 
     async def commit(self, generation: int, member_id: str) -> int:
         """Commit every mark that moved since the last commit; returns how many partitions.
@@ -246,8 +247,3 @@ class OffsetManager:
     async def _coordinator_connection(self) -> BrokerConnection:
         broker = await self.client.coordinator(self.group_id)
         return await self.client.connect_to(broker)
-
-    async def _after_error(self, error: type[errors.KafkaError]) -> None:
-        if issubclass(error, (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)):
-            await self.client.refresh_coordinator(self.group_id)
-        await trio.sleep(self.client.config.retry_backoff)
