@@ -12,11 +12,9 @@ after the others were carried out.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
-
-import trio
 
 from pykaf import errors
 from pykaf import protocol as P
@@ -39,6 +37,7 @@ from pykaf._admin.results import (
     TopicDescription,
     TopicPartition,
 )
+from pykaf._cluster import request as rq
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.ends import list_offsets
 from pykaf._config import ClientConfig
@@ -146,12 +145,22 @@ class Admin:
             version = min(version, _MOCK_MAX_VERSIONS.get(api_key, version))
         return await conn.request(request, version)
 
+    def _exchange(self, request: Any) -> Callable[[BrokerConnection], Awaitable[Any]]:
+        async def exchange(conn: BrokerConnection) -> Any:
+            return await self._send(conn, request)
+
+        return exchange
+
     async def _to_controller(self, request: Any) -> Any:
-        conn = await self.client.connect_to(await self.client.controller())
-        return await self._send(conn, request)
+        # Answered per item: the caller reads the errors.
+        return await rq.call(
+            self.client, rq.CONTROLLER, self._exchange(request), what=type(request).__name__
+        )
 
     async def _to_any(self, request: Any) -> Any:
-        return await self._send(await self.client.any_connection(), request)
+        return await rq.call(
+            self.client, rq.ANY_BROKER, self._exchange(request), what=type(request).__name__
+        )
 
     async def _to_coordinator(self, group: str, request: Any) -> Any:
         """Send to ``group``'s coordinator, retrying while it moves or loads.
@@ -163,12 +172,8 @@ class Admin:
         ``retry_backoff`` and asks again. Both until ``request_timeout``; then
         the last answer is returned for the caller to raise.
         """
-        config = self.client.config
-        deadline = trio.current_time() + config.request_timeout
-        while True:
-            broker = await self.client.coordinator(group)
-            conn = await self.client.connect_to(broker)
-            response = await self._send(conn, request)
+
+        def check(response: Any) -> errors.KafkaError | None:
             code = getattr(response, "error_code", 0) or 0
             if not code:
                 groups = getattr(response, "groups", None) or getattr(response, "results", None)
@@ -183,11 +188,16 @@ class Admin:
                     ),
                     0,
                 )
-            if code not in _COORDINATOR_RETRIABLE or trio.current_time() >= deadline:
-                return response
-            if code != errors.CoordinatorLoadInProgressError.code:
-                await self.client.refresh_coordinator(group)
-            await trio.sleep(config.retry_backoff)
+            return _error(code, f"group {group!r}") if code in _COORDINATOR_RETRIABLE else None
+
+        return await rq.call(
+            self.client,
+            rq.group_coordinator(group),
+            self._exchange(request),
+            what=f"{type(request).__name__} for group {group!r}",
+            check=check,
+            exhausted=lambda failure, response: response,
+        )
 
     async def _metadata(self, topics: Sequence[str] | None) -> Any:
         request = P.MetadataRequest(
@@ -218,8 +228,7 @@ class Admin:
             log.debug("metadata refresh after a topic change failed: %s", exc)
 
     async def _await_topics(self, expected: Mapping[str, int | None]) -> None:
-        config = self.client.config
-        deadline = trio.current_time() + config.request_timeout
+        deadline = rq.Deadline(self.client.config.request_timeout)
         while True:
             response = await self._metadata(list(expected))
             seen: dict[str, int | None] = {
@@ -233,10 +242,10 @@ class Admin:
                 for name, count in expected.items()
             ):
                 return
-            if trio.current_time() >= deadline:
+            if deadline.passed:
                 log.debug("the metadata shows %s, not yet %s", seen, dict(expected))
                 return
-            await trio.sleep(config.retry_backoff)
+            await rq.backoff(self.client)
 
     # -- topics -------------------------------------------------------------------
 
