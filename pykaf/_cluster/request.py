@@ -86,9 +86,13 @@ class Deadline:
         return max(0.0, self.at - now())
 
 
-async def backoff(client: Client) -> None:
-    """Wait the one retry backoff: the client's ``retry_backoff``."""
-    await trio.sleep(client.config.retry_backoff)
+async def backoff(client: Client, seconds: float | None = None) -> None:
+    """Wait the one retry backoff: ``seconds``, by default the client's ``retry_backoff``.
+
+    A role passes its own ``retry_backoff`` when its options may differ from
+    a shared client's.
+    """
+    await trio.sleep(client.config.retry_backoff if seconds is None else seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,9 +159,11 @@ def transaction_coordinator(transactional_id: str) -> Target:
     return Target(_TRANSACTION, transactional_id)
 
 
-async def retry_later(client: Client, target: Target, failure: BaseException) -> None:
-    """The backoff between two attempts: wait ``retry_backoff``, forget a broker that moved."""
-    await backoff(client)
+async def retry_later(
+    client: Client, target: Target, failure: BaseException, seconds: float | None = None
+) -> None:
+    """The pause between two attempts: :func:`backoff`, then forget a broker that moved."""
+    await backoff(client, seconds)
     target.forget(client, failure)
 
 
@@ -180,6 +186,7 @@ async def call(
     retry: Callable[[errors.KafkaError], bool] = retriable,
     retry_raised: tuple[type[BaseException], ...] = (),
     timeout: float | None = None,
+    retry_backoff: float | None = None,
     min_attempts: int = 1,
     max_attempts: int | None = None,
     refused: Callable[[errors.KafkaError], BaseException] | None = None,
@@ -199,6 +206,7 @@ async def call(
             exchanging that are asked again too (default: none, they propagate).
         timeout: seconds after which a failure is no longer retried
             (default ``request_timeout``; ``math.inf`` for none).
+        retry_backoff: seconds between attempts (default: the client's).
         min_attempts: attempts made before the deadline counts.
         max_attempts: attempts after which a failure is no longer retried.
         refused: what to raise for an answered error that is not retried
@@ -238,7 +246,7 @@ async def call(
             on_retry(failure)
         else:
             log.debug("%s: %s; retrying", what, failure)
-        await retry_later(client, target, failure)
+        await retry_later(client, target, failure, retry_backoff)
 
 
 def version_for(conn: BrokerConnection, api: Any, max_version: int | None = None) -> int:

@@ -24,6 +24,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster import request as rq
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._txn.states import INITIAL, TxnEvent, TxnStatus, allowed, transition
 from pykaf.errors import TransactionAbortedError, TransactionStateError
@@ -59,7 +60,6 @@ _FENCED: tuple[type[errors.KafkaError], ...] = (
     errors.InvalidProducerEpochError,
     errors.TransactionCoordinatorFencedError,
 )
-_STALE_COORDINATOR = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
 
 TopicPartition = tuple[str, int]
 
@@ -524,32 +524,42 @@ class TransactionManager:
             the broker's error otherwise (fatal ones put the producer in FATAL_ERROR).
         """
         cfg = self.producer.config
-        deadline = trio.current_time() + cfg.request_timeout
-        stale = False
-        while True:
-            try:
-                conn = await self._connection(group, stale)
-                version = conn.version_for(api_key)
-                if max_version is not None:
-                    version = min(version, max_version)
-                resp = await conn.request(build(version), version)
-                err = check(resp)
-                if err is None:
-                    return resp
-                if not err.retriable:
-                    exc = err(f"{what}: {err.description}")
-                    if isinstance(exc, _FATAL):
-                        raise _again(self.fatal(exc))
-                    raise exc
-                stale = issubclass(err, _STALE_COORDINATOR)
-                last: BaseException = err(f"{what}: {err.description}")
-            except errors.RetriableError as exc:
-                stale = True
-                last = exc
-            if trio.current_time() >= deadline:
-                raise errors.KafkaTimeoutError(f"{what} did not succeed in time: {last}")
-            log.debug("%s: %s; retrying", what, last)
-            await trio.sleep(cfg.retry_backoff)
+        if group is None:
+            target = rq.transaction_coordinator(self.transactional_id)
+        else:
+            target = rq.group_coordinator(group)
+
+        async def exchange(conn: BrokerConnection) -> Any:
+            version = conn.version_for(api_key)
+            if max_version is not None:
+                version = min(version, max_version)
+            return await conn.request(build(version), version)
+
+        def checked(resp: Any) -> errors.KafkaError | None:
+            err = check(resp)
+            return None if err is None else err(f"{what}: {err.description}")
+
+        def refused(exc: errors.KafkaError) -> BaseException:
+            return _again(self.fatal(exc)) if isinstance(exc, _FATAL) else exc
+
+        def exhausted(last: BaseException, resp: Any) -> Any:
+            raise errors.KafkaTimeoutError(f"{what} did not succeed in time: {last}")
+
+        # A retriable answer or failure (a lost connection, a coordinator not
+        # found yet) is asked again; NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE
+        # and lost connections look the coordinator up again.
+        return await rq.call(
+            self.producer.client,
+            target,
+            exchange,
+            what=what,
+            check=checked,
+            retry_raised=(errors.RetriableError,),
+            timeout=cfg.request_timeout,
+            retry_backoff=cfg.retry_backoff,
+            refused=refused,
+            exhausted=exhausted,
+        )
 
 
 def _again(error: BaseException) -> BaseException:
