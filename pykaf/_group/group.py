@@ -27,7 +27,6 @@ one, when the group's ``async with`` block is left without an error).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster import request as rq
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._consumer.consumer import Consumer
@@ -321,12 +321,10 @@ class ConsumerGroup:
         return await self.client.connect_to(broker)
 
     async def _retry_later(self, error: BaseException) -> None:
-        await trio.sleep(self.config.retry_backoff)
-        if isinstance(error, (*_COORDINATOR_MOVED, errors.KafkaConnectionError)):
-            try:
-                await self.client.refresh_coordinator(self.group_id)
-            except errors.PykafError as exc:
-                log.info("group %s: no coordinator yet: %s", self.group_id, exc)
+        # The request path's pause: the next _coordinator() looks the
+        # coordinator up again after NOT_COORDINATOR or a lost connection.
+        target = rq.group_coordinator(self.group_id)
+        await rq.retry_later(self.client, target, error, self.config.retry_backoff)
 
     async def _join_and_sync(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
         """Join and sync until this member holds an assignment of a generation."""
@@ -596,7 +594,7 @@ class ConsumerGroup:
         """Heartbeat until a rebalance starts (False) or the membership is lost (True)."""
         cfg = self.config
         H = P.HeartbeatRequest
-        last_ok = time.monotonic()
+        last_ok = trio.current_time()
         while True:
             await trio.sleep(cfg.heartbeat_interval)
             try:
@@ -614,7 +612,7 @@ class ConsumerGroup:
                 err = errors.error_for_code(response.error_code)
             except errors.PykafError as exc:
                 err = None
-                if time.monotonic() - last_ok > cfg.session_timeout:
+                if trio.current_time() - last_ok > cfg.session_timeout:
                     log.warning(
                         "group %s: no heartbeat for session_timeout: %s", self.group_id, exc
                     )
@@ -622,7 +620,7 @@ class ConsumerGroup:
                 await self._retry_later(exc)
                 continue
             if err is None:
-                last_ok = time.monotonic()
+                last_ok = trio.current_time()
                 continue
             if issubclass(err, errors.RebalanceInProgressError):
                 log.info("group %s: rebalance", self.group_id)
@@ -632,7 +630,7 @@ class ConsumerGroup:
                 return True
             if issubclass(err, _COORDINATOR_MOVED):
                 await self._retry_later(err(err.description))
-                if time.monotonic() - last_ok > cfg.session_timeout:
+                if trio.current_time() - last_ok > cfg.session_timeout:
                     return True
                 continue
             raise err(f"Heartbeat {self.group_id!r}: {err.description}")
