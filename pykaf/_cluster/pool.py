@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 
 import trio
 
@@ -66,7 +65,7 @@ class ConnectionPool:
             slot = self._slots[key] = _Slot()
         conn = slot.conn
         if conn is not None and not conn.broken:
-            if conn.expires_at is None or time.monotonic() < conn.expires_at:
+            if conn.expires_at is None or trio.current_time() < conn.expires_at:
                 conn.learn_node_id(node_id)
                 return conn
             conn.close()  # the SASL session is ending: authenticate afresh
@@ -75,7 +74,7 @@ class ConnectionPool:
             if conn is not None and not conn.broken:
                 conn.learn_node_id(node_id)
                 return conn
-            wait = slot.next_attempt - time.monotonic()
+            wait = slot.next_attempt - trio.current_time()
             if wait > 0:
                 await trio.sleep(wait)
             if self._closed:
@@ -87,7 +86,7 @@ class ConnectionPool:
             except KafkaConnectionError:
                 slot.failures += 1
                 self.connect_failures += 1
-                slot.next_attempt = time.monotonic() + self.backoff(slot.failures)
+                slot.next_attempt = trio.current_time() + self.backoff(slot.failures)
                 raise
             slot.failures = 0
             slot.next_attempt = 0.0

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import ssl
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -156,7 +155,7 @@ class BrokerConnection:
         self._reader_scope = trio.CancelScope()
         self._closed = trio.Event()
         self._error: PykafError | None = None
-        self.opened_at = time.monotonic()
+        self.opened_at = trio.current_time()
         #: When a SASL session ends (KIP-368); the pool reconnects before then.
         self.expires_at: float | None = None
         self.requests_sent = 0

@@ -10,8 +10,9 @@ authenticated one before then. It knows a connection only as a
 
 from __future__ import annotations
 
-import time
 from typing import Any, Protocol
+
+import trio
 
 from pykaf import protocol as P
 from pykaf._config import ClientConfig
@@ -41,7 +42,7 @@ async def authenticate(conn: Requester, config: ClientConfig) -> float | None:
     """Run the configured SASL mechanism on ``conn``.
 
     Returns:
-        when the session ends (``time.monotonic()`` seconds) if the broker set a
+        when the session ends (``trio.current_time()`` seconds) if the broker set a
         lifetime (KIP-368), else None.
 
     Raises:
@@ -73,4 +74,4 @@ async def authenticate(conn: Requester, config: ClientConfig) -> float | None:
             bytes(r.auth_bytes or b""),
             getattr(r, "session_lifetime_ms", 0),
         )
-    return auth.reauth_deadline(time.monotonic())
+    return auth.reauth_deadline(trio.current_time())
