@@ -72,7 +72,7 @@ class Client:
         self._pool = ConnectionPool(nursery, config)
         self.metadata = Metadata()
         self._refresh_lock = trio.Lock()
-        self._refreshed_at = 0.0
+        self._refreshes = 0  # refreshes completed
         self._coordinators: dict[tuple[int, str], BrokerInfo] = {}
         self._closed = False
 
@@ -155,12 +155,13 @@ class Client:
             KafkaConnectionError: no broker answered.
         """
         self._check_open()
-        asked_at = rq.now()
+        # Counted, not timed: under a MockClock two calls can share an instant.
+        seen = self._refreshes
         async with self._refresh_lock:
-            if self._refreshed_at >= asked_at:
+            if self._refreshes > seen:  # one completed while this call waited
                 return
             await self._refresh(topics)
-            self._refreshed_at = rq.now()
+            self._refreshes += 1
 
     async def _refresh(self, topics: Sequence[str]) -> None:
         # A full refresh cannot create topics; asking for them by name can.
