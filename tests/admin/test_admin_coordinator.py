@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import trio
+import trio.testing
 
 import pykaf
 from pykaf import errors
@@ -18,7 +20,7 @@ MISSING = errors.CoordinatorNotAvailableError.code
     "codes", [[LOADING, LOADING], [MOVED], [MISSING, LOADING]], ids=["loading", "moved", "mixed"]
 )
 async def test_group_offsets_are_read_after_retriable_coordinator_answers(
-    codes: list[int],
+    codes: list[int], autojump_clock: trio.testing.MockClock
 ) -> None:
     # Kafka answers COORDINATOR_LOAD_IN_PROGRESS on a group's first use while it
     # reads __consumer_offsets: the admin call must wait, not raise it.
@@ -34,7 +36,9 @@ async def test_group_offsets_are_read_after_retriable_coordinator_answers(
             assert asked == len(codes) + 1
 
 
-async def test_a_coordinator_that_keeps_loading_is_reported_after_the_request_timeout() -> None:
+async def test_a_coordinator_that_keeps_loading_is_reported_after_the_request_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with (
         open_fake_cluster(1) as cluster,
         pykaf.open_admin(cluster.bootstrap, retry_backoff=0.01, request_timeout=0.3) as admin,
@@ -44,7 +48,9 @@ async def test_a_coordinator_that_keeps_loading_is_reported_after_the_request_ti
             await admin.list_group_offsets("billing")
 
 
-async def test_a_non_retriable_answer_is_raised_at_once() -> None:
+async def test_a_non_retriable_answer_is_raised_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     async with open_fake_cluster(1) as cluster, pykaf.open_admin(cluster.bootstrap) as admin:
         cluster.start_request_tracking()
         cluster.push_request_errors(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import pykaf
 from pykaf import errors
@@ -348,7 +349,9 @@ async def test_a_truncated_batch_grows_the_fetch_size_up_to_fetch_max_bytes() ->
 
 
 @pytest.mark.parametrize("skip", [False, True])
-async def test_a_batch_over_fetch_max_bytes_stops_or_is_skipped(skip: bool) -> None:
+async def test_a_batch_over_fetch_max_bytes_stops_or_is_skipped(
+    skip: bool, autojump_clock: trio.testing.MockClock
+) -> None:
     builder = BatchBuilder()
     for _ in range(3):
         builder.append(0, None, b"v" * 5000)

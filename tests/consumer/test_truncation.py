@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import pykaf
 from pykaf import errors
@@ -72,7 +73,9 @@ async def ten_records_over_two_epochs(cluster: FakeCluster) -> int:
     return other
 
 
-async def test_truncation_below_the_position_is_reported(cluster: FakeCluster) -> None:
+async def test_truncation_below_the_position_is_reported(
+    cluster: FakeCluster, autojump_clock: trio.testing.MockClock
+) -> None:
     await ten_records_over_two_epochs(cluster)
     async with pykaf.open_consumer(
         cluster.bootstrap, auto_offset_reset="none", retry_backoff=0.02
@@ -98,7 +101,9 @@ async def test_truncation_below_the_position_is_reported(cluster: FakeCluster) -
         assert [r.value for r in await read_n(pc, 1)] == [b"new"]
 
 
-async def test_a_leader_change_without_truncation_is_not_flagged(cluster: FakeCluster) -> None:
+async def test_a_leader_change_without_truncation_is_not_flagged(
+    cluster: FakeCluster, autojump_clock: trio.testing.MockClock
+) -> None:
     await produce(cluster, [b"a%d" % i for i in range(5)])
     cluster.start_request_tracking()
     async with pykaf.open_consumer(
@@ -119,7 +124,9 @@ async def test_a_leader_change_without_truncation_is_not_flagged(cluster: FakeCl
         assert not pc.paused
 
 
-async def test_a_fenced_epoch_in_fetch_refreshes_and_goes_on(cluster: FakeCluster) -> None:
+async def test_a_fenced_epoch_in_fetch_refreshes_and_goes_on(
+    cluster: FakeCluster, autojump_clock: trio.testing.MockClock
+) -> None:
     """The leader's epoch grows behind the consumer's back (same broker): the
     consumer's Fetch carries the old epoch, the fake answers FENCED_LEADER_EPOCH,
     and the consumer goes on under the new epoch with nothing lost."""
@@ -142,7 +149,7 @@ async def test_a_fenced_epoch_in_fetch_refreshes_and_goes_on(cluster: FakeCluste
 
 
 async def test_resume_with_an_epoch_is_validated_before_the_first_fetch(
-    cluster: FakeCluster,
+    cluster: FakeCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     await ten_records_over_two_epochs(cluster)
     async with pykaf.open_consumer(cluster.bootstrap, retry_backoff=0.02) as consumer:
@@ -184,7 +191,9 @@ async def test_resume_with_an_epoch_is_validated_before_the_first_fetch(
         assert (await read_n(pc, 1))[0].offset == 0
 
 
-async def test_reset_policy_continues_from_the_divergent_offset(cluster: FakeCluster) -> None:
+async def test_reset_policy_continues_from_the_divergent_offset(
+    cluster: FakeCluster, autojump_clock: trio.testing.MockClock
+) -> None:
     await ten_records_over_two_epochs(cluster)
     async with pykaf.open_consumer(
         cluster.bootstrap, auto_offset_reset="latest", retry_backoff=0.02
@@ -206,7 +215,7 @@ async def test_reset_policy_continues_from_the_divergent_offset(cluster: FakeClu
 
 
 async def test_group_commits_the_epoch_and_a_resume_detects_truncation(
-    cluster: FakeCluster,
+    cluster: FakeCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     await ten_records_over_two_epochs(cluster)
     group = "trunc-group"
@@ -268,7 +277,9 @@ async def test_group_commits_the_epoch_and_a_resume_detects_truncation(
     assert [r.value for r in second.got[:5]] == [b"n%d" % i for i in range(7, 12)]
 
 
-async def test_leader_epoch_argument_is_checked(cluster: FakeCluster) -> None:
+async def test_leader_epoch_argument_is_checked(
+    cluster: FakeCluster, autojump_clock: trio.testing.MockClock
+) -> None:
     async with pykaf.open_consumer(cluster.bootstrap) as consumer:
         for bad in ("1", 1.5, True, -2, 2**31):
             with pytest.raises(errors.ConfigError):
