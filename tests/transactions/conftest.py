@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+from trio.testing import MockClock
 from txn_target import TxnTarget
 
 from pykaf.testing import open_fake_cluster
@@ -27,3 +28,18 @@ async def target(request: pytest.FixtureRequest) -> AsyncIterator[TxnTarget]:
         yield TxnTarget("fake", fake.bootstrap, fake=fake)
         failed = list(fake.handler_errors)
     assert not failed, f"the fake cluster's request handlers raised: {failed!r}"
+
+
+@pytest.fixture
+def fake_clock(request: pytest.FixtureRequest) -> MockClock | None:
+    """An autojumping MockClock for a test on the fake cluster, else None (the real clock).
+
+    The fake runs in the test's own trio run, so its timers and the client's
+    move on the same mock clock; Apache Kafka answers over sockets in real
+    time, which a mock clock would jump past. A test takes this fixture as an
+    argument (pytest-trio runs the test on a clock among its arguments).
+    """
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("target") == "fake":
+        return MockClock(autojump_threshold=0)
+    return None

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import trio
 from doc_examples import load_example
+from trio.testing import MockClock
 from txn_target import TxnTarget
 
 import pykaf
@@ -206,7 +207,7 @@ async def _inject_faults(run: Run, cluster: FakeCluster, rng: random.Random) -> 
             cluster.broker_up(victim)
 
 
-async def test_example_without_faults(target: TxnTarget) -> None:
+async def test_example_without_faults(target: TxnTarget, fake_clock: MockClock | None) -> None:
     run = await _new_run(target)
     handlers = await _run_until_done(run, {"transactional_id": target.unique("eos-plain")})
     await _check_output(run)
@@ -290,7 +291,9 @@ async def test_exactly_once_with_a_kafka_node_killed_mid_run(
     assert sum(h.committed for h in handlers) >= RECORDS // 20 // PARTITIONS
 
 
-async def test_a_replacement_instance_fences_the_zombie(target: TxnTarget) -> None:
+async def test_a_replacement_instance_fences_the_zombie(
+    target: TxnTarget, fake_clock: MockClock | None
+) -> None:
     """Two instances with one transactional id: the newer fences the older, output exact.
 
     The first instance (the zombie) commits one transaction, then its next one

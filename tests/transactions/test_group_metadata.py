@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+from trio.testing import MockClock
 from txn_target import TxnTarget
 
 import pykaf
@@ -21,7 +22,9 @@ pytestmark = pytest.mark.broker
 GROUP = {"heartbeat_interval": 0.2, "session_timeout": 6.0, "rebalance_timeout": 4.0}
 
 
-async def test_async_group_offsets_committed_by_the_transaction_only(target: TxnTarget) -> None:
+async def test_async_group_offsets_committed_by_the_transaction_only(
+    target: TxnTarget, fake_clock: MockClock | None
+) -> None:
     src, dst = await target.topic("src"), await target.topic("dst")
     group = target.unique("g-async")
     async with pykaf.open_producer(target.bootstrap) as plain:

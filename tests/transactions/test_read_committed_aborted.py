@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+from trio.testing import MockClock
 from txn_target import TxnTarget
 
 import pykaf
@@ -91,7 +92,9 @@ async def test_interleaved_pykaf_transactions_commits_and_aborts(target: TxnTarg
     assert Counter(got) == Counter(committed)
 
 
-async def test_an_open_pykaf_transaction_holds_back_readers(target: TxnTarget) -> None:
+async def test_an_open_pykaf_transaction_holds_back_readers(
+    target: TxnTarget, fake_clock: MockClock | None
+) -> None:
     topic = await target.topic("held")
     async with (
         pykaf.open_producer(target.bootstrap, transactional_id=target.unique("holder")) as txn,
@@ -118,7 +121,9 @@ async def test_an_open_pykaf_transaction_holds_back_readers(target: TxnTarget) -
         assert rest == [b"inside", b"after"]
 
 
-async def test_newest_is_the_last_stable_offset_under_read_committed(target: TxnTarget) -> None:
+async def test_newest_is_the_last_stable_offset_under_read_committed(
+    target: TxnTarget, fake_clock: MockClock | None
+) -> None:
     """As Java's seekToEnd: a read_committed consumer starting at NEWEST starts at the
     LSO, so an open transaction's records reach it once committed; read_uncommitted
     starts at the high watermark, past them."""
@@ -146,7 +151,9 @@ async def test_newest_is_the_last_stable_offset_under_read_committed(target: Txn
         await txn.commit_transaction()
 
 
-async def test_offset_fetch_waits_out_an_open_transactions_offsets(target: TxnTarget) -> None:
+async def test_offset_fetch_waits_out_an_open_transactions_offsets(
+    target: TxnTarget, fake_clock: MockClock | None
+) -> None:
     """KIP-447: a new member's OffsetFetch waits for the pending transactional commit."""
     topic = await target.topic("src")
     group = target.unique("g-unstable")

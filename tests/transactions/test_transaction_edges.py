@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import trio
+from trio.testing import MockClock
 from txn_target import TxnTarget
 
 import pykaf
@@ -33,7 +34,7 @@ async def _committed_values(target: TxnTarget, topic: str) -> list[bytes]:
 
 
 async def test_input_messages_all_join_the_transaction_with_a_full_buffer(
-    target: TxnTarget,
+    target: TxnTarget, fake_clock: MockClock | None
 ) -> None:
     topic = await target.topic("in")
     async with pykaf.open_producer(
@@ -53,7 +54,7 @@ async def test_input_messages_all_join_the_transaction_with_a_full_buffer(
 
 
 async def test_a_message_refused_on_input_makes_the_transaction_abortable(
-    target: TxnTarget,
+    target: TxnTarget, fake_clock: MockClock | None
 ) -> None:
     topic = await target.topic("refused")
     async with pykaf.open_producer(
@@ -82,7 +83,9 @@ async def _grant(target: TxnTarget, bindings: list[pykaf.AclBinding]) -> None:
                 await trio.sleep(0.05)
 
 
-async def test_abort_after_a_refused_first_add_is_not_fatal(target: TxnTarget) -> None:
+async def test_abort_after_a_refused_first_add_is_not_fatal(
+    target: TxnTarget, fake_clock: MockClock | None
+) -> None:
     topic = await target.topic("never")
     tid = target.unique("t-never")
     bootstrap = target.bootstrap
