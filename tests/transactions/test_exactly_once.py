@@ -217,7 +217,7 @@ async def test_example_without_faults(target: TxnTarget, fake_clock: MockClock |
 
 # Fake only: Kafka cannot be made to answer chosen requests with chosen errors.
 @pytest.mark.parametrize("seed", [1, 2])
-async def test_exactly_once_under_injected_faults(seed: int) -> None:
+async def test_exactly_once_under_injected_faults(seed: int, autojump_clock: MockClock) -> None:
     rng = random.Random(seed)
     async with open_fake_cluster(3) as cluster:
         run = await _new_run(TxnTarget("fake", cluster.bootstrap, fake=cluster))
