@@ -167,11 +167,6 @@ async def retry_later(
     target.forget(client, failure)
 
 
-def retriable(error: errors.KafkaError) -> bool:
-    """The default retry rule for answered errors: the ones Kafka marks retriable."""
-    return error.retriable
-
-
 def _no_error(response: Any) -> errors.KafkaError | None:
     return None
 
@@ -183,7 +178,6 @@ async def call(
     *,
     what: str,
     check: Callable[[R], errors.KafkaError | None] = _no_error,
-    retry: Callable[[errors.KafkaError], bool] = retriable,
     retry_raised: tuple[type[BaseException], ...] = (),
     timeout: float | None = None,
     retry_backoff: float | None = None,
@@ -200,8 +194,9 @@ async def call(
         target: the broker to ask.
         exchange: sends the request(s) on the connection and returns the answer.
         what: names the call in logs.
-        check: the answer's error (None when it succeeded).
-        retry: which answered errors are asked again (default: the retriable ones).
+        check: the answer's error (None when it succeeded); those Kafka
+            marks retriable are asked again. A caller that retries fewer
+            returns only those.
         retry_raised: exceptions raised while choosing the broker or
             exchanging that are asked again too (default: none, they propagate).
         timeout: seconds after which a failure is no longer retried
@@ -234,7 +229,7 @@ async def call(
             error = check(answer)
             if error is None:
                 return answer
-            if not retry(error):
+            if not error.retriable:
                 raise error if refused is None else refused(error)
             failure = error
         out_of_attempts = max_attempts is not None and attempts >= max_attempts
@@ -291,7 +286,6 @@ __all__ = [
     "node",
     "now",
     "request",
-    "retriable",
     "retry_later",
     "transaction_coordinator",
     "version_for",
