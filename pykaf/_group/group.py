@@ -383,7 +383,7 @@ class ConsumerGroup:
                 self._lose_membership()
                 raise _Rejoin
             if issubclass(err, errors.RebalanceInProgressError):
-                await trio.sleep(cfg.retry_backoff)
+                await rq.backoff(self.client, cfg.retry_backoff)
                 raise _Rejoin
             raise err(f"JoinGroup {self.group_id!r}: {err.description}")
         self.member_id = response.member_id
