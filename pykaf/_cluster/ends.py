@@ -11,13 +11,17 @@ and lag reports can afford.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster import request as rq
 from pykaf._cluster.client import NEWEST, Client
+from pykaf._net.connection import BrokerConnection
 from pykaf.protocol import quirks, versions
 
 TopicPartition = tuple[str, int]
@@ -103,9 +107,8 @@ async def _fetched_end(
     """
     F = P.FetchRequest
     topic, partition = tp
-    while True:
-        leader = await client.leader(topic, partition)
-        conn = await client.connect_to(leader)
+
+    async def exchange(conn: BrokerConnection) -> Any:
         version = versions.FETCH.pick(conn)
         request = F(
             replica_id=-1,
@@ -127,18 +130,27 @@ async def _fetched_end(
                 )
             ],
         )
-        response = await conn.request(request, version)
+        return await conn.request(request, version)
+
+    def check(response: Any) -> errors.KafkaError | None:
         err = errors.error_for_code(getattr(response, "error_code", 0) or 0)
         if err is None:
-            rp = response.responses[0].partitions[0]
-            err = errors.error_for_code(rp.error_code)
-            if err is None:
-                lso = getattr(rp, "last_stable_offset", -1)
-                return int(lso if isolation_level and lso >= 0 else rp.high_watermark)
-            if err is errors.OffsetOutOfRangeError:
-                return -1
-        if not err.retriable:
-            raise err(f"Fetch {topic}/{partition}: {err.description}")
-        client.metadata.mark_leader_unknown(topic, partition)
-        await client.refresh_metadata(topic)
-        await trio.sleep(client.config.retry_backoff)
+            err = errors.error_for_code(response.responses[0].partitions[0].error_code)
+            if err is None or err is errors.OffsetOutOfRangeError:
+                return None
+        return err(f"Fetch {topic}/{partition}: {err.description}")
+
+    # Retried without a deadline of its own: end_offsets bounds the whole.
+    response = await rq.call(
+        client,
+        rq.leader(topic, partition),
+        exchange,
+        what=f"Fetch {topic}/{partition}",
+        check=check,
+        timeout=math.inf,
+    )
+    rp = response.responses[0].partitions[0]
+    if rp.error_code:  # OFFSET_OUT_OF_RANGE
+        return -1
+    lso = getattr(rp, "last_stable_offset", -1)
+    return int(lso if isolation_level and lso >= 0 else rp.high_watermark)
