@@ -72,10 +72,7 @@ _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 
 def _error(code: int, what: str, message: str | None = None) -> errors.KafkaError | None:
     """The error instance for ``code`` about ``what`` (None for no error)."""
-    cls = errors.error_for_code(code)
-    if cls is None:
-        return None
-    return cls(f"{what}: {message or cls.description}")
+    return rq.error_of(code, what, message)
 
 
 def _raise_one(operation: str, failures: Mapping[Any, BaseException], items: int) -> None:

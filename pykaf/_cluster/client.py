@@ -365,20 +365,15 @@ class Client:
             resp = await conn.request(req, version)
             return version, resp.topics[0].partitions[0]
 
-        def check(answer: tuple[int, Any]) -> errors.KafkaError | None:
-            err = errors.error_for_code(answer[1].error_code)
-            return (
-                None if err is None else err(f"ListOffsets {topic}/{partition}: {err.description}")
-            )
-
         # Four attempts, whatever they take (a leader error means the next
         # attempt asks the new leader).
+        what = f"ListOffsets {topic}/{partition}"
         version, part = await rq.call(
             self,
             rq.leader(topic, partition),
             exchange,
-            what=f"ListOffsets {topic}/{partition}",
-            check=check,
+            what=what,
+            check=lambda answer: rq.error_of(answer[1].error_code, what),
             timeout=math.inf,
             max_attempts=4,
         )

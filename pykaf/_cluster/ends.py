@@ -132,22 +132,19 @@ async def _fetched_end(
         )
         return await conn.request(request, version)
 
+    what = f"Fetch {topic}/{partition}"
+
     def check(response: Any) -> errors.KafkaError | None:
-        err = errors.error_for_code(getattr(response, "error_code", 0) or 0)
-        if err is None:
-            err = errors.error_for_code(response.responses[0].partitions[0].error_code)
-            if err is None or err is errors.OffsetOutOfRangeError:
+        code = getattr(response, "error_code", 0) or 0
+        if not code:
+            code = response.responses[0].partitions[0].error_code
+            if code == errors.OffsetOutOfRangeError.code:
                 return None
-        return err(f"Fetch {topic}/{partition}: {err.description}")
+        return rq.error_of(code, what)
 
     # Retried without a deadline of its own: end_offsets bounds the whole.
     response = await rq.call(
-        client,
-        rq.leader(topic, partition),
-        exchange,
-        what=f"Fetch {topic}/{partition}",
-        check=check,
-        timeout=math.inf,
+        client, rq.leader(topic, partition), exchange, what=what, check=check, timeout=math.inf
     )
     rp = response.responses[0].partitions[0]
     if rp.error_code:  # OFFSET_OUT_OF_RANGE

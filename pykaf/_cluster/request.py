@@ -167,6 +167,14 @@ async def retry_later(
     target.forget(client, failure)
 
 
+def error_of(code: int, what: str, message: str | None = None) -> errors.KafkaError | None:
+    """The typed error of a Kafka error ``code`` about ``what`` (None for no error)."""
+    cls = errors.error_for_code(code)
+    if cls is None:
+        return None
+    return cls(f"{what}: {message or cls.description}")
+
+
 def _no_error(response: Any) -> errors.KafkaError | None:
     return None
 
@@ -281,6 +289,7 @@ __all__ = [
     "Target",
     "backoff",
     "call",
+    "error_of",
     "group_coordinator",
     "leader",
     "node",
