@@ -104,8 +104,6 @@ def _rejected_api_versions(body: memoryview) -> Any:
         return cls(error_code=UNSUPPORTED_VERSION, api_keys=[])
 
 
-
-
 def negotiate(ranges: dict[int, tuple[int, int]]) -> BrokerVersions:
     """Pick, per API, the highest version both pykaf and the broker speak."""
     chosen: dict[int, int] = {}
