@@ -43,6 +43,7 @@ from pykaf._cluster.ends import list_offsets
 from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
 from pykaf.errors import AdminError
+from pykaf.protocol import quirks
 from pykaf.protocol.consumer_protocol import decode_assignment
 
 log = logging.getLogger("pykaf.admin")
@@ -52,20 +53,10 @@ _CREATE_TOPICS = P.CreateTopicsRequest.API_KEY
 _DELETE_TOPICS = P.DeleteTopicsRequest.API_KEY
 _CREATE_PARTITIONS = P.CreatePartitionsRequest.API_KEY
 _DESCRIBE_CONFIGS = P.DescribeConfigsRequest.API_KEY
-_LIST_GROUPS = P.ListGroupsRequest.API_KEY
-_DESCRIBE_GROUPS = P.DescribeGroupsRequest.API_KEY
 _DELETE_GROUPS = P.DeleteGroupsRequest.API_KEY
 _OFFSET_FETCH = P.OffsetFetchRequest.API_KEY
-_OFFSET_COMMIT = P.OffsetCommitRequest.API_KEY
 _OFFSET_DELETE = P.OffsetDeleteRequest.API_KEY
 _DELETE_RECORDS = P.DeleteRecordsRequest.API_KEY
-# librdkafka's mock cluster only (it names its cluster "mockCluster..."): the
-# last group API versions before the flexible encoding, which it mis-parses.
-# Other brokers get what ApiVersions offers (ListGroups v4+ carries the
-# group's state). OffsetFetch is not capped: its v8+ groups form is the one
-# Tansu answers right for "all".
-_MOCK_MAX_VERSIONS = {_OFFSET_COMMIT: 8, _DESCRIBE_GROUPS: 4, _LIST_GROUPS: 2}
-_MOCK_CLUSTER_ID = "mockCluster"
 _TOPIC, _BROKER = 2, 4  # DescribeConfigs resource types
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 
@@ -138,8 +129,11 @@ class Admin:
         version = conn.version_for(api_key)
         if not self.client.metadata.updates:  # the cluster id is in the metadata
             await self.client.refresh_metadata()
-        if (self.client.metadata.cluster_id or "").startswith(_MOCK_CLUSTER_ID):
-            version = min(version, _MOCK_MAX_VERSIONS.get(api_key, version))
+        # quirk: mock-admin-flexible-versions (OffsetFetch is not capped: its
+        # v8+ groups form is the one Tansu answers right for "all")
+        cap = quirks.MOCK_CAPS.get(api_key)
+        if cap is not None and quirks.is_librdkafka_mock(self.client.metadata.cluster_id):
+            version = cap.pick(conn)
         return await conn.request(request, version)
 
     def _exchange(self, request: Any) -> Callable[[BrokerConnection], Awaitable[Any]]:
@@ -755,7 +749,8 @@ class Admin:
         broker = await self.client.coordinator(group_id)
         conn = await self.client.connect_to(broker)
         if conn.version_for(_OFFSET_FETCH) >= 8:
-            # The groups form (v8+); Tansu garbles "all topics" in the older form.
+            # The groups form (v8+); Tansu garbles "all topics" in the older form
+            # (quirk: tansu-offset-fetch-all).
             request = R(
                 groups=[
                     R.OffsetFetchRequestGroup(

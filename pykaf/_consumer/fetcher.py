@@ -25,6 +25,7 @@ from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._net.metrics import BatchEvent, report_batch
 from pykaf.codec import Record, RecordBatch, decode_record_set
+from pykaf.protocol import versions
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
@@ -33,9 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pykaf.consumer")
 
-_FETCH = P.FetchRequest.API_KEY
-#: Fetch v13+ names topics by id; pykaf fetches by name.
-MAX_FETCH_VERSION = 12
 _OFFSET_OUT_OF_RANGE = 1
 #: Errors a leader lookup may cure: the partition is detached and its task
 #: looks for the leader again.
@@ -114,7 +112,7 @@ class BrokerFetcher:
         cfg = consumer.config
         try:
             conn = await consumer.client.broker_connection(self.node_id)
-            version = min(MAX_FETCH_VERSION, conn.version_for(_FETCH))
+            version = versions.FETCH.pick(conn)
         except errors.PykafError as exc:
             log.info("broker %d unreachable for fetching: %s", self.node_id, exc)
             self.errors += 1

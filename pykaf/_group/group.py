@@ -54,18 +54,10 @@ from pykaf._group.states import INITIAL, MemberEvent, transition
 from pykaf._util import open_service_nursery, start_task_nursery
 from pykaf.codec import Record
 from pykaf.errors import CommitError
+from pykaf.protocol import versions
 
 log = logging.getLogger("pykaf.group")
 
-_JOIN_GROUP = P.JoinGroupRequest.API_KEY
-_HEARTBEAT = P.HeartbeatRequest.API_KEY
-_LEAVE_GROUP = P.LeaveGroupRequest.API_KEY
-_SYNC_GROUP = P.SyncGroupRequest.API_KEY
-#: The last versions before the flexible encoding: what librdkafka sends. The
-#: later ones add nothing pykaf uses, and librdkafka's mock cluster advertises
-#: them but drops the connection on them (JoinGroup v6, SyncGroup v4), and
-#: answers LeaveGroup v3 in the v2 layout.
-MAX_VERSIONS = {_JOIN_GROUP: 5, _HEARTBEAT: 3, _LEAVE_GROUP: 2, _SYNC_GROUP: 3}
 PROTOCOL_TYPE = "consumer"
 TopicPartition = tuple[str, int]
 
@@ -354,7 +346,7 @@ class ConsumerGroup:
         self._move(MemberEvent.JOIN)
         cfg = self.config
         conn = await self._coordinator()
-        version = min(MAX_VERSIONS[_JOIN_GROUP], conn.version_for(_JOIN_GROUP))
+        version = versions.JOIN_GROUP.pick(conn)
         owned = self._assignment  # the last assignment (empty after a lost membership)
         J = P.JoinGroupRequest
         request = J(
@@ -412,7 +404,7 @@ class ConsumerGroup:
             protocol_name=protocol,
             assignments=assignments,
         )
-        sync_version = min(MAX_VERSIONS[_SYNC_GROUP], conn.version_for(_SYNC_GROUP))
+        sync_version = versions.SYNC_GROUP.pick(conn)
         answer = await conn.request(
             sync, sync_version, timeout=cfg.rebalance_timeout + cfg.request_timeout
         )
@@ -424,6 +416,7 @@ class ConsumerGroup:
             if issubclass(err, errors.RebalanceInProgressError):
                 raise _Rejoin
             if issubclass(err, errors.InvalidRequestError) and self._sync_refusals < 2:
+                # quirk: mock-late-sync-refused
                 # librdkafka's mock cluster ends a generation as soon as the
                 # leader's SyncGroup carries every assignment; a follower whose
                 # SyncGroup arrives after that is refused as INVALID_REQUEST.
@@ -599,7 +592,7 @@ class ConsumerGroup:
             await trio.sleep(cfg.heartbeat_interval)
             try:
                 conn = await self._coordinator()
-                version = min(MAX_VERSIONS[_HEARTBEAT], conn.version_for(_HEARTBEAT))
+                version = versions.HEARTBEAT.pick(conn)
                 response = await conn.request(
                     H(
                         group_id=self.group_id,
@@ -684,7 +677,7 @@ class ConsumerGroup:
         L = P.LeaveGroupRequest
         try:
             conn = await self._coordinator()
-            version = min(MAX_VERSIONS[_LEAVE_GROUP], conn.version_for(_LEAVE_GROUP))
+            version = versions.LEAVE_GROUP.pick(conn)
             if version >= 3:
                 request = L(
                     group_id=self.group_id,

@@ -20,6 +20,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
 from pykaf.errors import CommitError
+from pykaf.protocol import versions
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
@@ -27,11 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pykaf.group")
 
-_OFFSET_COMMIT = P.OffsetCommitRequest.API_KEY
-#: OffsetCommit v9 and OffsetFetch v8+ are shaped for KIP-848 groups; pykaf
-#: speaks the classic protocol.
-MAX_COMMIT_VERSION = 8
-MAX_FETCH_VERSION = 7
 
 TopicPartition = tuple[str, int]
 
@@ -162,7 +158,7 @@ class OffsetManager:
             rq.group_coordinator(self.group_id),
             F,
             build,
-            max_version=MAX_FETCH_VERSION,
+            max_version=versions.OFFSET_FETCH.max_version,
             what=f"OffsetFetch for group {self.group_id!r}",
             check=check,
             retry_raised=(errors.KafkaConnectionError,),
@@ -197,7 +193,7 @@ class OffsetManager:
             by_topic.setdefault(topic, []).append((partition, offset, metadata, epoch))
         C = P.OffsetCommitRequest
         conn = await self._coordinator_connection()
-        version = min(MAX_COMMIT_VERSION, conn.version_for(_OFFSET_COMMIT))
+        version = versions.OFFSET_COMMIT.pick(conn)
         request = C(
             group_id=self.group_id,
             generation_id_or_member_epoch=generation,

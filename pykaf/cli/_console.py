@@ -296,7 +296,8 @@ def _assignment(args: argparse.Namespace, start: int, level: str) -> list[tuple[
 
     ``NEWEST`` and times (``--from-time``) are looked up here: the admin
     client's ``NEWEST`` is checked against a Fetch (right on Tansu, whose
-    ListOffsets(latest) lands inside the last batch); a time with no record
+    ListOffsets(latest) lands inside the last batch: quirk: tansu-latest-offset);
+    a time with no record
     that late starts at the end.
     """
     import pykaf.sync
