@@ -181,12 +181,10 @@ class Router:
 
     async def _partition_task(self, p: PartitionState) -> None:
         """Attach the partition to its leader's sink, again after every failure."""
-        cfg = self._config
         while True:
             if p.broker is None:
                 if p.failures:
-                    backoff = min(cfg.retry_backoff * 2 ** (p.failures - 1), cfg.retry_backoff_max)
-                    await trio.sleep(backoff)
+                    await trio.sleep(self._sinks.backoff(p))
                 await self._ids.wait_bump()
                 leader = await self._find_leader(p)
                 if leader is None:

@@ -241,6 +241,11 @@ class Sinks:
             self.acc.seal(p, wake=False)
         self.expire_queued(p, now)
 
+    def backoff(self, p: PartitionState) -> float:
+        """Seconds before a detached partition is attached again (exponential, capped)."""
+        cfg = self.config
+        return min(cfg.retry_backoff * 2.0 ** (p.failures - 1), cfg.retry_backoff_max)
+
     def partition_unreachable(self, p: PartitionState, error: BaseException) -> None:
         """The leader could not be reached: look the leader up again, then retry."""
         p.failures += 1
