@@ -48,15 +48,6 @@ def record_metadata(batch: ProducerBatch, delta: int, timestamp: int) -> RecordM
     return RecordMetadata(batch.topic, batch.partition, offset, ts)
 
 
-def observe(batch: ProducerBatch, delta: int, timestamp: int, target: Any) -> None:
-    """Have ``target`` (a callback or an ``input()`` message) told of one record's outcome."""
-    batch.observed += 1
-    if batch.extras is None:
-        batch.extras = [(delta, timestamp, target)]
-    else:
-        batch.extras.append((delta, timestamp, target))
-
-
 class Reports:
     """Settles batches and reports every record's outcome exactly once.
 
@@ -311,4 +302,4 @@ class Reports:
         self.unreported.clear()  # cleared in place: deliveries hold this list
 
 
-__all__ = ["Failure", "OnDelivery", "Reports", "observe", "record_metadata"]
+__all__ = ["Failure", "OnDelivery", "Reports", "record_metadata"]

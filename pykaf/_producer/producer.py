@@ -32,7 +32,7 @@ from pykaf import errors
 from pykaf._cluster.client import Client, client_for
 from pykaf._producer.accumulator import Accumulator, column
 from pykaf._producer.config import ProducerConfig
-from pykaf._producer.delivery import OnDelivery, Reports, observe, record_metadata
+from pykaf._producer.delivery import OnDelivery, Reports, record_metadata
 from pykaf._producer.dispatcher import Dispatcher
 from pykaf._producer.idempotence import Idempotence
 from pykaf._producer.records import (
@@ -171,7 +171,7 @@ class Producer:
             return
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
         if on_delivery is not None:
-            observe(batch, delta, timestamp, on_delivery)
+            batch.observe(delta, timestamp, on_delivery)
 
     async def send(
         self,

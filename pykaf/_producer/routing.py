@@ -19,7 +19,7 @@ import trio
 from pykaf import errors
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.config import ProducerConfig
-from pykaf._producer.delivery import Reports, observe
+from pykaf._producer.delivery import Reports
 from pykaf._producer.idempotence import Idempotence
 from pykaf._producer.sink import Sinks
 from pykaf._producer.state import PartitionState, TopicState
@@ -136,7 +136,7 @@ class Router:
                 self._reports.parked_failed(t.name, record, exc)
                 continue
             if target is not None:
-                observe(batch, delta, timestamp, target)
+                batch.observe(delta, timestamp, target)
         t.ready.set()
 
     async def _lookup_topic(self, topic: str) -> list[int]:
