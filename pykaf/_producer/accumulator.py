@@ -11,7 +11,7 @@ into their partition's send queue. Nothing here awaits a broker.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
@@ -20,7 +20,6 @@ from pykaf import errors
 from pykaf._columns import BinaryColumn
 from pykaf._producer.batch import ORDINAL_STEP, ProducerBatch
 from pykaf._producer.config import ProducerConfig
-from pykaf._producer.delivery import Reports
 from pykaf._producer.partitioner import (
     Partitioner,
     partitioner_from_config,
@@ -36,6 +35,9 @@ if TYPE_CHECKING:
 
 #: Per-record bytes counted against ``buffer_bytes`` besides key and value.
 RECORD_OVERHEAD = 24
+#: ``fail_alone(topic, partition, error, delivery)``: one record of a
+#: ``send_batch`` call failed before it reached a batch (the delivery stage's).
+FailAlone = Callable[[str, int, BaseException, BatchDelivery], None]
 
 
 class Accumulator:
@@ -53,7 +55,7 @@ class Accumulator:
         txn: TransactionManager | None,
     ) -> None:
         self._topics = topics
-        self._reports: Reports | None = None
+        self._fail_alone: FailAlone | None = None
         self._txn = txn
         self.partitioner: Partitioner = partitioner_from_config(config.partitioner)
         self._on_new_batch = getattr(self.partitioner, "on_new_batch", None)
@@ -78,9 +80,9 @@ class Accumulator:
         self.gated = txn is not None
         self._space = trio.lowlevel.ParkingLot()
 
-    def connect(self, reports: Reports) -> None:
-        """Wire the delivery stage (settled records give their space back to this one)."""
-        self._reports = reports
+    def connect(self, fail_alone: FailAlone) -> None:
+        """Wire the delivery stage's ``fail_alone`` (built after this stage, which it uses)."""
+        self._fail_alone = fail_alone
 
     # ------------------------------------------------------------------ the buffer
 
@@ -265,8 +267,8 @@ class Accumulator:
                     batch.builder = self.builder(self._batch_bytes)
                     continue
                 # This one record cannot fit any batch: it fails alone, the rest go on.
-                assert self._reports is not None
-                self._reports.fail_alone(t.name, part, exc, delivery)
+                assert self._fail_alone is not None
+                self._fail_alone(t.name, part, exc, delivery)
                 start += 1
                 continue
             added = end - start

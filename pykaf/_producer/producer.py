@@ -85,7 +85,7 @@ class Producer:
         self._topics = topics
         self._acc = acc = Accumulator(config, topics, txn)
         self._reports = reports = Reports(config, txn, acc.release)
-        acc.connect(reports)
+        acc.connect(reports.fail_alone)
         self._ids = ids = Idempotence(client, config, txn, nursery)
         self._sinks = sinks = Sinks(client, config, topics, nursery, acc, reports, ids, txn)
         self._router = Router(client, config, topics, nursery, acc, reports, ids, sinks)
