@@ -1,1 +1,1 @@
-"""The producer (issue 4): its options, partitioners and, later, batching and delivery."""
+"""The producer: its options, partitioners, and the pipeline stages (see producer.py)."""

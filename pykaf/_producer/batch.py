@@ -177,6 +177,14 @@ class ProducerBatch:
         else:
             self.waiters.append(delta)
 
+    def observe(self, delta: int, timestamp: int, target: Any) -> None:
+        """``target`` (a callback or an ``input()`` message) hears of record ``delta``'s outcome."""
+        self.observed += 1
+        if self.extras is None:
+            self.extras = [(delta, timestamp, target)]
+        else:
+            self.extras.append((delta, timestamp, target))
+
     def note_send(self, node_id: int, now: float) -> None:
         """Remember, for the ``on_batch`` hook, that the batch is being sent to ``node_id``.
 

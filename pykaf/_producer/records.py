@@ -146,9 +146,10 @@ class BatchDelivery:
         """Whether every record has been acknowledged or has failed."""
         return self.pending == 0
 
-    def _complete(
+    def settle_records(
         self, topic: str, partition: int, count: int, error: BaseException | None
     ) -> None:
+        """Internal (the producer's delivery stage): ``count`` records settled."""
         self.pending -= count
         if error is None:
             self.acked += count
@@ -157,6 +158,15 @@ class BatchDelivery:
             self._failures.append((topic, partition, count, error))
         if self.pending == 0 and self._event is not None:
             self._event.set()
+
+    def claim_later(
+        self,
+        entry: tuple[str, int, int, BaseException],
+        sink: list[tuple[str, int, int, BaseException]],
+    ) -> None:
+        """Internal: ``entry`` waits in ``sink`` for ``flush()``; ``wait()`` takes it back."""
+        self._claims.append(entry)
+        self._sink = sink
 
     async def wait(self) -> int:
         """Wait until every record is settled; return how many were acknowledged.

@@ -12,14 +12,21 @@ retries and leader moves.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
 from pykaf._producer.batch import ProducerBatch
 
-if TYPE_CHECKING:
-    from pykaf._producer.sender import BrokerSender
+
+class Sender(Protocol):
+    """The broker's sink a partition is attached to (``sink.BrokerSink``)."""
+
+    def wake(self) -> None:
+        """Look for ready batches again (a batch opened or sealed)."""
+
+    def detach(self, part: PartitionState) -> None:
+        """Stop sending ``part``'s batches."""
 
 
 class PartitionState:
@@ -49,7 +56,7 @@ class PartitionState:
         self.queue: deque[ProducerBatch] = deque()
         self.inflight: deque[ProducerBatch] = deque()
         self.retry: list[ProducerBatch] = []
-        self.broker: BrokerSender | None = None
+        self.broker: Sender | None = None
         self.retrying = False
         self.needs_metadata = True
         self.failures = 0  # consecutive retry rounds, for the backoff

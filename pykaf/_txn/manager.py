@@ -26,13 +26,12 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
 from pykaf._cluster.group_metadata import GroupMetadata
+from pykaf._txn.host import TxnHost, TxnPartition
 from pykaf._txn.states import INITIAL, TxnEvent, TxnStatus, allowed, transition
 from pykaf.errors import TransactionAbortedError, TransactionStateError
 
 if TYPE_CHECKING:
     from pykaf._net.connection import BrokerConnection
-    from pykaf._producer.producer import Producer
-    from pykaf._producer.state import PartitionState
 
 log = logging.getLogger("pykaf.producer")
 
@@ -125,7 +124,7 @@ def _first_error(codes: Iterable[int]) -> type[errors.KafkaError] | None:
 class TransactionManager:
     """The transaction state of one producer and its requests to the coordinators."""
 
-    def __init__(self, producer: Producer, transactional_id: str) -> None:
+    def __init__(self, producer: TxnHost, transactional_id: str) -> None:
         self.producer = producer
         self.transactional_id = transactional_id
         self.status = INITIAL
@@ -141,7 +140,7 @@ class TransactionManager:
         self.confirmed = False
         self.transactions = 0  # ended (committed or aborted), for statistics
         self._lock = trio.Lock()
-        self._to_add: dict[PartitionState, None] = {}
+        self._to_add: dict[TxnPartition, None] = {}
         self._add_wake = trio.Event()
         self._add_idle = trio.Event()
         self._add_idle.set()
@@ -151,7 +150,7 @@ class TransactionManager:
     def _set(self, event: TxnEvent) -> None:
         """The one place the status changes: by the table (``pykaf._txn.states``)."""
         status = self.status = transition(self.status, event)
-        self.producer._txn_gate = status is not TxnStatus.IN_TRANSACTION
+        self.producer.allow_sends(status is TxnStatus.IN_TRANSACTION)
 
     def initialized(self) -> None:
         """InitProducerId succeeded: transactions may begin."""
@@ -209,7 +208,7 @@ class TransactionManager:
         """The flush made the transaction fail (a record failed, or fenced)."""
         if self.status in (TxnStatus.ABORTABLE_ERROR, TxnStatus.FATAL_ERROR):
             # The failure is told by commit's error: flush() and aclose() keep quiet.
-            self.producer._unreported.clear()
+            self.producer.forget_failures()
         self._raise_fatal()
         if self.status is TxnStatus.ABORTABLE_ERROR:
             raise self._abortable_error()
@@ -253,12 +252,12 @@ class TransactionManager:
         """Flush, then EndTxn(commit). See ``Producer.commit_transaction``."""
         async with self._lock:
             if self.status is TxnStatus.IN_TRANSACTION:
-                await self.producer._drain_input()  # input() messages belong to it too
+                await self.producer.drain_input()  # input() messages belong to it too
             self._raise_fatal()
             if self.status is TxnStatus.ABORTABLE_ERROR:
                 raise self._abortable_error()
             self._set(TxnEvent.COMMIT)
-            await self.producer._flush_transaction()
+            await self.producer.flush_transaction()
             self._raise_after_flush()
             await self._wait_adder()
             if self.started:
@@ -279,7 +278,7 @@ class TransactionManager:
             self._set(TxnEvent.ABORT)
             self._to_add.clear()
             aborted = TransactionAbortedError("the transaction was aborted")
-            if await self.producer._drop_transaction(aborted):
+            if await self.producer.drop_transaction(aborted):
                 self.needs_bump = True
             await self._wait_adder()
             if self.started:
@@ -287,7 +286,7 @@ class TransactionManager:
                 # the transaction, and then answers INVALID_TXN_STATE.
                 await self._end(commit=False, nothing_begun_ok=not self.confirmed)
             if self.needs_bump:
-                await self.producer._new_epoch()
+                await self.producer.new_epoch()
                 self.needs_bump = False
             self._finish()
 
@@ -406,7 +405,7 @@ class TransactionManager:
 
     # ------------------------------------------------------------------ partitions
 
-    def need(self, part: PartitionState) -> None:
+    def need(self, part: TxnPartition) -> None:
         """The sender has a batch for ``part``, which is not in the transaction yet."""
         if self.status in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
             if part not in self._to_add:
@@ -418,7 +417,7 @@ class TransactionManager:
                 error: BaseException = self.error
             else:
                 error = self._abortable_error()
-            if self.producer._drop_unsent(part, error):
+            if self.producer.drop_unsent(part, error):
                 self.needs_bump = True
 
     async def _wait_adder(self) -> None:
@@ -446,7 +445,7 @@ class TransactionManager:
                     self._to_add.pop(part, None)
                 self.abortable(exc)
                 for part in parts:
-                    if self.producer._drop_unsent(part, exc):
+                    if self.producer.drop_unsent(part, exc):
                         self.needs_bump = True
             else:
                 self.confirmed = True
@@ -458,7 +457,7 @@ class TransactionManager:
             finally:
                 self._add_idle.set()
 
-    async def _add_partitions(self, parts: list[PartitionState]) -> None:
+    async def _add_partitions(self, parts: list[TxnPartition]) -> None:
         pr = self.producer
         by_topic: dict[str, list[int]] = {}
         for part in parts:
@@ -493,6 +492,10 @@ class TransactionManager:
         )
 
     # ------------------------------------------------------------------ requests
+
+    async def coordinator_connection(self, stale: bool) -> BrokerConnection:
+        """A connection to the transaction coordinator (looked up again when ``stale``)."""
+        return await self._connection(None, stale)
 
     async def _connection(self, group: str | None, stale: bool) -> BrokerConnection:
         client = self.producer.client

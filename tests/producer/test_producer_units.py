@@ -120,9 +120,9 @@ def test_a_split_batch_hands_each_record_and_its_tracking_to_its_part() -> None:
 
 async def test_batch_delivery_counts_and_raises_for_failures() -> None:
     ok = BatchDelivery(5)
-    ok._complete("t", 0, 2, None)
+    ok.settle_records("t", 0, 2, None)
     assert not ok.done
-    ok._complete("t", 1, 3, None)
+    ok.settle_records("t", 1, 3, None)
     assert ok.done
     assert await ok.wait() == 5
 
@@ -131,8 +131,8 @@ async def test_batch_delivery_counts_and_raises_for_failures() -> None:
 
     async def settle_later() -> None:
         await trio.sleep(0.01)
-        bad._complete("t", 0, 4, None)
-        bad._complete("t", 1, 2, boom)
+        bad.settle_records("t", 0, 4, None)
+        bad.settle_records("t", 1, 2, boom)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(settle_later)
@@ -181,7 +181,7 @@ def _offline_producer(**options: object) -> tuple[Producer, TopicState]:
     t = TopicState("t")
     t.parts = [PartitionState("t", i) for i in range(4)]
     t.count = 4
-    producer._topics["t"] = t
+    producer._router.topics["t"] = t
     return producer, t
 
 
@@ -286,14 +286,14 @@ async def test_send_batch_sticky_fills_one_partition_then_the_next() -> None:
 async def test_a_delivery_awaited_after_its_failure_takes_it_back_from_flush() -> None:
     producer, _t = _offline_producer(batch_bytes=10_000, max_message_bytes=10_000)
     delivery = await producer.send_batch("t", [b"x" * 20_000], partition=0)
-    assert len(producer._unreported) == 1  # nobody has awaited it yet
+    assert len(producer._reports.unreported) == 1  # nobody has awaited it yet
     with pytest.raises(errors.DeliveryError):
         await delivery.wait()
-    assert producer._unreported == []  # the delivery reported it: flush will not again
+    assert producer._reports.unreported == []  # the delivery reported it: flush will not again
     ignored = await producer.send_batch("t", [b"x" * 20_000], partition=0)
     assert not ignored.observed
     with pytest.raises(errors.DeliveryError) as info:
-        producer._raise_unreported()
+        producer._reports.raise_unreported()
     assert info.value.records == 1
 
 

@@ -1,0 +1,410 @@
+"""The accumulator: records into their partition's open batch, within the buffer limits.
+
+:class:`Accumulator` is the one place records enter batches: :meth:`~Accumulator.append`
+for one record (``send_nowait``, ``send``, keyed ``send_batch`` columns and
+parked records replayed) and :meth:`~Accumulator.append_columns` for columns
+(``send_batch``), which the Cython builder encodes a range at a time. It
+keeps the buffer accounting and its limits (``buffer_records``,
+``buffer_bytes``), opens batches and seals them (full, lingered or flushed)
+into their partition's send queue. Nothing here awaits a broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import trio
+
+from pykaf import errors
+from pykaf._columns import BinaryColumn
+from pykaf._producer.batch import ORDINAL_STEP, ProducerBatch
+from pykaf._producer.config import ProducerConfig
+from pykaf._producer.partitioner import (
+    Partitioner,
+    partitioner_from_config,
+    sticky_for_null_keys,
+)
+from pykaf._producer.records import BatchDelivery
+from pykaf._producer.state import PartitionState, TopicState
+from pykaf.codec import BatchBuilder, record_size
+from pykaf.errors import PartitionerError
+
+if TYPE_CHECKING:
+    from pykaf._txn.manager import TransactionManager
+
+#: Per-record bytes counted against ``buffer_bytes`` besides key and value.
+RECORD_OVERHEAD = 24
+#: ``fail_alone(topic, partition, error, delivery)``: one record of a
+#: ``send_batch`` call failed before it reached a batch (the delivery stage's).
+FailAlone = Callable[[str, int, BaseException, BatchDelivery], None]
+
+
+class Accumulator:
+    """Open batches per partition, and the producer's buffer.
+
+    ``topics`` is the routing stage's table (read here, never written).
+    ``buffered_records`` / ``buffered_bytes`` count every record accepted
+    and not settled yet, parked ones included.
+    """
+
+    def __init__(
+        self,
+        config: ProducerConfig,
+        topics: dict[str, TopicState],
+        txn: TransactionManager | None,
+    ) -> None:
+        self._topics = topics
+        self._fail_alone: FailAlone | None = None
+        self._txn = txn
+        self.partitioner: Partitioner = partitioner_from_config(config.partitioner)
+        self._on_new_batch = getattr(self.partitioner, "on_new_batch", None)
+        self._sticky_nulls = sticky_for_null_keys(self.partitioner)
+        self._compression = config.compression_code
+        self._level = config.compression_level
+        self._batch_bytes = config.batch_bytes
+        self._batch_records = config.batch_records
+        # A batch is sealed once it holds flush_bytes (when set), never above batch_bytes.
+        self._fill_bytes = min(config.flush_bytes or config.batch_bytes, config.batch_bytes)
+        self._stamps = bool(config.on_acknowledgement)
+        #: ``max_message_bytes``: no record may be larger.
+        self.max_message = config.max_message_bytes
+        #: The buffer limits: ``buffer_records`` and ``buffer_bytes``.
+        self.max_records = config.buffer_records
+        self.max_bytes = config.buffer_bytes
+        self.buffered_bytes = 0
+        self.buffered_records = 0
+        #: No record is accepted any more (the producer is closing).
+        self.closing = False
+        #: No record is accepted now: a transactional producer outside a transaction.
+        self.gated = txn is not None
+        self._space = trio.lowlevel.ParkingLot()
+
+    def connect(self, fail_alone: FailAlone) -> None:
+        """Wire the delivery stage's ``fail_alone`` (built after this stage, which it uses)."""
+        self._fail_alone = fail_alone
+
+    # ------------------------------------------------------------------ the buffer
+
+    def full(self) -> bool:
+        """Whether the buffer holds ``buffer_records`` or ``buffer_bytes``.
+
+        ``Producer.send_nowait`` makes the same test inline (one call less per record).
+        """
+        return self.buffered_records >= self.max_records or self.buffered_bytes >= self.max_bytes
+
+    def refuse_full(self) -> NoReturn:
+        """Raise ``BufferFullError``."""
+        raise errors.BufferFullError(
+            f"the producer buffers {self.buffered_records} records / "
+            f"{self.buffered_bytes} bytes (limits {self.max_records} / {self.max_bytes})"
+        )
+
+    def refuse(self) -> NoReturn:
+        """Raise why no record may be sent now (closed, or no open transaction)."""
+        if self.closing or self._txn is None:
+            raise errors.ClosedError("the producer is closed")
+        self._txn.refuse_send()
+
+    async def wait_for_space(self) -> None:
+        """Wait until the buffer has room.
+
+        Raises:
+            ClosedError, TransactionStateError: as :meth:`refuse`.
+        """
+        while self.full():
+            if self.closing or self.gated:
+                self.refuse()
+            await self._space.park()
+        if self.closing or self.gated:
+            self.refuse()
+
+    async def wait_for_space_lenient(self) -> None:
+        """Wait until the buffer has room or the producer closes; never raise."""
+        while self.full() and not self.closing:
+            await self._space.park()
+
+    def reserve(self, records: int, nbytes: int) -> None:
+        """Count records held outside any batch (parked for their topic)."""
+        self.buffered_records += records
+        self.buffered_bytes += nbytes
+
+    def unreserve(self, records: int, nbytes: int) -> None:
+        """Uncount parked records about to be appended (which counts them again)."""
+        self.buffered_records -= records
+        self.buffered_bytes -= nbytes
+
+    def release(self, records: int, nbytes: int) -> None:
+        """Settled or dropped records give their space back; wake who waits for it."""
+        self.buffered_records -= records
+        self.buffered_bytes -= nbytes
+        if len(self._space):
+            self._space.unpark_all()
+
+    def close(self) -> None:
+        """Accept no more records; wake who waits for space."""
+        self.closing = True
+        self._space.unpark_all()
+
+    # ------------------------------------------------------------------ checks
+
+    def check_partition(self, t: TopicState, partition: int) -> None:
+        """Raise ``UnknownTopicOrPartitionError`` unless ``t`` has ``partition``."""
+        if type(partition) is not int or not 0 <= partition < t.count:
+            raise errors.UnknownTopicOrPartitionError(
+                f"topic {t.name!r} has no partition {partition!r} (it has {t.count})"
+            )
+
+    def check_size(self, key: Any, value: Any, headers: Any) -> None:
+        """Raise ``RecordTooLargeError`` for a record over ``max_message_bytes``."""
+        size = record_size(0, 0, key, value, headers)
+        if size > self.max_message:
+            raise errors.RecordTooLargeError(
+                f"a record of {size} bytes exceeds max_message_bytes ({self.max_message})"
+            )
+
+    # ------------------------------------------------------------------ appending
+
+    def append(
+        self,
+        t: TopicState,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        timestamp: int,
+    ) -> tuple[ProducerBatch, int]:
+        """Partition one record and append it to its partition's open batch.
+
+        Returns the batch and the record's offset delta in it.
+        """
+        if partition is None:
+            p = t.null_part if key is None else None
+            if p is None:
+                p = t.parts[self._choose(t, key)]
+        elif type(partition) is int and 0 <= partition < t.count:
+            p = t.parts[partition]
+        else:
+            self.check_partition(t, partition)
+            raise AssertionError("unreachable")
+        nbytes = (0 if value is None else len(value)) + (0 if key is None else len(key))
+        if nbytes > self.max_message - RECORD_OVERHEAD or headers:  # headers count too
+            self.check_size(key, value, headers)
+        batch = p.open
+        if batch is not None:
+            delta = batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+            if delta < 0:
+                self.seal(p)
+                batch = None
+                if partition is None and key is None:
+                    # KIP-480: the record that filled the sticky batch goes to the next one.
+                    p = t.parts[self._choose(t, key)]
+                    batch = p.open
+                    if batch is not None:
+                        delta = batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+                        if delta < 0:
+                            self.seal(p)
+                            batch = None
+        if batch is None:
+            batch = self._open_batch(p)
+            delta = self._append_first(batch, timestamp, key, value, headers)
+        batch.count += 1
+        if batch.count == 1 and p.broker is not None:
+            p.broker.wake()  # its linger starts: the sender must know of it
+        nbytes += RECORD_OVERHEAD
+        batch.buffered += nbytes
+        self.buffered_bytes += nbytes
+        self.buffered_records += 1
+        if batch.timestamps is not None:
+            batch.timestamps.append(timestamp)
+        return batch, delta
+
+    async def append_columns(
+        self,
+        t: TopicState,
+        values: Any,
+        keys: Any,
+        headers: Any,
+        timestamps: Any,
+        partition: int | None,
+        now: int,
+        delivery: BatchDelivery,
+    ) -> None:
+        """Append ``send_batch``'s columns, waiting for buffer space as needed.
+
+        Keyed records (without ``partition``) go one by one through
+        :meth:`append`, each where its key hashes; the others fill one
+        partition's batch after another, a range of records per builder call.
+        """
+        if keys is not None and partition is None:
+            await self._append_keyed(t, values, keys, headers, timestamps, now, delivery)
+            return
+        n = len(values)
+        start = 0
+        while start < n:
+            await self.wait_for_space()
+            part = partition
+            if part is None:
+                part = self.partitioner.partition(t.name, None, t.count, t.available)
+            p = t.parts[part]
+            batch = p.open or self._open_batch(p)
+            room = self.max_records - self.buffered_records
+            stop = min(n, start + max(1, room))
+            builder = batch.builder
+            assert builder is not None
+            try:
+                end = builder.extend(
+                    values,
+                    keys,
+                    timestamps,
+                    headers,
+                    start=start,
+                    stop=stop,
+                    timestamp=now if timestamps is None else None,
+                )
+            except errors.RecordTooLargeError as exc:
+                if batch.count == 0 and builder.max_bytes < self._batch_bytes:
+                    batch.builder = self.builder(self._batch_bytes)
+                    continue
+                # This one record cannot fit any batch: it fails alone, the rest go on.
+                assert self._fail_alone is not None
+                self._fail_alone(t.name, part, exc, delivery)
+                start += 1
+                continue
+            added = end - start
+            if added:
+                nbytes = _column_bytes(values, start, end) + RECORD_OVERHEAD * added
+                if keys is not None:
+                    nbytes += _column_bytes(keys, start, end)
+                batch.count += added
+                if batch.count == added and p.broker is not None:
+                    p.broker.wake()
+                batch.buffered += nbytes
+                self.buffered_bytes += nbytes
+                self.buffered_records += added
+                batch.add_delivery(delivery, added, batch.count - added)
+                if batch.timestamps is not None:  # on_acknowledgement sees these too
+                    batch.timestamps.extend(
+                        [now] * added
+                        if timestamps is None
+                        else [int(ts) for ts in timestamps[start:end]]
+                    )
+                start = end
+            if end < stop or added == 0:
+                self.seal(p)
+
+    async def _append_keyed(
+        self,
+        t: TopicState,
+        values: Any,
+        keys: Any,
+        headers: Any,
+        timestamps: Any,
+        now: int,
+        delivery: BatchDelivery,
+    ) -> None:
+        choose = self.partitioner.partition
+        name, count, available = t.name, t.count, t.available
+        for i in range(len(values)):
+            if self.full() or self.closing or self.gated:
+                await self.wait_for_space()  # exact limits; raises ClosedError
+            key = keys[i]
+            batch, delta = self.append(
+                t,
+                choose(name, key, count, available),
+                key,
+                values[i],
+                headers[i] if headers is not None else None,
+                now if timestamps is None else int(timestamps[i]),
+            )
+            batch.add_delivery(delivery, 1, delta)
+
+    def _choose(self, t: TopicState, key: bytes | None) -> int:
+        """Ask the partitioner; remember a sticky partition for null keys."""
+        part = self.partitioner.partition(t.name, key, t.count, t.available)
+        if type(part) is not int or not 0 <= part < t.count:
+            raise PartitionerError(
+                f"the partitioner chose {part!r} for topic {t.name!r} with {t.count} partitions"
+            )
+        if key is None and self._sticky_nulls:
+            t.null_part = t.parts[part]
+        return part
+
+    def _append_first(
+        self,
+        batch: ProducerBatch,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+    ) -> int:
+        """Append to an empty batch, growing it to batch_bytes for one large record."""
+        builder = batch.builder
+        assert builder is not None
+        try:
+            return builder.append(timestamp, key, value, headers)
+        except errors.RecordTooLargeError:
+            if builder.max_bytes >= self._batch_bytes:
+                raise
+            batch.builder = self.builder(self._batch_bytes)
+            return batch.builder.append(timestamp, key, value, headers)
+
+    # ------------------------------------------------------------------ batches
+
+    def builder(self, max_bytes: int) -> BatchBuilder:
+        """A batch builder with the producer's compression, of at most ``max_bytes``."""
+        return BatchBuilder(
+            compression=self._compression,
+            compression_level=self._level,
+            max_bytes=max_bytes,
+            max_records=self._batch_records,
+        )
+
+    def _open_batch(self, p: PartitionState) -> ProducerBatch:
+        batch = ProducerBatch(
+            p.topic,
+            p.partition,
+            self.builder(self._fill_bytes),
+            trio.current_time(),
+            p.next_ordinal,
+        )
+        p.next_ordinal += ORDINAL_STEP
+        if self._stamps:
+            batch.timestamps = []
+        p.open = batch
+        return batch
+
+    def seal(self, p: PartitionState, *, wake: bool = True) -> None:
+        """Move the partition's open batch to its send queue (full, lingered or flushed)."""
+        batch = p.open
+        if batch is None:
+            return
+        p.open = None
+        if batch.count == 0:
+            return
+        p.queue.append(batch)
+        t = self._topics.get(p.topic)
+        if t is not None and t.null_part is p:
+            t.null_part = None
+        if self._on_new_batch is not None:
+            self._on_new_batch(p.topic, p.partition)
+        if wake and p.broker is not None:
+            p.broker.wake()
+
+
+def column(values: Any) -> Any:
+    """Arrow arrays become BinaryColumns; sequences and BinaryColumns pass through."""
+    if isinstance(values, (BinaryColumn, list, tuple)):
+        return values
+    if hasattr(values, "buffers") and hasattr(values, "type"):
+        return BinaryColumn.from_arrow(values)
+    return values
+
+
+def _column_bytes(col: Any, start: int, stop: int) -> int:
+    if isinstance(col, BinaryColumn):
+        return col.span_bytes(start, stop)
+    return sum(0 if v is None else len(v) for v in col[start:stop])
+
+
+__all__ = ["RECORD_OVERHEAD", "Accumulator", "column"]

@@ -1,0 +1,217 @@
+"""Routing: topics looked up, partitions attached to their leader's sink.
+
+:class:`Router` owns the producer's topic table. A record for a topic not
+known yet is parked on it; one **topic task** per topic looks its
+partitions up, then replays the parked records through the accumulator.
+One **partition task** per partition (sarama's partition producer) finds
+the partition's leader and attaches it to that broker's sink; when the sink
+detaches it (a retriable failure, a leader move), the task backs off,
+refreshes metadata and attaches it again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from pykaf import errors
+from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
+from pykaf._producer.config import ProducerConfig
+from pykaf._producer.delivery import Reports
+from pykaf._producer.idempotence import Idempotence
+from pykaf._producer.sink import Sinks
+from pykaf._producer.state import PartitionState, TopicState
+
+if TYPE_CHECKING:
+    from pykaf._cluster.client import Client
+
+log = logging.getLogger("pykaf.producer")
+
+
+def _klen(data: Any) -> int:
+    return 0 if data is None else len(data)
+
+
+class Router:
+    """The topic table, topic and partition tasks, leaders, and parked records."""
+
+    def __init__(
+        self,
+        client: Client,
+        config: ProducerConfig,
+        topics: dict[str, TopicState],
+        nursery: trio.Nursery,
+        accumulator: Accumulator,
+        reports: Reports,
+        ids: Idempotence,
+        sinks: Sinks,
+    ) -> None:
+        self._client = client
+        self._config = config
+        #: Topic name -> its state; written here only.
+        self.topics = topics
+        self._nursery = nursery
+        self._acc = accumulator
+        self._reports = reports
+        self._ids = ids
+        self._sinks = sinks
+
+    # ------------------------------------------------------------------ topics
+
+    def park(self, topic: str, *record: Any) -> None:
+        """Keep a record for a topic whose partitions are not known yet.
+
+        ``record`` is ``value, key, partition, headers, timestamp, target``.
+        """
+        value, key = record[0], record[1]
+        # A bad record fails in the caller's call here too (TypeError, RecordTooLargeError).
+        self._acc.check_size(key, value, record[3])
+        t = self.topics.get(topic)
+        if t is None:
+            t = self._start_topic(topic)
+        nbytes = _klen(value) + _klen(key) + RECORD_OVERHEAD
+        t.pending.append((*record, nbytes))
+        self._acc.reserve(1, nbytes)
+
+    async def ready_topic(self, topic: str) -> TopicState:
+        """The topic, once its partitions are known.
+
+        Raises:
+            the lookup's error (``UnknownTopicOrPartitionError``, ...).
+        """
+        t = self.topics.get(topic)
+        if t is None:
+            t = self._start_topic(topic)
+        if t.count == 0:
+            await t.ready.wait()
+            if t.error is not None:
+                raise t.error
+        return t
+
+    def fail_parked(self, t: TopicState, error: BaseException) -> None:
+        """Fail the records waiting for ``t``'s partitions to be known."""
+        pending, t.pending = t.pending, []
+        for record in pending:
+            self._acc.release(1, record[-1])
+            self._reports.parked_failed(t.name, record, error)
+
+    def _start_topic(self, topic: str) -> TopicState:
+        if not isinstance(topic, str) or not topic:
+            raise errors.InvalidTopicError(f"invalid topic name {topic!r}")
+        if self._acc.closing:  # its task could not start: the nursery is closing or closed
+            raise errors.ClosedError("the producer is closed")
+        t = TopicState(topic)
+        self.topics[topic] = t
+        self._nursery.start_soon(self._topic_task, t, name=f"pykaf producer topic {topic}")
+        return t
+
+    async def _topic_task(self, t: TopicState) -> None:
+        try:
+            partitions = await self._lookup_topic(t.name)
+        except errors.PykafError as exc:
+            t.error = exc
+            if self.topics.get(t.name) is t:
+                del self.topics[t.name]  # a later send asks again
+            self.fail_parked(t, exc)
+            t.ready.set()
+            return
+        t.parts = [PartitionState(t.name, i) for i in range(len(partitions))]
+        for p in t.parts:
+            self._nursery.start_soon(
+                self._partition_task, p, name=f"pykaf producer {t.name}/{p.partition}"
+            )
+        t.count = len(t.parts)
+        self._update_available(t)
+        pending, t.pending = t.pending, []
+        # Their space is released in one step; append takes it again one by one.
+        self._acc.unreserve(len(pending), sum(record[-1] for record in pending))
+        append = self._acc.append
+        for record in pending:
+            value, key, partition, headers, timestamp, target, _ = record
+            try:
+                batch, delta = append(t, partition, key, value, headers, timestamp)
+            except (errors.PykafError, TypeError, ValueError) as exc:
+                self._reports.parked_failed(t.name, record, exc)
+                continue
+            if target is not None:
+                batch.observe(delta, timestamp, target)
+        t.ready.set()
+
+    async def _lookup_topic(self, topic: str) -> list[int]:
+        cfg = self._config
+        deadline = trio.current_time() + min(cfg.delivery_timeout, 60.0)
+        while True:
+            try:
+                return await self._client.partitions(topic)
+            except errors.UnknownTopicOrPartitionError:
+                if not cfg.allow_auto_create_topics:
+                    raise
+                if trio.current_time() >= deadline:
+                    raise
+            except errors.RetriableError:
+                if trio.current_time() >= deadline:
+                    raise
+            await trio.sleep(cfg.retry_backoff)
+            await self._client.refresh_metadata(topic)
+
+    def _update_available(self, t: TopicState) -> None:
+        """Refresh the topic's writable partitions; adopt partitions added to it."""
+        info = self._client.metadata.topics.get(t.name)
+        if info is None:
+            t.available = None
+            return
+        if t.count and len(info.partitions) > t.count:
+            log.info(
+                "topic %s grew from %d to %d partitions", t.name, t.count, len(info.partitions)
+            )
+            for i in range(t.count, len(info.partitions)):
+                p = PartitionState(t.name, i)
+                t.parts.append(p)
+                self._nursery.start_soon(
+                    self._partition_task, p, name=f"pykaf producer {t.name}/{i}"
+                )
+            t.count = len(t.parts)
+        t.null_part = None  # availability may have changed: ask the partitioner again
+        up = [i for i, p in info.partitions.items() if p.leader >= 0 and i < t.count]
+        t.available = sorted(up) if len(up) < t.count else None
+
+    # ------------------------------------------------------------------ partitions
+
+    async def _partition_task(self, p: PartitionState) -> None:
+        """Attach the partition to its leader's sink, again after every failure."""
+        while True:
+            if p.broker is None:
+                if p.failures:
+                    await trio.sleep(self._sinks.backoff(p))
+                await self._ids.wait_bump()
+                leader = await self._find_leader(p)
+                if leader is None:
+                    p.failures += 1
+                    self._sinks.expire(p)
+                    continue
+                p.retrying = False
+                p.needs_metadata = False
+                self._sinks.sink_for(leader).attach(p)
+            p.detached = trio.Event()
+            await p.detached.wait()
+
+    async def _find_leader(self, p: PartitionState) -> int | None:
+        try:
+            if p.needs_metadata:
+                await self._client.refresh_metadata(p.topic)
+                t = self.topics.get(p.topic)
+                if t is not None:
+                    self._update_available(t)
+            leader = self._client.metadata.leader_of(p.topic, p.partition)
+        except errors.PykafError as exc:
+            log.info("no leader for %s/%d yet: %s", p.topic, p.partition, exc)
+            return None
+        if leader is None:
+            p.needs_metadata = True
+            return None
+        return leader.node_id
+
+
+__all__ = ["Router"]

@@ -1,0 +1,606 @@
+"""The sinks: per broker, requests built, written in order and answered.
+
+One :class:`BrokerSink` per broker runs two tasks: the **sender** collects
+ready batches from the partitions the broker leads (one batch per partition
+per request, up to ``max_request_bytes``), builds the Produce request
+(sequence numbers stamped by :class:`~pykaf._producer.idempotence.Idempotence`)
+and writes it on the broker's connection; the written request travels on a
+memory channel (a request, never a record) to the **receiver**, which reads
+the answers in order. Up to ``max_in_flight`` requests are outstanding per
+broker.
+
+:class:`Sinks` holds them all and what they share, and is the one place
+where answers are classified: acknowledged, retried (the partition detaches,
+its batches go back in front of its queue in order once nothing of it is in
+flight, and its partition task re-attaches it after a backoff), split (too
+large) or failed. Ordering and gating (epoch bumps, transactions, the
+delivery timeout) are decided here too.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from pykaf import errors
+from pykaf import protocol as P
+from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
+from pykaf._producer.batch import ProducerBatch
+from pykaf._producer.config import ProducerConfig
+from pykaf._producer.delivery import Reports
+from pykaf._producer.idempotence import Idempotence
+from pykaf._producer.records import BrokerStatistics
+from pykaf._producer.state import PartitionState, TopicState
+from pykaf.errors import PykafError
+
+if TYPE_CHECKING:
+    from pykaf._cluster.client import Client
+    from pykaf._net.connection import PendingResponse
+    from pykaf._txn.manager import TransactionManager
+
+log = logging.getLogger("pykaf.producer")
+
+_PRODUCE = P.ProduceRequest.API_KEY
+_MESSAGE_TOO_LARGE = 10
+_DUPLICATE_SEQUENCE = 46
+_SEQUENCE_ERRORS = (45, 59)  # OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID
+#: The parts of a split batch are rebuilt without a size limit of their own: the
+#: broker's answer is the limit that counts.
+_PART_MAX_BYTES = 2**31 - 1
+_LEADER_ERRORS = (
+    errors.NotLeaderOrFollowerError,
+    errors.LeaderNotAvailableError,
+    errors.UnknownTopicOrPartitionError,
+    errors.KafkaConnectionError,
+    errors.NotEnoughReplicasError,
+)
+
+
+class Sinks:
+    """Every broker's sink, and the retry, split and fail decisions for their answers.
+
+    ``topics`` is the routing stage's table (read here, never written).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        config: ProducerConfig,
+        topics: dict[str, TopicState],
+        nursery: trio.Nursery,
+        accumulator: Accumulator,
+        reports: Reports,
+        ids: Idempotence,
+        txn: TransactionManager | None,
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.acc = accumulator
+        self.reports = reports
+        self.ids = ids
+        self.txn = txn
+        self._topics = topics
+        self._nursery = nursery
+        self.brokers: dict[int, BrokerSink] = {}
+        self.acks = config.acks_int
+        self.paused = False  # no new requests (an epoch bump or an abort is under way)
+        self.flushing = 0  # flushes waiting: everything open is sent at once
+        self._in_flight_lot = trio.lowlevel.ParkingLot()
+        # counters
+        self.records_sent = 0
+        self.batches_sent = 0
+        self.retries = 0
+        self.error_count = 0
+        self.splits = 0
+        ids.connect(self)
+
+    # ------------------------------------------------------------------ the sinks
+
+    def sink_for(self, node_id: int) -> BrokerSink:
+        """The broker's sink, started on first use."""
+        sink = self.brokers.get(node_id)
+        if sink is None:
+            sink = BrokerSink(self, node_id)
+            self.brokers[node_id] = sink
+            self._nursery.start_soon(sink.run_sender, name=f"pykaf producer sender {node_id}")
+            self._nursery.start_soon(sink.run_receiver, name=f"pykaf producer receiver {node_id}")
+        return sink
+
+    @property
+    def in_flight(self) -> int:
+        """Requests written and not answered yet, over every broker."""
+        return sum(s.in_flight for s in self.brokers.values())
+
+    def wake_all(self) -> None:
+        """Have every sender look for ready batches."""
+        for s in self.brokers.values():
+            s.wake()
+
+    def statistics(self) -> dict[int, BrokerStatistics]:
+        """Each broker's counters."""
+        return {node: s.statistics() for node, s in self.brokers.items()}
+
+    # ------------------------------------------------------------------ Pipeline (epoch bumps)
+
+    def pause(self) -> None:
+        """Write no new request until :meth:`resume`."""
+        self.paused = True
+
+    def resume(self) -> None:
+        """Write requests again."""
+        self.paused = False
+        self.wake_all()
+
+    async def wait_idle(self) -> None:
+        """Return once no request is in flight."""
+        while any(s.in_flight for s in self.brokers.values()):
+            await self._in_flight_lot.park()
+
+    def partitions(self) -> Iterator[PartitionState]:
+        """Every partition of every known topic."""
+        for t in self._topics.values():
+            yield from t.parts
+
+    def drop(self, p: PartitionState, batch: ProducerBatch, error: BaseException) -> None:
+        """Take ``batch`` out of ``p`` wherever it is and fail it (unless settled)."""
+        for place in (p.queue, p.inflight):
+            with suppress(ValueError):
+                place.remove(batch)
+        if batch in p.retry:
+            p.retry.remove(batch)
+        if batch is p.open:
+            p.open = None
+        if not batch.done:
+            self.reports.fail(batch, error)
+
+    # ------------------------------------------------------------------ flush and transactions
+
+    async def flush(self) -> None:
+        """Send at once everything buffered now and wait until it is all settled."""
+        self.flushing += 1
+        try:
+            for t in list(self._topics.values()):
+                if t.pending:
+                    await t.ready.wait()
+            batches = [b for t in self._topics.values() for p in t.parts for b in p.batches()]
+            self.wake_all()
+            for batch in batches:
+                await batch.wait()
+        finally:
+            self.flushing -= 1
+
+    def drop_unsent(self, p: PartitionState, error: BaseException) -> bool:
+        """Fail ``p``'s batches not sent yet; whether one of them held sequence numbers."""
+        lost = False
+        batches = list(p.queue)
+        if p.open is not None and p.open.count:
+            batches.append(p.open)
+        for batch in batches:
+            lost = lost or batch.raw is not None
+            self.drop(p, batch, error)
+        return lost
+
+    async def drop_transaction(
+        self,
+        error: BaseException,
+        fail_parked: Callable[[TopicState, BaseException], None],
+    ) -> bool:
+        """Abort's part: fail what is unsent, wait out what is in flight.
+
+        ``fail_parked`` fails the records still waiting for their topic.
+        Returns whether a dropped batch held sequence numbers (the epoch must
+        then be bumped before the next transaction).
+        """
+        lost = False
+        self.paused = True  # nothing new is written from here on
+        try:
+            while True:
+                for t in list(self._topics.values()):
+                    fail_parked(t, error)
+                    for p in t.parts:
+                        if p.retrying and not p.inflight:
+                            self._finish_retry(p)
+                        lost = self.drop_unsent(p, error) or lost
+                if not any(s.in_flight for s in self.brokers.values()):
+                    break
+                await self._in_flight_lot.park()
+        finally:
+            self.resume()
+        return lost
+
+    # ------------------------------------------------------------------ gating
+
+    def expire_queued(self, p: PartitionState, now: float) -> bool:
+        """Fail queued batches past the delivery timeout; whether a batch is left to send."""
+        timeout = self.config.delivery_timeout
+        while p.queue and now - p.queue[0].created > timeout:
+            batch = p.queue.popleft()
+            error = errors.KafkaTimeoutError(
+                f"{p.topic}/{p.partition}: not delivered within delivery_timeout ({timeout}s)"
+            )
+            self.reports.fail(batch, error)
+            if self.ids.enabled and batch.raw is not None:
+                # It was sent before (a retry): its sequence numbers are lost, and
+                # the broker would refuse every later batch of the partition.
+                self.ids.request_bump(error)
+        return bool(p.queue)
+
+    def expire(self, p: PartitionState) -> None:
+        """Fail what of an unattached partition is past the delivery timeout."""
+        now = trio.current_time()
+        if (
+            p.open is not None
+            and p.open.count
+            and now - p.open.created > self.config.delivery_timeout
+        ):
+            self.acc.seal(p, wake=False)
+        self.expire_queued(p, now)
+
+    def backoff(self, p: PartitionState) -> float:
+        """Seconds before a detached partition is attached again (exponential, capped)."""
+        cfg = self.config
+        return min(cfg.retry_backoff * 2.0 ** (p.failures - 1), cfg.retry_backoff_max)
+
+    def partition_unreachable(self, p: PartitionState, error: BaseException) -> None:
+        """The leader could not be reached: look the leader up again, then retry."""
+        p.failures += 1
+        p.needs_metadata = True
+        self.client.metadata.mark_leader_unknown(p.topic, p.partition)
+        self.detach(p)
+
+    def detach(self, p: PartitionState) -> None:
+        """Take ``p`` from its sink; its partition task finds its leader again."""
+        if p.broker is not None:
+            p.broker.detach(p)
+        p.detached.set()
+
+    def count_sent(self, batches: list[ProducerBatch], records: int) -> None:
+        """Counters for a request about to be written."""
+        self.batches_sent += len(batches)
+        self.records_sent += records
+        self.retries += sum(1 for b in batches if b.attempts > 1)
+
+    def in_flight_changed(self) -> None:
+        """A response arrived; wake whoever waits for requests to drain."""
+        self._in_flight_lot.unpark_all()
+
+    # ------------------------------------------------------------------ answers
+
+    def settle(
+        self,
+        sink: BrokerSink,
+        batches: list[ProducerBatch],
+        response: Any,
+        error: BaseException | None,
+    ) -> None:
+        """Settle, retry or split each batch of one Produce request."""
+        results: dict[tuple[str, int], Any] = {}
+        if response is not None:
+            for topic in response.responses:
+                for part in topic.partition_responses:
+                    results[(topic.name, part.index)] = part
+        reports = self.reports
+        for batch in batches:
+            t = self._topics.get(batch.topic)
+            p = t.parts[batch.partition] if t is not None else None
+            if p is not None:
+                with suppress(ValueError):
+                    p.inflight.remove(batch)
+            if batch.done:
+                continue
+            if response is None and error is None:  # acks=0
+                reports.complete(batch, -1, -1)
+                continue
+            if error is not None:
+                self._retry_or_fail(p, batch, error)
+                continue
+            r = results.get((batch.topic, batch.partition))
+            if r is None:
+                self._retry_or_fail(
+                    p,
+                    batch,
+                    errors.UnknownServerError(
+                        f"the Produce response has no answer for {batch.topic}/{batch.partition}"
+                    ),
+                )
+                continue
+            code = r.error_code
+            if code == 0 or code == _DUPLICATE_SEQUENCE:
+                offset = r.base_offset if code == 0 else -1
+                reports.complete(batch, offset, getattr(r, "log_append_time_ms", -1))
+                if p is not None:
+                    p.failures = 0
+                continue
+            exc_type = errors.error_for_code(code)
+            assert exc_type is not None
+            detail = getattr(r, "error_message", None) or exc_type.description
+            exc = exc_type(f"{batch.topic}/{batch.partition}: {detail}")
+            self.error_count += 1
+            sink.errors += 1
+            if code == _MESSAGE_TOO_LARGE and batch.count > 1 and p is not None:
+                self._split(p, batch)
+            elif (
+                self.ids.enabled
+                and code in _SEQUENCE_ERRORS
+                and (self.txn is None or (p is not None and p.retrying))
+            ):
+                # While the partition is retrying, an earlier batch of it was not
+                # written: the broker refuses the later ones until it is resent.
+                if p is not None and not p.retrying:
+                    self.ids.request_bump(exc)
+                self._retry_or_fail(p, batch, exc, count_attempt=False)
+            elif exc_type.retriable:
+                self._retry_or_fail(p, batch, exc)
+            else:
+                reports.fail(batch, exc)
+                if self.ids.enabled and batch.base_sequence >= 0:
+                    self.ids.request_bump(exc)  # the sequence now has a gap
+        for batch in batches:
+            t = self._topics.get(batch.topic)
+            if t is not None:
+                self._finish_retry(t.parts[batch.partition])
+
+    def _retry_or_fail(
+        self,
+        p: PartitionState | None,
+        batch: ProducerBatch,
+        error: BaseException,
+        *,
+        count_attempt: bool = True,
+    ) -> None:
+        cfg = self.config
+        expired = trio.current_time() - batch.created > cfg.delivery_timeout
+        if p is None or (count_attempt and batch.attempts > cfg.retries) or expired:
+            self.reports.fail(batch, error)
+            if self.ids.enabled and batch.base_sequence >= 0:
+                self.ids.request_bump(error)
+            return
+        log.debug("retrying %r after %s", batch, error)
+        p.retry.append(batch)
+        if not p.retrying:
+            p.retrying = True
+            p.failures += 1
+            if isinstance(error, _LEADER_ERRORS):
+                p.needs_metadata = True
+                self.client.metadata.mark_leader_unknown(p.topic, p.partition)
+
+    def _split(self, p: PartitionState, batch: ProducerBatch) -> None:
+        """Send a batch the broker refused as too large again as two halves, in its place.
+
+        The halves (:meth:`ProducerBatch.split`) keep the batch's producer
+        id, epoch and sequence numbers: the broker wrote nothing of it, so it
+        still expects the first one. They go to ``retry`` like a retried
+        batch, so they are sent before anything later of the partition. A
+        half still too large is split again, and a single record still too
+        large fails alone. A split counts as no retry: each one halves the
+        records, so splitting ends.
+        """
+        size = batch.size()
+        parts = batch.split(lambda: self.acc.builder(_PART_MAX_BYTES), RECORD_OVERHEAD)
+        log.info(
+            "%s/%d: a batch of %d records (%d bytes) is too large for the broker; "
+            "sending it again as %s records",
+            batch.topic,
+            batch.partition,
+            batch.count,
+            size,
+            " + ".join(str(part.count) for part in parts),
+        )
+        self.splits += 1
+        p.retry.extend(parts)
+        p.retrying = True  # no backoff, no metadata refresh: the broker is fine
+
+    def _finish_retry(self, p: PartitionState) -> None:
+        """Once nothing of a retrying partition is in flight, requeue and re-attach it."""
+        if p.retrying and not p.inflight:
+            p.requeue()
+            self.detach(p)
+
+
+class BrokerSink:
+    """Sends the batches of the partitions one broker leads."""
+
+    def __init__(self, sinks: Sinks, node_id: int) -> None:
+        self.sinks = sinks
+        self.node_id = node_id
+        self.parts: dict[PartitionState, None] = {}  # insertion-ordered set
+        self.in_flight = 0
+        self._wake = trio.Event()
+        self._send, self._receive = trio.open_memory_channel[
+            tuple["PendingResponse", list[ProducerBatch]]
+        ](sinks.config.max_in_flight)
+        self.requests = 0
+        self.batches = 0
+        self.records = 0
+        self.bytes = 0
+        self.errors = 0
+
+    def wake(self) -> None:
+        """Tell the sender something may be ready (a batch opened or sealed, a slot freed)."""
+        self._wake.set()
+
+    def attach(self, part: PartitionState) -> None:
+        """Start sending ``part``'s batches."""
+        part.broker = self
+        self.parts[part] = None
+        self.wake()
+
+    def detach(self, part: PartitionState) -> None:
+        """Stop sending ``part``'s batches (its leader is being looked up again)."""
+        self.parts.pop(part, None)
+        if part.broker is self:
+            part.broker = None
+
+    def statistics(self) -> BrokerStatistics:
+        """The counters of this broker's sink."""
+        return BrokerStatistics(
+            self.node_id,
+            self.in_flight,
+            self.requests,
+            self.batches,
+            self.records,
+            self.bytes,
+            self.errors,
+        )
+
+    # -- the sender task ---------------------------------------------------------
+
+    def _collect(self, now: float) -> tuple[list[PartitionState], float]:
+        """The partitions with a batch to send now, and when to look again."""
+        sinks = self.sinks
+        cfg = sinks.config
+        acc = sinks.acc
+        urgent = sinks.flushing > 0 or acc.closing
+        linger = cfg.linger
+        limit = cfg.max_request_bytes
+        per_partition = 5 if sinks.ids.enabled else cfg.max_in_flight
+        txn = sinks.txn
+        ready: list[PartitionState] = []
+        size = 0
+        deadline = math.inf
+        for part in list(self.parts):
+            if part.retrying or len(part.inflight) >= per_partition:
+                continue
+            if not part.queue:
+                batch = part.open
+                if batch is None or batch.count == 0:
+                    continue
+                due = batch.created + linger
+                if urgent or now >= due:
+                    acc.seal(part, wake=False)
+                else:
+                    deadline = min(deadline, due)
+                    continue
+            if not sinks.expire_queued(part, now):
+                continue
+            if txn is not None and part.txn_added != txn.serial:
+                txn.need(part)  # held until AddPartitionsToTxn added it
+                continue
+            est = part.queue[0].size()
+            if ready and size + est > limit:
+                deadline = now
+                break
+            size += est
+            ready.append(part)
+        return ready, deadline
+
+    async def run_sender(self) -> None:
+        """Build and write Produce requests while there is something to send."""
+        sinks = self.sinks
+        max_in_flight = sinks.config.max_in_flight
+        while True:
+            self._wake = trio.Event()
+            deadline = math.inf
+            if not sinks.paused and self.in_flight < max_in_flight and self.parts:
+                ready, deadline = self._collect(trio.current_time())
+                if ready:
+                    await self._send_request(ready)
+                    continue
+            with trio.move_on_at(deadline):
+                await self._wake.wait()
+
+    async def _send_request(self, ready: list[PartitionState]) -> None:
+        sinks = self.sinks
+        try:
+            conn = await sinks.client.broker_connection(self.node_id)
+            version = conn.version_for(_PRODUCE)
+        except PykafError as exc:
+            log.info("broker %d unreachable for producing: %s", self.node_id, exc)
+            self.errors += 1
+            sinks.error_count += 1
+            for part in ready:
+                sinks.partition_unreachable(part, exc)
+            return
+        txn = sinks.txn
+        if sinks.paused or txn is not None:
+            # While the connection was awaited, an epoch bump may have begun, or
+            # a transaction ended (an abort drops batches) and another begun.
+            ready = [
+                part
+                for part in ready
+                if part.queue and (txn is None or part.txn_added == txn.serial)
+            ]
+            if sinks.paused or not ready:
+                return
+        batches: list[ProducerBatch] = []
+        topics: dict[str, list[Any]] = {}
+        partition_data = P.ProduceRequest.PartitionProduceData
+        if sinks.reports.batch_hook is not None:  # one check per request while no hook is set
+            now = trio.current_time()
+            for part in ready:
+                part.queue[0].note_send(self.node_id, now)
+        build = sinks.ids.build
+        for part in ready:
+            batch = part.queue.popleft()
+            raw = build(part, batch)
+            part.inflight.append(batch)
+            batches.append(batch)
+            topics.setdefault(part.topic, []).append(
+                partition_data(index=part.partition, records=raw)
+            )
+        req = P.ProduceRequest(
+            transactional_id=sinks.ids.transactional_id,
+            acks=sinks.acks,
+            timeout_ms=int(sinks.config.request_timeout * 1000),
+            topic_data=[
+                P.ProduceRequest.TopicProduceData(name=name, partition_data=data)
+                for name, data in topics.items()
+            ],
+        )
+        nbytes = 0
+        nrecords = 0
+        for batch in batches:
+            batch.attempts += 1
+            nbytes += len(batch.raw or b"")
+            nrecords += batch.count
+        self.requests += 1
+        self.batches += len(batches)
+        self.records += nrecords
+        self.bytes += nbytes
+        sinks.count_sent(batches, nrecords)
+        # In flight from here on: an epoch bump waits until no request is.
+        self.in_flight += 1
+        try:
+            pending = await conn.send(req, version, expect_response=sinks.acks != 0)
+        except PykafError as exc:
+            self.errors += 1
+            sinks.error_count += 1
+            self._settled_here(batches, exc)
+            return
+        if pending is None:  # acks=0: nothing will come back
+            self._settled_here(batches, None)
+            return
+        await self._send.send((pending, batches))
+
+    def _settled_here(self, batches: list[ProducerBatch], error: PykafError | None) -> None:
+        self.in_flight -= 1
+        self.sinks.settle(self, batches, None, error)
+        self.sinks.in_flight_changed()
+
+    # -- the receiver task -------------------------------------------------------
+
+    async def run_receiver(self) -> None:
+        """Read the answers in order and settle their batches."""
+        sinks = self.sinks
+        async for pending, batches in self._receive:
+            try:
+                resp = await pending.response()
+                error: PykafError | None = None
+            except PykafError as exc:
+                resp, error = None, exc
+                self.errors += 1
+                sinks.error_count += 1
+            except trio.Cancelled:
+                raise
+            self.in_flight -= 1
+            sinks.settle(self, batches, resp, error)
+            self.wake()
+            sinks.in_flight_changed()
+
+
+__all__ = ["BrokerSink", "Sinks"]
