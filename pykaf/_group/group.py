@@ -49,7 +49,7 @@ from pykaf._group.assignors import (
 )
 from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import OffsetManager
-from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
+from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession, end_claim
 from pykaf._group.states import INITIAL, MemberEvent, transition
 from pykaf._util import open_service_nursery, start_task_nursery
 from pykaf.codec import Record
@@ -558,7 +558,7 @@ class ConsumerGroup:
         if not ending:
             return
         for claim in ending:
-            await claim._end()
+            await end_claim(claim)
         with trio.move_on_after(self.config.rebalance_timeout) as waited:
             for claim in ending:
                 await claim.done.wait()

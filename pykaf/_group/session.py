@@ -127,6 +127,15 @@ class Claim:
         return f"<Claim {self.topic}/{self.partition} from {self.initial_offset}>"
 
 
+async def end_claim(claim: Claim) -> None:
+    """End ``claim`` at a generation's end (the group's side; handlers never call it).
+
+    Its records stop, the partition consumer closes, and with
+    ``cancel_on_end`` its ``consume_claim`` is cancelled.
+    """
+    await claim._end()
+
+
 class GroupSession:
     """One generation of the group, as this member sees it.
 

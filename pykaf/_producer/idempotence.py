@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster import request as rq
+from pykaf._cluster.client import COORDINATOR_TRANSACTION
 from pykaf._producer.batch import ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.state import PartitionState
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
+    from pykaf._net.connection import BrokerConnection
     from pykaf._txn.manager import TransactionManager
 
 log = logging.getLogger("pykaf.producer")
@@ -33,7 +36,14 @@ _INIT_PRODUCER_ID = P.InitProducerIdRequest.API_KEY
 #: How brokers refuse a KIP-360 bump they do not support (never fencing: a fenced
 #: transactional producer must not take its id back with a plain InitProducerId).
 _BUMP_REFUSED = (errors.UnknownServerError, errors.InvalidPidMappingError)
-_STALE_COORDINATOR = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError)
+
+
+class _BumpRefused(Exception):
+    """The broker refused a KIP-360 epoch bump: ask for a new id instead."""
+
+    def __init__(self, error: errors.KafkaError) -> None:
+        super().__init__(str(error))
+        self.error = type(error).__name__
 
 
 class Pipeline(Protocol):
@@ -114,60 +124,87 @@ class Idempotence:
     async def init_producer_id(self, *, bump: bool = False) -> None:
         """Get a producer id and epoch (InitProducerId); with ``bump``, a new epoch.
 
+        Asked on the request path (``pykaf._cluster.request``): the transaction
+        coordinator (or any broker without a transactional id), retriable
+        answers and lost connections asked again ``retry_backoff`` apart
+        until ``request_timeout``.
+
         Raises:
             UnsupportedVersionError: the cluster has no InitProducerId.
+            KafkaTimeoutError: still failing at the deadline.
             the broker's error when it is not retriable.
+        """
+        deadline = rq.Deadline(self._config.request_timeout)
+        try:
+            resp = await self._ask_id(bump, deadline)
+        except _BumpRefused as refusal:
+            # Kafka gives an idempotent producer a new id on a bump anyway;
+            # quirk: bump-refused
+            # a broker that refuses the bump (librdkafka's mock answers
+            # INVALID_PRODUCER_ID_MAPPING) is asked for a new id instead.
+            # With a transactional id that is the same id, next epoch
+            # (Tansu answers UNKNOWN_SERVER_ERROR to a KIP-360 bump).
+            log.info("InitProducerId refused the epoch bump (%s): new id", refusal.error)
+            resp = await self._ask_id(False, deadline)
+        self.producer_id = resp.producer_id
+        self.producer_epoch = resp.producer_epoch
+        log.info("producer id %d epoch %d", self.producer_id, self.producer_epoch)
+        if self._txn is not None:
+            self._txn.initialized()
+
+    async def _ask_id(self, bump: bool, deadline: rq.Deadline) -> Any:
+        """One InitProducerId on the request path, retried until ``deadline``; its answer.
+
+        Raises:
+            _BumpRefused: ``bump`` was asked and the broker refused it.
         """
         txn = self._txn
         cfg = self._config
-        deadline = trio.current_time() + cfg.request_timeout
-        stale = False  # the transaction coordinator must be looked up again
-        while True:
-            try:
-                if txn is not None:
-                    conn = await txn.coordinator_connection(stale)
-                else:
-                    conn = await self._client.any_connection()
-                version = conn.version_for(_INIT_PRODUCER_ID)
-                kw: dict[str, Any] = {
-                    "transactional_id": self.transactional_id,
-                    "transaction_timeout_ms": int(cfg.transaction_timeout * 1000),
-                }
-                keep = version >= 3 and bump and self.producer_id >= 0
-                if version >= 3:
-                    kw["producer_id"] = self.producer_id if keep else -1
-                    kw["producer_epoch"] = self.producer_epoch if keep else -1
-                resp = await conn.request(P.InitProducerIdRequest(**kw), version)
-                err = errors.error_for_code(resp.error_code)
-                if err is None:
-                    self.producer_id = resp.producer_id
-                    self.producer_epoch = resp.producer_epoch
-                    log.info("producer id %d epoch %d", self.producer_id, self.producer_epoch)
-                    if txn is not None:
-                        txn.initialized()
-                    return
-                if not err.retriable:
-                    if keep and (txn is None or issubclass(err, _BUMP_REFUSED)):
-                        # Kafka gives an idempotent producer a new id on a bump anyway;
-                        # a broker that refuses the bump (librdkafka's mock answers
-                        # INVALID_PRODUCER_ID_MAPPING) is asked for a new id instead.
-                        # With a transactional id that is the same id, next epoch
-                        # (Tansu answers UNKNOWN_SERVER_ERROR to a KIP-360 bump).
-                        log.info("InitProducerId refused the epoch bump (%s): new id", err.__name__)
-                        bump = False
-                        continue
-                    exc = err(f"InitProducerId: {err.description}")
-                    if txn is not None:
-                        txn.abortable(exc)  # fatal errors make the producer fatal
-                    raise exc
-                stale = issubclass(err, _STALE_COORDINATOR)
-                last: BaseException = err(err.description)
-            except (errors.KafkaConnectionError, errors.RetriableError) as exc:
-                stale = True
-                last = exc
-            if trio.current_time() >= deadline:
-                raise errors.KafkaTimeoutError(f"InitProducerId did not succeed: {last}")
-            await trio.sleep(cfg.retry_backoff)
+        tid = self.transactional_id
+        keep = False
+
+        async def exchange(conn: BrokerConnection) -> Any:
+            nonlocal keep
+            version = conn.version_for(_INIT_PRODUCER_ID)
+            kw: dict[str, Any] = {
+                "transactional_id": tid,
+                "transaction_timeout_ms": int(cfg.transaction_timeout * 1000),
+            }
+            keep = version >= 3 and bump and self.producer_id >= 0
+            if version >= 3:
+                kw["producer_id"] = self.producer_id if keep else -1
+                kw["producer_epoch"] = self.producer_epoch if keep else -1
+            return await conn.request(P.InitProducerIdRequest(**kw), version)
+
+        def refused(err: errors.KafkaError) -> BaseException:
+            if keep and (txn is None or isinstance(err, _BUMP_REFUSED)):
+                return _BumpRefused(err)
+            if txn is not None:
+                txn.abortable(err)  # fatal errors make the producer fatal
+            return err
+
+        def forget(failure: BaseException) -> None:
+            # A raised retriable failure may mean the coordinator moved too.
+            if tid is not None and isinstance(failure, errors.RetriableError):
+                self._client.forget_coordinator(COORDINATOR_TRANSACTION, tid)
+            log.debug("InitProducerId: %s; retrying", failure)
+
+        def exhausted(failure: BaseException, answer: Any) -> NoReturn:
+            raise errors.KafkaTimeoutError(f"InitProducerId did not succeed: {failure}")
+
+        return await rq.call(
+            self._client,
+            rq.ANY_BROKER if tid is None else rq.transaction_coordinator(tid),
+            exchange,
+            what="InitProducerId",
+            check=lambda r: rq.error_of(r.error_code, "InitProducerId"),
+            retry_raised=(errors.KafkaConnectionError, errors.RetriableError),
+            timeout=max(deadline.at - rq.now(), 0.0),
+            retry_backoff=cfg.retry_backoff,
+            refused=refused,
+            exhausted=exhausted,
+            on_retry=forget,
+        )
 
     # ------------------------------------------------------------------ epoch bumps
 

@@ -29,6 +29,7 @@ from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._txn.host import TxnHost, TxnPartition
 from pykaf._txn.states import INITIAL, TxnEvent, TxnStatus, allowed, transition
 from pykaf.errors import TransactionAbortedError, TransactionStateError
+from pykaf.protocol import versions
 
 if TYPE_CHECKING:
     from pykaf._net.connection import BrokerConnection
@@ -39,10 +40,6 @@ _ADD_PARTITIONS_TO_TXN = P.AddPartitionsToTxnRequest.API_KEY
 _ADD_OFFSETS_TO_TXN = P.AddOffsetsToTxnRequest.API_KEY
 _END_TXN = P.EndTxnRequest.API_KEY
 _TXN_OFFSET_COMMIT = P.TxnOffsetCommitRequest.API_KEY
-#: AddPartitionsToTxn v4+ is for brokers only (KIP-890): clients speak v3 at most.
-_MAX_ADD_PARTITIONS_VERSION = 3
-#: EndTxn v5 bumps the epoch at every transaction's end (KIP-890 part 2): not used.
-_MAX_END_TXN_VERSION = 4
 
 #: Errors after which the producer can only be closed.
 _FATAL: tuple[type[errors.KafkaError], ...] = (
@@ -304,7 +301,7 @@ class TransactionManager:
             _END_TXN,
             P.EndTxnRequest,
             "EndTxn(commit)" if commit else "EndTxn(abort)",
-            max_version=_MAX_END_TXN_VERSION,
+            max_version=versions.END_TXN.max_version,
             tolerate=(errors.InvalidTxnStateError,) if nothing_begun_ok else (),
             committed=commit,
         )
@@ -488,27 +485,10 @@ class TransactionManager:
             build,
             check,
             "AddPartitionsToTxn",
-            max_version=_MAX_ADD_PARTITIONS_VERSION,
+            max_version=versions.ADD_PARTITIONS_TO_TXN.max_version,
         )
 
     # ------------------------------------------------------------------ requests
-
-    async def coordinator_connection(self, stale: bool) -> BrokerConnection:
-        """A connection to the transaction coordinator (looked up again when ``stale``)."""
-        return await self._connection(None, stale)
-
-    async def _connection(self, group: str | None, stale: bool) -> BrokerConnection:
-        client = self.producer.client
-        if group is None:
-            if stale:
-                broker = await client.refresh_transaction_coordinator(self.transactional_id)
-            else:
-                broker = await client.transaction_coordinator(self.transactional_id)
-        elif stale:
-            broker = await client.refresh_coordinator(group)
-        else:
-            broker = await client.coordinator(group)
-        return await client.connect_to(broker)
 
     async def _call(
         self,

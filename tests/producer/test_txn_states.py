@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -75,8 +74,18 @@ def test_refusals_say_what_was_asked() -> None:
         transition(S.COMMITTING, E.ABORT)
 
 
+class _Host:
+    """A stand-in producer: records whether the manager lets sends through."""
+
+    def __init__(self) -> None:
+        self.gated = True
+
+    def allow_sends(self, allowed: bool) -> None:
+        self.gated = not allowed
+
+
 def _manager() -> tuple[TransactionManager, Any]:
-    producer: Any = SimpleNamespace(_txn_gate=True)
+    producer: Any = _Host()
     return TransactionManager(producer, "t"), producer
 
 
@@ -87,13 +96,13 @@ def test_the_manager_moves_by_the_table_without_io() -> None:
         txn.begin()
     txn.initialized()
     txn.initialized()  # a later InitProducerId (an epoch bump) changes nothing
-    assert txn.status is S.READY and producer._txn_gate
+    assert txn.status is S.READY and producer.gated
     txn.begin()
-    assert txn.status is S.IN_TRANSACTION and not producer._txn_gate
+    assert txn.status is S.IN_TRANSACTION and not producer.gated
     with pytest.raises(pykaf.TransactionStateError, match="already open"):
         txn.begin()
     txn.record_failed(errors.KafkaTimeoutError("lost"))
-    assert txn.status is S.ABORTABLE_ERROR and producer._txn_gate
+    assert txn.status is S.ABORTABLE_ERROR and producer.gated
     with pytest.raises(errors.TransactionAbortableError):
         txn.begin()
     txn.abortable(errors.KafkaTimeoutError("again"))  # no move: stays abortable
