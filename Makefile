@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo         run the demo (produce 1M records to an embedded Tansu, read back, report)"
-	@echo "make test         lint, type-check, build the docs and run the whole test suite"
+	@echo "make test         lint, type-check, check the import contracts, build the docs, run the whole suite"
 	@echo "make kafka        fetch Apache Kafka's jars (Maven Central, once) into ~/.cache/pykaf or PYKAF_KAFKA_HOME"
 	@echo "make docs         build the docs site into site/ (mkdocs, warnings are errors)"
 	@echo "make bench        run bench/ against the peers, save the run, redraw docs/img/bench-*.svg"
@@ -46,6 +46,7 @@ lint: install
 	$(VENV)/bin/ruff format --check pykaf pyspark_pykaf tests bench tools docs/examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict docs/examples
+	$(VENV)/bin/lint-imports --config .importlinter
 
 # Apache Kafka (the suite's primary broker): its jars from Maven Central with
 # mvn, once, into ~/.cache/pykaf/kafka-<version> (or PYKAF_KAFKA_HOME if set).

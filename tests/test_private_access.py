@@ -1,0 +1,85 @@
+"""No module reaches into another module's private names (issue 18's rule, checked).
+
+A name that starts with one underscore (a method, an attribute, a module) is
+private to the module that defines it: code there may use it on any object
+(``other._x`` in ``__eq__``, a factory filling in a new instance), code
+elsewhere may not. The import contracts (``.importlinter``, run by ``make
+lint``) keep the layers one-way; this keeps the objects' insides their own.
+The few exceptions are listed below with their reasons.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).parents[1] / "pykaf"
+
+#: (module, attribute) -> why it may be read from outside its module.
+ALLOWED: dict[tuple[str, str], str] = {
+    ("pykaf/spark/_savemode.py", "_jsparkSession"): (
+        "PySpark keeps the JVM session of a SparkSession only there; the save-mode "
+        "wrapper needs it to ask the JVM which data sources it has"
+    ),
+}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined_here(tree: ast.Module) -> set[str]:
+    """Private names a module defines: functions, classes, attributes it assigns, slots."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)  # __slots__ entries, setattr names
+        elif isinstance(node, ast.alias):
+            names.add(node.asname or node.name.rsplit(".", 1)[-1])
+    return {n for n in names if _private(n)}
+
+
+def _reaches() -> list[tuple[str, int, str]]:
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).as_posix()
+        tree = ast.parse(path.read_text(), rel)
+        own = _defined_here(tree)
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            if node.attr in own or (rel, node.attr) in ALLOWED:
+                continue
+            found.append((rel, node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_module_reaches_into_another_modules_private_names() -> None:
+    assert _reaches() == []
+
+
+def test_the_check_finds_a_reach() -> None:
+    tree = ast.parse("def f(producer):\n    producer._drain_input()\n")
+    assert "_drain_input" not in _defined_here(tree)
+    source = "class A:\n    def _x(self):\n        pass\n    def f(self, o):\n        o._x()\n"
+    tree = ast.parse(source)
+    assert "_x" in _defined_here(tree)
+
+
+def test_every_exception_is_still_needed() -> None:
+    used = set()
+    for rel, attr in ALLOWED:
+        tree = ast.parse((PKG.parent / rel).read_text())
+        if any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(tree)):
+            used.add((rel, attr))
+    assert used == set(ALLOWED)
