@@ -26,9 +26,9 @@ Clients and settings (each client's defaults otherwise):
 * ``confluent-kafka`` (librdkafka): ``produce()`` in a loop, ``poll(0)`` and
   retry on ``BufferError`` (its queue holds 100,000 messages by default), then
   ``flush()``. linger.ms=5, acks=all, enable.idempotence=true.
-* ``confluent-kafka[poll]``: the same, with ``poll(0)`` after every
-  ``produce()`` as confluent-kafka's documentation shows it (delivery reports
-  served as they come): the peer of pykaf's per-record sync paths.
+* ``confluent-kafka[poll]``: its documented idiom, ``poll(0)`` after every
+  ``produce()`` (on ``BufferError``, ``poll(0.1)`` and again), as
+  ``bench/test_kafka.py`` runs it: the peer of pykaf's per-record sync paths.
 * ``aiokafka``: ``await send()`` per record, collecting the futures, then
   ``flush()`` and ``gather``; on asyncio, started by ``asyncio.run`` in the
   timed call. linger_ms=5, acks="all", enable_idempotence=True on the mock;
@@ -95,7 +95,15 @@ from typing import Any
 import pytest
 import trio
 
-from bench._support import AIOKAFKA, PYKAF, bulk_values, confluent_produce_all, note_rate, tag
+from bench._support import (
+    AIOKAFKA,
+    PYKAF,
+    bulk_values,
+    confluent_produce_all,
+    confluent_produce_idiom,
+    note_rate,
+    tag,
+)
 
 CONFLUENT = "confluent-kafka"
 RECORDS = 1_000_000
@@ -326,17 +334,7 @@ class ConfluentPollRound(ConfluentRound):
     """confluent-kafka's documented idiom: ``produce()`` and ``poll(0)`` per record, ``flush()``."""
 
     def run(self) -> None:
-        topic, produce, poll = self.topic, self.producer.produce, self.producer.poll
-        full = 0
-        for value in self.values:
-            while True:
-                try:
-                    produce(topic, value)
-                    break
-                except BufferError:  # the local queue is full: serve it and retry
-                    full += 1
-                    poll(0)
-            poll(0)
+        full = confluent_produce_idiom(self.producer, self.topic, self.values)
         self.left = self.producer.flush(ROUND_TIMEOUT_S)
         self.notes["buffer_full_retries"] = full
 
