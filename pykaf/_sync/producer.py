@@ -7,6 +7,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import _base as _futures  # the states a Future moves through
 from contextlib import suppress
 from functools import partial
 from types import TracebackType
@@ -46,33 +47,9 @@ DEFAULT_PRODUCE_BLOCK_TIMEOUT = 5.0
 BULK_RUN = 16
 
 Headers = Sequence[tuple[str, bytes | None]]
+_DONE = (_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED, _futures.FINISHED)
 OnDelivery = Callable[[BaseException | None, RecordMetadata], object]
 Failure = tuple[str, int, int, BaseException]
-
-
-class _Record:
-    """One ``send_async`` record on its way to the async producer."""
-
-    __slots__ = ("future", "headers", "key", "partition", "started", "timestamp", "topic", "value")
-
-    def __init__(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int | None,
-        headers: Headers | None,
-        timestamp: int | None,
-        future: Future[RecordMetadata],
-    ) -> None:
-        self.topic = topic
-        self.value = value
-        self.key = key
-        self.partition = partition
-        self.headers = headers
-        self.timestamp = timestamp
-        self.future = future
-        self.started = False
 
 
 class _Batch:
@@ -138,14 +115,69 @@ class _Deliver:
             feeder.ready_event.set()
 
 
-_Item = _Record | _Batch | _Run | tuple[Any, ...] | trio.Event
+class _DeliveryFuture(Future[RecordMetadata]):
+    """A ``send_async`` future: light to make per record, resolved in the loop.
+
+    A ``concurrent.futures.Future`` builds a ``threading.Condition`` (a lock
+    and its bookkeeping) when made; these share their producer's, so making
+    one costs a few attributes. The future is its record's ``on_delivery``
+    target in the async producer, resolved when the record's batch settles.
+    Waiting is looped (``result``/``exception``) because a shared condition
+    also wakes waiters of other futures.
+    """
+
+    def __init__(self, condition: threading.Condition, unsettled: set[Future[Any]]) -> None:
+        # Future.__init__ is not called: it would build a Condition of its own.
+        self._condition = condition
+        self._state = _futures.PENDING
+        self._result: RecordMetadata | None = None
+        self._exception: BaseException | None = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Callable[[Future[RecordMetadata]], object]] = []
+        self._unsettled = unsettled
+
+    def start(self) -> bool:
+        """In the loop, before the record is buffered: False if it was cancelled."""
+        if self._state == _futures.RUNNING:  # a retry after a full buffer
+            return True
+        if not self.set_running_or_notify_cancel():
+            return False
+        self._unsettled.add(self)
+        return True
+
+    def __call__(self, error: BaseException | None, metadata: RecordMetadata) -> None:
+        """The async producer's ``on_delivery``: resolve with the outcome."""
+        self._unsettled.discard(self)
+        _settle(self, error, metadata)
+
+    def _wait_done(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while self._state not in _DONE:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                self._condition.wait(left)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata; see ``concurrent.futures.Future.result``."""
+        self._wait_done(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The record's error or None; see ``concurrent.futures.Future.exception``."""
+        self._wait_done(timeout)
+        return super().exception(0)
+
+
+_Item = _Batch | _Run | tuple[Any, ...] | trio.Event
 
 
 def _count(item: _Item) -> int:
     """How many records ``item`` carries (a marker or a send_many batch: 0)."""
     if isinstance(item, _Run):
         return len(item.values)
-    return 1 if isinstance(item, (_Record, tuple)) else 0
+    return 1 if isinstance(item, tuple) else 0
 
 
 def _settle(future: Future[Any], error: BaseException | None, result: Any = None) -> None:
@@ -210,28 +242,20 @@ class _Feeder:
         self.backlog: deque[_Item] = deque()
         self.draining = False
         self.unsettled: set[Future[Any]] = set()
+        self.condition = threading.Condition()  # shared by the send_async futures
         self.open_runs: deque[tuple[BatchDelivery, int]] = deque()
         self.watching = False
         self.finished = False
 
     # -- thread side -------------------------------------------------------------
 
-    def put(self, item: _Item, deadline: float | None = None) -> None:
-        """Queue ``item`` for the loop (any thread).
-
-        A record first waits (until ``deadline``) while :data:`MAX_PENDING`
-        records are not yet in the async producer's buffer.
-        """
-        record = isinstance(item, _Record)
-        if record and self.queued - self.accepted >= MAX_PENDING:
-            self._wait_for_room(deadline)
+    def put(self, item: _Item) -> None:
+        """Queue a ``send_many`` batch or a marker for the loop (any thread)."""
         with self.lock:
             if self.closed:
                 raise ClosedError("the producer is closed")
             self.incoming.append(item)
             self.run = None
-            if record:
-                self.queued += 1
             if self.scheduled:
                 return
             self.scheduled = True
@@ -247,15 +271,26 @@ class _Feeder:
         timestamp: int | None,
         on_delivery: OnDelivery | None,
         block: float,
+        deadline: float | None = None,
     ) -> None:
-        """Stage one ``produce`` record (any thread); wake the loop if it is idle."""
+        """Stage one record (any thread); wake the loop if it is idle.
+
+        A ``produce`` record waits ``block`` seconds for room, then raises
+        BufferFullError; a ``send_async`` record (its future as
+        ``on_delivery``) waits until ``deadline``, then raises KafkaTimeoutError.
+        """
+        future = type(on_delivery) is _DeliveryFuture
         if self.queued - self.accepted >= MAX_PENDING:
-            self._wait_for_room(time.monotonic() + block, full=True)
+            if future:
+                self._wait_for_room(deadline)
+            else:
+                self._wait_for_room(time.monotonic() + block, full=True)
         with self.lock:
             if self.closed:
                 raise ClosedError("the producer is closed")
             self.queued += 1
-            self.produced += 1
+            if not future:
+                self.produced += 1
             if (
                 type(value) is bytes
                 and headers is None
@@ -301,7 +336,7 @@ class _Feeder:
                         self.run = None
                     count = _count(item)
                     self.queued -= count
-                    if not isinstance(item, _Record):
+                    if not (isinstance(item, tuple) and type(item[6]) is _DeliveryFuture):
                         self.produced -= count
             raise
 
@@ -400,8 +435,6 @@ class _Feeder:
 
     def _offer_now(self, item: _Item) -> bool:
         """Buffer ``item`` without waiting; False when it must wait (in the backlog)."""
-        if isinstance(item, _Record):
-            return self._offer(item)
         if isinstance(item, tuple):
             return self._offer_produce(item)
         if isinstance(item, _Run):
@@ -409,40 +442,6 @@ class _Feeder:
                 return False  # send_batch is async: the drainer sends it
             return self._offer_run(item)
         return False
-
-    def _offer(self, rec: _Record) -> bool:
-        """Try to buffer ``rec``; False when the buffer is full (try again later)."""
-        future = rec.future
-        if not rec.started:
-            rec.started = True
-            if not future.set_running_or_notify_cancel():  # cancelled while queued
-                self._done_with()
-                return True
-        self.unsettled.add(future)
-        try:
-            self.producer.send_nowait(
-                rec.topic,
-                rec.value,
-                key=rec.key,
-                partition=rec.partition,
-                headers=rec.headers,
-                timestamp=rec.timestamp,
-                on_delivery=partial(self._delivered, future),
-            )
-        except BufferFullError:
-            self.unsettled.discard(future)
-            return False
-        except Exception as exc:
-            self.unsettled.discard(future)
-            _settle(future, exc)
-        self._done_with()
-        return True
-
-    def _delivered(
-        self, future: Future[RecordMetadata], error: BaseException | None, metadata: RecordMetadata
-    ) -> None:
-        self.unsettled.discard(future)
-        _settle(future, error, metadata)
 
     def _settled_one(self, error: BaseException | None, metadata: RecordMetadata) -> None:
         """The async producer's ``on_delivery`` for a ``produce`` record without a callback."""
@@ -465,10 +464,21 @@ class _Feeder:
             deliver = self._deliver = _Deliver(self, on_delivery)
         return deliver
 
+    def _target(self, on_delivery: OnDelivery | None) -> OnDelivery:
+        """The async producer's ``on_delivery`` for a staged record's own."""
+        if on_delivery is None:
+            return self._settled_one
+        if type(on_delivery) is _DeliveryFuture:
+            return on_delivery  # resolved in the loop
+        return self._callback(on_delivery)  # run by poll/flush
+
     def _offer_produce(self, rec: tuple[Any, ...]) -> bool:
         """Buffer one ``produce`` record that is not in a run; False when the buffer is full."""
         topic, value, key, partition, headers, timestamp, on_delivery = rec
-        target = self._settled_one if on_delivery is None else self._callback(on_delivery)
+        if type(on_delivery) is _DeliveryFuture and not on_delivery.start():
+            self._done_with()  # cancelled while it waited
+            return True
+        target = self._target(on_delivery)
         try:
             self.producer.send_nowait(
                 topic,
@@ -574,12 +584,7 @@ class _Feeder:
         try:
             while self.backlog:
                 item = self.backlog[0]
-                if isinstance(item, _Record):
-                    if not self._offer(item):
-                        if not await self._wait_for_space():
-                            return
-                        continue
-                elif isinstance(item, _Run):
+                if isinstance(item, _Run):
                     if len(item.values) - item.start >= BULK_RUN:
                         await self._send_run(item)
                     elif not self._offer_run(item):
@@ -671,14 +676,15 @@ class _Feeder:
             topic, partition, timestamp, on_delivery = item[0], item[3], item[5], item[6]
             if on_delivery is None:
                 self._failed(topic, partition, 1, error)
+            elif type(on_delivery) is _DeliveryFuture:
+                self.unsettled.discard(on_delivery)
+                _settle(on_delivery, error)
             else:
                 part = partition if type(partition) is int else -1
                 self._callback(on_delivery)(
                     error, RecordMetadata(topic, part, -1, -1 if timestamp is None else timestamp)
                 )
         else:
-            if isinstance(item, _Record):
-                self._done_with()
             _settle(item.future, error)
 
     def fail_all(self, error: BaseException) -> None:
@@ -833,10 +839,8 @@ class Producer:
         deadline: float | None,
     ) -> Future[RecordMetadata]:
         feeder = self._feeder
-        if feeder.closed:
-            raise ClosedError("the producer is closed")
-        future: Future[RecordMetadata] = Future()
-        feeder.put(_Record(topic, value, key, partition, headers, timestamp, future), deadline)
+        future = _DeliveryFuture(feeder.condition, feeder.unsettled)
+        feeder.produce(topic, value, key, partition, headers, timestamp, future, 0.0, deadline)
         return future
 
     def produce(

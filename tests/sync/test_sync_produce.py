@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import uuid
 from typing import Any
@@ -250,3 +251,33 @@ def test_a_full_buffer_blocks_produce_then_raises(
 def test_produce_block_timeout_is_checked() -> None:
     with pytest.raises(errors.ConfigError, match="produce_block_timeout"):
         pykaf.sync.Producer("127.0.0.1:1", produce_block_timeout=-1)
+
+
+def test_send_async_futures_resolve_on_the_same_path(broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+    done: list[int] = []
+    futures = []
+    for i in range(600):  # send_async and produce records mixed: one order
+        if i % 3:
+            producer.produce(topic, b"%d" % i)
+        else:
+            future = producer.send_async(topic, b"%d" % i)
+            future.add_done_callback(lambda f: done.append(f.result().offset))
+            futures.append(future)
+    assert all(isinstance(f, concurrent.futures.Future) for f in futures)
+    first = futures[0].result(T)  # waits (other futures settling meanwhile do not end it)
+    assert first.offset == 0
+    finished, _ = concurrent.futures.wait(futures, T)
+    assert len(finished) == len(futures)
+    assert [f.result().offset for f in futures] == list(range(0, 600, 3))
+    assert sorted(done) == list(range(0, 600, 3))
+    assert producer.flush(timeout=T) == 0
+    values = broker_clients.consume_assigned(broker.conf, topic, [0], 600, timeout=T)
+    assert values == [b"%d" % i for i in range(600)]
+    # A failure goes to its future, not to flush.
+    bad = producer.send_async(topic, b"v", partition=5)
+    assert producer.flush(timeout=T) == 0
+    assert isinstance(bad.exception(T), errors.UnknownTopicOrPartitionError)
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        bad.result(0)
