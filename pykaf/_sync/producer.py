@@ -47,6 +47,7 @@ DEFAULT_PRODUCE_BLOCK_TIMEOUT = 5.0
 BULK_RUN = 16
 
 Headers = Sequence[tuple[str, bytes | None]]
+_NO_RUN = object()  # no run is open: equal to no topic
 _DONE = (_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED, _futures.FINISHED)
 OnDelivery = Callable[[BaseException | None, RecordMetadata], object]
 Failure = tuple[str, int, int, BaseException]
@@ -215,6 +216,11 @@ class _Feeder:
         self.lock = threading.Lock()
         self.incoming: list[_Item] = []
         self.run: _Run | None = None  # the last item of ``incoming``, if it is a run
+        # The same run when it is keyless, for Producer.produce's fast path: a
+        # plain record to this topic and partition is appended to ``run_values``.
+        self.run_topic: object = _NO_RUN
+        self.run_partition: int | None = None
+        self.run_values: list[bytes] = []
         self.scheduled = False
         self.closed = False  # no more records (set by Producer.close, under lock)
         # Records not yet in the async producer's buffer = queued - accepted.
@@ -224,11 +230,12 @@ class _Feeder:
         self.accepted = 0
         self.room = threading.Event()
         self.waiting = False
-        # produce records not yet delivered = produced - settled - served:
-        # ``produced`` is written under ``lock``, ``settled`` by the loop (records
+        # produce records not yet delivered = queued - futures - settled - served:
+        # ``futures`` (send_async records) is written under ``lock``, ``settled``
+        # by the loop (records
         # without a callback, once settled), ``served`` under ``ready_lock``
         # (callbacks run by poll/flush).
-        self.produced = 0
+        self.futures = 0
         self.settled = 0
         self.served = 0
         self.ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata]] = deque()
@@ -255,7 +262,7 @@ class _Feeder:
             if self.closed:
                 raise ClosedError("the producer is closed")
             self.incoming.append(item)
-            self.run = None
+            self.end_run()
             if self.scheduled:
                 return
             self.scheduled = True
@@ -289,8 +296,8 @@ class _Feeder:
             if self.closed:
                 raise ClosedError("the producer is closed")
             self.queued += 1
-            if not future:
-                self.produced += 1
+            if future:
+                self.futures += 1
             if (
                 type(value) is bytes
                 and headers is None
@@ -313,11 +320,17 @@ class _Feeder:
                 else:
                     run = self.run = _Run(topic, partition, value, key)
                     self.incoming.append(run)
+                    if key is None:
+                        self.run_topic = topic
+                        self.run_partition = partition
+                        self.run_values = run.values
+                    else:
+                        self.run_topic = _NO_RUN
             else:
                 self.incoming.append(
                     (topic, value, key, partition, headers, timestamp, on_delivery)
                 )
-                self.run = None
+                self.end_run()
             if self.scheduled:
                 return
             self.scheduled = True
@@ -333,11 +346,11 @@ class _Feeder:
                 if item in self.incoming:
                     self.incoming.remove(item)
                     if self.run is item:
-                        self.run = None
+                        self.end_run()
                     count = _count(item)
                     self.queued -= count
-                    if not (isinstance(item, tuple) and type(item[6]) is _DeliveryFuture):
-                        self.produced -= count
+                    if isinstance(item, tuple) and type(item[6]) is _DeliveryFuture:
+                        self.futures -= count
             raise
 
     def _wait_for_room(self, deadline: float | None, full: bool = False) -> None:
@@ -360,7 +373,12 @@ class _Feeder:
 
     def pending(self) -> int:
         """``produce`` records not yet delivered, or whose callback has not run yet."""
-        return self.produced - self.settled - self.served
+        return self.queued - self.futures - self.settled - self.served
+
+    def end_run(self) -> None:
+        """Under ``lock``: the next plain record starts a new run."""
+        self.run = None
+        self.run_topic = _NO_RUN
 
     def serve(self) -> int:
         """Run the callbacks of delivered records in this thread; return how many ran.
@@ -412,7 +430,7 @@ class _Feeder:
     def take(self) -> None:
         with self.lock:
             items, self.incoming = self.incoming, []
-            self.run = None
+            self.end_run()
             self.scheduled = False
         for item in items:
             self.submit(item)
@@ -871,9 +889,28 @@ class Producer:
                 seconds (:data:`MAX_PENDING` records wait ahead of a full buffer).
             ClosedError: the producer is closed.
         """
-        self._feeder.produce(
-            topic, value, key, partition, headers, timestamp, on_delivery, self._block
-        )
+        feeder = self._feeder
+        if (
+            key is None
+            and headers is None
+            and timestamp is None
+            and on_delivery is None
+            and type(value) is bytes
+            and feeder.queued - feeder.accepted < MAX_PENDING
+        ):
+            with feeder.lock:
+                # A plain record going where the open run goes joins it: the
+                # run is staged and the loop already called (a closed feeder
+                # has no run).
+                if (
+                    topic == feeder.run_topic
+                    and partition == feeder.run_partition
+                    and len(value) <= feeder.small
+                ):
+                    feeder.run_values.append(value)
+                    feeder.queued += 1
+                    return
+        feeder.produce(topic, value, key, partition, headers, timestamp, on_delivery, self._block)
 
     def poll(self, timeout: float | None = 0) -> int:
         """Run the ``on_delivery`` callbacks of delivered records, in this thread.
@@ -1107,6 +1144,7 @@ class Producer:
                 if self._feeder.closed:
                     return False
                 self._feeder.closed = True
+                self._feeder.end_run()
             try:
                 return self._portal.run(self._aclose, exc, timeout=timeout)
             finally:
