@@ -122,34 +122,40 @@ class _DeliveryFuture(Future[RecordMetadata]):
     A ``concurrent.futures.Future`` builds a ``threading.Condition`` (a lock
     and its bookkeeping) when made; these share their producer's, so making
     one costs a few attributes. The future is its record's ``on_delivery``
-    target in the async producer, resolved when the record's batch settles.
-    Waiting is looped (``result``/``exception``) because a shared condition
-    also wakes waiters of other futures.
+    target in the async producer: the outcomes of a settled batch are queued
+    and resolved together, under one hold of the shared condition
+    (:meth:`_Feeder.resolve_futures`). Waiting is looped (``result``,
+    ``exception``) because a shared condition also wakes waiters of other futures.
     """
 
-    def __init__(self, condition: threading.Condition, unsettled: set[Future[Any]]) -> None:
+    def __init__(self, feeder: _Feeder) -> None:
         # Future.__init__ is not called: it would build a Condition of its own.
-        self._condition = condition
+        self._condition = feeder.condition
         self._state = _futures.PENDING
         self._result: RecordMetadata | None = None
         self._exception: BaseException | None = None
         self._waiters: list[Any] = []
         self._done_callbacks: list[Callable[[Future[RecordMetadata]], object]] = []
-        self._unsettled = unsettled
+        self._feeder = feeder
 
     def start(self) -> bool:
         """In the loop, before the record is buffered: False if it was cancelled."""
         if self._state == _futures.RUNNING:  # a retry after a full buffer
             return True
-        if not self.set_running_or_notify_cancel():
-            return False
-        self._unsettled.add(self)
+        with self._condition:
+            if self._state == _futures.PENDING:
+                self._state = _futures.RUNNING
+            elif not self.set_running_or_notify_cancel():
+                return False
+        self._feeder.unsettled.add(self)
         return True
 
     def __call__(self, error: BaseException | None, metadata: RecordMetadata) -> None:
-        """The async producer's ``on_delivery``: resolve with the outcome."""
-        self._unsettled.discard(self)
-        _settle(self, error, metadata)
+        """The async producer's ``on_delivery``: queue the outcome to be resolved."""
+        feeder = self._feeder
+        if not feeder.settled_futures:
+            feeder.portal.call_soon(feeder.resolve_futures)  # once the batch is settled
+        feeder.settled_futures.append((self, error, metadata))
 
     def _wait_done(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -172,6 +178,13 @@ class _DeliveryFuture(Future[RecordMetadata]):
 
 
 _Item = _Batch | _Run | tuple[Any, ...] | trio.Event
+
+
+def _future_of(item: _Item) -> _DeliveryFuture | None:
+    """The future of a staged ``send_async`` record; None for anything else."""
+    if isinstance(item, tuple) and type(item[6]) is _DeliveryFuture:
+        return item[6]
+    return None
 
 
 def _count(item: _Item) -> int:
@@ -250,6 +263,9 @@ class _Feeder:
         self.draining = False
         self.unsettled: set[Future[Any]] = set()
         self.condition = threading.Condition()  # shared by the send_async futures
+        # (future, error, metadata) of settled send_async records, not resolved yet.
+        self.settled_futures: list[tuple[_DeliveryFuture, BaseException | None, Any]] = []
+        self.staged_futures: list[_DeliveryFuture] = []  # since the last take (under lock)
         self.open_runs: deque[tuple[BatchDelivery, int]] = deque()
         self.watching = False
         self.finished = False
@@ -298,6 +314,7 @@ class _Feeder:
             self.queued += 1
             if future:
                 self.futures += 1
+                self.staged_futures.append(on_delivery)  # type: ignore[arg-type]
             if (
                 type(value) is bytes
                 and headers is None
@@ -349,8 +366,10 @@ class _Feeder:
                         self.end_run()
                     count = _count(item)
                     self.queued -= count
-                    if isinstance(item, tuple) and type(item[6]) is _DeliveryFuture:
+                    future = _future_of(item)
+                    if future is not None:
                         self.futures -= count
+                        self.staged_futures.remove(future)
             raise
 
     def _wait_for_room(self, deadline: float | None, full: bool = False) -> None:
@@ -430,10 +449,41 @@ class _Feeder:
     def take(self) -> None:
         with self.lock:
             items, self.incoming = self.incoming, []
+            futures, self.staged_futures = self.staged_futures, []
             self.end_run()
             self.scheduled = False
-        for item in items:
+        started = bool(futures) and not (self.backlog or self.draining or self.finished)
+        if started:  # they are offered now: start them all under one hold of the lock
+            self._start_all(futures)
+        for i, item in enumerate(items):
             self.submit(item)
+            if started and self.backlog:
+                # The buffer filled: the rest wait, and may still be cancelled.
+                self._unstart(items[i:])
+                started = False
+
+    def _start_all(self, futures: list[_DeliveryFuture]) -> None:
+        """``set_running_or_notify_cancel`` for many futures at once."""
+        pending, running = _futures.PENDING, _futures.RUNNING
+        cancelled = []
+        with self.condition:
+            for future in futures:
+                if future._state == pending:
+                    future._state = running
+                else:
+                    cancelled.append(future)
+            for future in cancelled:
+                future.set_running_or_notify_cancel()  # tells its waiters
+        self.unsettled.update(futures)
+
+    def _unstart(self, items: list[_Item]) -> None:
+        """Back to pending: the futures of records that wait for buffer space."""
+        futures = [future for future in map(_future_of, items) if future is not None]
+        with self.condition:
+            for future in futures:
+                if future._state == _futures.RUNNING:
+                    future._state = _futures.PENDING
+        self.unsettled.difference_update(futures)
 
     def submit(self, item: _Item) -> None:
         if self.finished:
@@ -460,6 +510,40 @@ class _Feeder:
                 return False  # send_batch is async: the drainer sends it
             return self._offer_run(item)
         return False
+
+    def resolve_futures(self) -> None:
+        """In the loop: resolve the futures of settled records, under one hold of the condition.
+
+        What ``Future.set_result``/``set_exception`` do for each, then their
+        done-callbacks (in this thread, the loop's).
+        """
+        settled = self.settled_futures
+        if not settled:
+            return
+        items = settled[:]
+        settled.clear()
+        with_callbacks = []
+        finished, running = _futures.FINISHED, _futures.RUNNING
+        with self.condition:
+            for future, error, metadata in items:
+                if future._state != running:  # failed already (the producer closed)
+                    continue
+                if error is None:
+                    future._result = metadata
+                else:
+                    future._exception = error
+                future._state = finished
+                for waiter in future._waiters:
+                    if error is None:
+                        waiter.add_result(future)
+                    else:
+                        waiter.add_exception(future)
+                if future._done_callbacks:
+                    with_callbacks.append(future)
+            self.condition.notify_all()
+        self.unsettled.difference_update([item[0] for item in items])
+        for future in with_callbacks:
+            future._invoke_callbacks()  # type: ignore[attr-defined]
 
     def _settled_one(self, error: BaseException | None, metadata: RecordMetadata) -> None:
         """The async producer's ``on_delivery`` for a ``produce`` record without a callback."""
@@ -586,7 +670,11 @@ class _Feeder:
             self.watching = False
 
     async def collect_runs(self) -> None:
-        """Account for the settled runs at the front of ``open_runs`` (never blocks)."""
+        """Account for the settled runs at the front of ``open_runs`` (never blocks).
+
+        The futures of settled ``send_async`` records are resolved too.
+        """
+        self.resolve_futures()
         runs = self.open_runs
         while runs and runs[0][0].done:
             delivery, count = runs.popleft()
@@ -708,6 +796,7 @@ class _Feeder:
     def fail_all(self, error: BaseException) -> None:
         """Fail everything not yet settled (the producer closed or was abandoned)."""
         self.finished = True
+        self.resolve_futures()  # those settled get their own outcome
         self.take()
         while self.backlog:
             self._fail(self.backlog.popleft(), error)
@@ -857,7 +946,7 @@ class Producer:
         deadline: float | None,
     ) -> Future[RecordMetadata]:
         feeder = self._feeder
-        future = _DeliveryFuture(feeder.condition, feeder.unsettled)
+        future = _DeliveryFuture(feeder)
         feeder.produce(topic, value, key, partition, headers, timestamp, future, 0.0, deadline)
         return future
 
