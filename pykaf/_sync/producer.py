@@ -455,12 +455,21 @@ class _Feeder:
         started = bool(futures) and not (self.backlog or self.draining or self.finished)
         if started:  # they are offered now: start them all under one hold of the lock
             self._start_all(futures)
-        for i, item in enumerate(items):
-            self.submit(item)
+        i, n = 0, len(items)
+        while i < n:
+            item = items[i]
+            if type(item) is tuple and not (self.backlog or self.draining or self.finished):
+                # Staged records in a row go in one loop (the usual case).
+                stop = self._offer_records(items, i)
+                if stop > i:
+                    i = stop
+                    continue
+            self.submit(item)  # another kind of item, or the buffer is full
             if started and self.backlog:
                 # The buffer filled: the rest wait, and may still be cancelled.
                 self._unstart(items[i:])
                 started = False
+            i += 1
 
     def _start_all(self, futures: list[_DeliveryFuture]) -> None:
         """``set_running_or_notify_cancel`` for many futures at once."""
@@ -575,29 +584,54 @@ class _Feeder:
         return self._callback(on_delivery)  # run by poll/flush
 
     def _offer_produce(self, rec: tuple[Any, ...]) -> bool:
-        """Buffer one ``produce`` record that is not in a run; False when the buffer is full."""
-        topic, value, key, partition, headers, timestamp, on_delivery = rec
-        if type(on_delivery) is _DeliveryFuture and not on_delivery.start():
-            self._done_with()  # cancelled while it waited
-            return True
-        target = self._target(on_delivery)
+        """Buffer one staged record that is not in a run; False when the buffer is full."""
+        return self._offer_records((rec,), 0) == 1
+
+    def _offer_records(self, items: Sequence[Any], start: int) -> int:
+        """Buffer the staged records (tuples) from ``items[start]`` on, one by one.
+
+        Stops at the first item that is not one, or at a record the full
+        buffer refuses; returns its index (``len(items)`` when all went).
+        """
+        send = self.producer.send_nowait
+        settled = self._settled_one
+        running = _futures.RUNNING
+        i, n = start, len(items)
         try:
-            self.producer.send_nowait(
-                topic,
-                value,
-                key=key,
-                partition=partition,
-                headers=headers,
-                timestamp=timestamp,
-                on_delivery=target,
-            )
-        except BufferFullError:
-            return False
-        except Exception as exc:
-            part = partition if type(partition) is int else -1
-            target(exc, RecordMetadata(topic, part, -1, -1 if timestamp is None else timestamp))
-        self._done_with()
-        return True
+            while i < n:
+                rec = items[i]
+                if type(rec) is not tuple:
+                    break
+                topic, value, key, partition, headers, timestamp, on_delivery = rec
+                if on_delivery is None:
+                    target: OnDelivery = settled
+                elif type(on_delivery) is _DeliveryFuture:
+                    if on_delivery._state != running and not on_delivery.start():
+                        i += 1  # cancelled while it waited
+                        continue
+                    target = on_delivery
+                else:
+                    target = self._callback(on_delivery)
+                try:
+                    send(
+                        topic,
+                        value,
+                        key=key,
+                        partition=partition,
+                        headers=headers,
+                        timestamp=timestamp,
+                        on_delivery=target,
+                    )
+                except BufferFullError:
+                    break
+                except Exception as exc:
+                    part = partition if type(partition) is int else -1
+                    ts = -1 if timestamp is None else timestamp
+                    target(exc, RecordMetadata(topic, part, -1, ts))
+                i += 1
+        finally:
+            self._done_with(i - start)
+        return i
 
     def _offer_run(self, run: _Run) -> bool:
         """Buffer a run's records one by one; False when the buffer filled first."""
