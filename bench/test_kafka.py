@@ -45,7 +45,7 @@ its ``flush_bytes``):
   idempotent), as in ``bench/test_producer.py``: ``send_nowait`` per record,
   ``send_batch`` on lists of 10,000, and the blocking ``pykaf.sync.Producer``
   with ``send_async`` per record (``sync``; 100,000 records a round: it runs
-  at tens of thousands a second), ``send_many`` on lists of 10,000
+  at about a hundred thousand a second), ``send_many`` on lists of 10,000
   (``sync_many``) and ``produce()`` + ``poll(0)`` per record, then ``flush()``
   (``sync_produce``, confluent-kafka's idiom on pykaf). Opening the producer
   and one warm-up record per partition are outside the timing (setup).
