@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
@@ -885,6 +887,7 @@ class Producer:
         self._producer: AsyncProducer = producer
         self._handle: ContextHandle[AsyncProducer] = handle
         self._feeder = _Feeder(self._portal, producer)
+        _feeders.add(self._feeder)
         # Records still queued for the buffer go out before the producer
         # closes, also when it is closed at interpreter exit.
         handle.before_exit = self._feeder.wait_backlog
@@ -1337,6 +1340,25 @@ def _merged(feeder: _Feeder, error: DeliveryError | None) -> DeliveryError | Non
         + (f" (and {len(failures) - 1} more failures)" if len(failures) > 1 else ""),
         failures,
     )
+
+
+#: Every feeder of this process, for the reset after a fork.
+_feeders: weakref.WeakSet[_Feeder] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # A child cannot use the parent's producers (their loop thread is not
+    # there): no staged run may take records without a call to the portal,
+    # which raises RuntimeError in the child. The lock may have been held by
+    # a thread that does not exist here.
+    for feeder in list(_feeders):
+        feeder.lock = threading.Lock()
+        feeder.end_run()
+        feeder.scheduled = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _as_column(values: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import threading
 import uuid
 from typing import Any
@@ -281,3 +282,28 @@ def test_send_async_futures_resolve_on_the_same_path(broker: Any, producer_facto
     assert isinstance(bad.exception(T), errors.UnknownTopicOrPartitionError)
     with pytest.raises(errors.UnknownTopicOrPartitionError):
         bad.result(0)
+
+
+def test_a_forked_child_cannot_produce_through_its_parents_producer(
+    broker: Any, producer_factory: Any
+) -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no os.fork here")
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap, linger=5.0)
+    for i in range(100):  # a run is open and staged when the fork happens
+        producer.produce(topic, b"%d" % i)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome is its exit status
+        try:
+            producer.produce(topic, b"from the child")
+            os._exit(10)  # staged where no loop will ever take it
+        except RuntimeError:
+            os._exit(0)
+        except BaseException:
+            os._exit(11)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert producer.flush(timeout=T) == 0
+    values = broker_clients.consume_assigned(broker.conf, topic, [0], 100, timeout=T)
+    assert values == [b"%d" % i for i in range(100)]
