@@ -255,9 +255,10 @@ class _Feeder:
     ``produce`` records are staged in the caller's thread as :class:`_Run`
     objects (plain records in a row, handed to ``send_batch`` whole when the
     run is long) or as tuples (records with headers, a timestamp or a
-    callback, sent with ``send_nowait``). Their callbacks are queued in
-    ``ready`` for the callers' ``poll``/``flush``; failures of records without
-    a callback are kept in ``unreported`` for the next ``flush``.
+    callback, and ``send_async`` records with their future as callback, sent
+    with ``send_nowait``). Callbacks are queued in ``ready`` for the callers'
+    ``poll``/``flush``, futures resolved in the loop; failures of records
+    without either are kept in ``unreported`` for the next ``flush``.
     """
 
     def __init__(self, portal: Portal, producer: AsyncProducer) -> None:
@@ -282,9 +283,8 @@ class _Feeder:
         self.waiting = False
         # produce records not yet delivered = queued - futures - settled - served:
         # ``futures`` (send_async records) is written under ``lock``, ``settled``
-        # by the loop (records
-        # without a callback, once settled), ``served`` under ``ready_lock``
-        # (callbacks run by poll/flush).
+        # by the loop (records without a callback, once settled), ``served``
+        # under ``ready_lock`` (callbacks run by poll/flush).
         self.futures = 0
         self.settled = 0
         self.served = 0
@@ -300,7 +300,6 @@ class _Feeder:
         self.draining = False
         self.unsettled: set[Future[Any]] = set()
         self.condition = threading.Condition()  # shared by the send_async futures
-        # (future, error, metadata) of settled send_async records, not resolved yet.
         self.settled_futures: list[_DeliveryFuture] = []  # settled, not resolved yet
         self.staged_futures: list[_DeliveryFuture] = []  # since the last take (under lock)
         self.open_runs: deque[tuple[BatchDelivery, int]] = deque()
@@ -358,6 +357,7 @@ class _Feeder:
                 and headers is None
                 and timestamp is None
                 and (key is None or type(key) is bytes)
+                and (partition is None or type(partition) is int)
                 and len(value) <= self.small
                 and (key is None or len(key) <= self.small)
             ):
@@ -1059,6 +1059,7 @@ class Producer:
             and timestamp is None
             and on_delivery is None
             and type(value) is bytes
+            and (partition is None or type(partition) is int)
             and feeder.queued - feeder.accepted < MAX_PENDING
         ):
             with feeder.lock:

@@ -307,3 +307,17 @@ def test_a_forked_child_cannot_produce_through_its_parents_producer(
     assert producer.flush(timeout=T) == 0
     values = broker_clients.consume_assigned(broker.conf, topic, [0], 100, timeout=T)
     assert values == [b"%d" % i for i in range(100)]
+
+
+def test_a_bad_partition_fails_alone_even_beside_a_run(broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(broker, 2)
+    producer = producer_factory(broker.bootstrap)
+    for i in range(20):
+        producer.produce(topic, b"%d" % i, partition=1)
+    producer.produce(topic, b"bool", partition=True)  # type: ignore[arg-type]
+    producer.produce(topic, b"last", partition=1)
+    with pytest.raises(errors.DeliveryError) as info:
+        producer.flush(timeout=T)
+    assert info.value.records == 1
+    values = broker_clients.consume_assigned(broker.conf, topic, [1], 21, timeout=T)
+    assert values == [b"%d" % i for i in range(20)] + [b"last"]
