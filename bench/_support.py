@@ -100,6 +100,37 @@ def confluent_produce_all(producer: Any, topic: str, values: Any) -> int:
     return full
 
 
+def confluent_produce_idiom(producer: Any, topic: str, values: Any) -> int:
+    """confluent-kafka's documented loop: ``produce()`` then ``poll(0)`` per value.
+
+    On ``BufferError`` (the local queue is full) it serves the queue with
+    ``poll(0.1)`` and tries again; returns how many times the queue was full.
+    The caller flushes.
+    """
+    produce, poll = producer.produce, producer.poll
+    full = 0
+    for value in values:
+        try:
+            produce(topic, value)
+        except BufferError:  # its queue (100,000 messages) is full
+            full += _produce_when_room(producer, topic, value)
+        poll(0)
+    return full
+
+
+def _produce_when_room(producer: Any, topic: str, value: bytes) -> int:
+    """Serve the queue (``poll(0.1)``) until ``value`` fits; return how many tries it took."""
+    tries = 1
+    while True:
+        producer.poll(0.1)
+        try:
+            producer.produce(topic, value)
+        except BufferError:
+            tries += 1
+        else:
+            return tries
+
+
 # -- data ---------------------------------------------------------------------
 _EVENTS = ("click", "view", "purchase", "login", "logout", "scroll", "search", "share")
 _FILL = b"abcdefghijklmnopqrstuvwxyz0123456789"

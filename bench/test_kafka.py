@@ -45,9 +45,10 @@ its ``flush_bytes``):
   idempotent), as in ``bench/test_producer.py``: ``send_nowait`` per record,
   ``send_batch`` on lists of 10,000, and the blocking ``pykaf.sync.Producer``
   with ``send_async`` per record (``sync``; 100,000 records a round: it runs
-  at tens of thousands a second) and ``send_many`` on lists of 10,000
-  (``sync_many``). Opening the producer and one warm-up record per partition
-  are outside the timing (setup).
+  at about a hundred thousand a second), ``send_many`` on lists of 10,000
+  (``sync_many``) and ``produce()`` + ``poll(0)`` per record, then ``flush()``
+  (``sync_produce``, confluent-kafka's idiom on pykaf). Opening the producer
+  and one warm-up record per partition are outside the timing (setup).
 
 Each round's topic must then hold exactly the records sent (the partitions'
 high watermarks), and every client must report them acknowledged
@@ -108,7 +109,7 @@ from bench._kafka import (
     run_consumer_perf,
     run_producer_perf,
 )
-from bench._support import PYKAF, bulk_values, note_rate, tag
+from bench._support import PYKAF, bulk_values, confluent_produce_idiom, note_rate, tag
 
 JAVA = "kafka-java"
 CONFLUENT = "confluent-kafka"
@@ -223,17 +224,7 @@ class ConfluentIdiomRound(prod.ConfluentRound):
         assert left == 0, "confluent-kafka: the warm-up records were not acknowledged"
 
     def run(self) -> None:
-        produce, poll, topic = self.producer.produce, self.producer.poll, self.topic
-        full = 0
-        for value in self.values:
-            while True:
-                try:
-                    produce(topic, value)
-                    break
-                except BufferError:  # its queue (100,000 messages) is full: serve it
-                    full += 1
-                    poll(0.1)
-            poll(0)
+        full = confluent_produce_idiom(self.producer, self.topic, self.values)
         self.left = self.producer.flush(ROUND_TIMEOUT_S)
         self.notes["buffer_full_retries"] = full
 
@@ -255,6 +246,7 @@ def _producer_round(client: str, variant: str | None) -> tuple[RoundMaker, int]:
         "send_batch": prod.PykafSendBatchRound,
         "sync": prod.PykafSyncRound,
         "sync_many": prod.PykafSyncManyRound,
+        "sync_produce": prod.PykafSyncProduceRound,
     }
     cls = pykaf_rounds[variant]
     records = SYNC_RECORDS if variant == "sync" else RECORDS
@@ -274,6 +266,7 @@ PRODUCE_CLIENTS: list[tuple[str, str | None]] = [
     (PYKAF, "send_batch"),
     (PYKAF, "sync"),
     (PYKAF, "sync_many"),
+    (PYKAF, "sync_produce"),
 ]
 
 

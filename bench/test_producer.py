@@ -26,6 +26,9 @@ Clients and settings (each client's defaults otherwise):
 * ``confluent-kafka`` (librdkafka): ``produce()`` in a loop, ``poll(0)`` and
   retry on ``BufferError`` (its queue holds 100,000 messages by default), then
   ``flush()``. linger.ms=5, acks=all, enable.idempotence=true.
+* ``confluent-kafka[poll]``: its documented idiom, ``poll(0)`` after every
+  ``produce()`` (on ``BufferError``, ``poll(0.1)`` and again), as
+  ``bench/test_kafka.py`` runs it: the peer of pykaf's per-record sync paths.
 * ``aiokafka``: ``await send()`` per record, collecting the futures, then
   ``flush()`` and ``gather``; on asyncio, started by ``asyncio.run`` in the
   timed call. linger_ms=5, acks="all", enable_idempotence=True on the mock;
@@ -43,11 +46,14 @@ Clients and settings (each client's defaults otherwise):
     ``flush()`` and every batch's ``wait()``.
   - ``sync``: the blocking facade ``pykaf.sync.Producer``: ``send_async()``
     per record (a ``concurrent.futures.Future`` each, kept and checked after
-    the round, as aiokafka's are), then ``flush()``; the nearest thing to
-    confluent-kafka's ``produce()`` loop. 100,000 records a round: it ran at
-    ~25k records/s when written (a 1M round would take 40 s).
+    the round, as aiokafka's are), then ``flush()``. 100,000 records a round: it ran at
+    ~25k records/s when written (a 1M round would take 40 s), ~110k/s since
+    issue 19 (a future per record still, resolved per settled batch).
   - ``sync_many``: ``pykaf.sync.Producer.send_many()`` on lists of 10,000
     values (each call blocks until its records are acknowledged).
+  - ``sync_produce``: ``pykaf.sync.Producer.produce()`` and ``poll(0)`` per
+    record, then ``flush()`` (which must return 0): confluent-kafka's idiom
+    on pykaf's blocking facade.
 
 Each round produces into a topic of its own, created before and deleted after
 it (outside the timing). After each round the topic's high watermarks must
@@ -89,12 +95,20 @@ from typing import Any
 import pytest
 import trio
 
-from bench._support import AIOKAFKA, PYKAF, bulk_values, confluent_produce_all, note_rate, tag
+from bench._support import (
+    AIOKAFKA,
+    PYKAF,
+    bulk_values,
+    confluent_produce_all,
+    confluent_produce_idiom,
+    note_rate,
+    tag,
+)
 
 CONFLUENT = "confluent-kafka"
 RECORDS = 1_000_000
 # Fewer records for the slow clients, to keep the run short (ratios are per record):
-# aiokafka runs at ~50k records/s, pykaf.sync's send_async per record at ~25k/s.
+# aiokafka runs at ~50k records/s, pykaf.sync's send_async per record at ~110k/s.
 SHORT_RECORDS: dict[tuple[str, str | None], int] = {
     (AIOKAFKA, None): 200_000,
     (PYKAF, "sync"): 100_000,
@@ -110,11 +124,13 @@ ROUND_TIMEOUT_S = 120.0  # a stuck producer fails its round instead of hanging t
 # (client, variant) in the order each group runs them.
 CLIENTS: list[tuple[str, str | None]] = [
     (CONFLUENT, None),
+    (CONFLUENT, "poll"),
     (AIOKAFKA, None),
     (PYKAF, "send_nowait"),
     (PYKAF, "send_batch"),
     (PYKAF, "sync"),
     (PYKAF, "sync_many"),
+    (PYKAF, "sync_produce"),
 ]
 
 _topic_ids = itertools.count()
@@ -314,6 +330,15 @@ class ConfluentRound(Round):
         return len(self.values)
 
 
+class ConfluentPollRound(ConfluentRound):
+    """confluent-kafka's documented idiom: ``produce()`` and ``poll(0)`` per record, ``flush()``."""
+
+    def run(self) -> None:
+        full = confluent_produce_idiom(self.producer, self.topic, self.values)
+        self.left = self.producer.flush(ROUND_TIMEOUT_S)
+        self.notes["buffer_full_retries"] = full
+
+
 class AiokafkaRound(_ThreadedRound):
     """aiokafka: ``await send()`` per record, keeping the futures; flush, gather."""
 
@@ -461,20 +486,41 @@ class PykafSyncManyRound(_PykafSyncRound):
         return self.delivered
 
 
+class PykafSyncProduceRound(_PykafSyncRound):
+    """``produce()`` and ``poll(0)`` per record, then ``flush()`` (confluent-kafka's idiom)."""
+
+    def run(self) -> None:
+        topic, produce, poll = self.topic, self.producer.produce, self.producer.poll
+        for value in self.values:
+            produce(topic, value)
+            poll(0)
+        # Raises DeliveryError if any record failed; returns what is left.
+        self.left = self.producer.flush(timeout=ROUND_TIMEOUT_S)
+
+    def acknowledged(self) -> int:
+        assert self.left == 0, f"pykaf.sync: {self.left} records unacknowledged after flush"
+        return len(self.values)
+
+
 def _round_factory(
     client: str, variant: str | None, broker: str
 ) -> tuple[Callable[[str, str, list[bytes]], Round], bool]:
     """A function making one round of the client, and whether it runs idempotent."""
     if client == CONFLUENT:
         pytest.importorskip("confluent_kafka")
-        return ConfluentRound, True
+        return (ConfluentPollRound if variant == "poll" else ConfluentRound), True
     if client == AIOKAFKA:
         pytest.importorskip("aiokafka")
         idempotence = broker != "tansu"  # Tansu refuses aiokafka's InitProducerId v0
         return partial(AiokafkaRound, idempotence=idempotence), idempotence
-    if variant in ("sync", "sync_many"):
+    if variant in ("sync", "sync_many", "sync_produce"):
         _load_pykaf_sync()
-        return (PykafSyncRound if variant == "sync" else PykafSyncManyRound), True
+        rounds = {
+            "sync": PykafSyncRound,
+            "sync_many": PykafSyncManyRound,
+            "sync_produce": PykafSyncProduceRound,
+        }
+        return rounds[variant], True
     _load_pykaf_producer()
     return (PykafSendNowaitRound if variant == "send_nowait" else PykafSendBatchRound), True
 

@@ -2,62 +2,57 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import _base as _futures  # the states a Future moves through
+from contextlib import suppress
 from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 import trio
 
 from pykaf._config import bootstrap_argument
 from pykaf._producer.producer import Producer as AsyncProducer
 from pykaf._producer.producer import open_producer
-from pykaf._producer.records import ProducerStatistics, RecordMetadata
+from pykaf._producer.records import BatchDelivery, ProducerStatistics, RecordMetadata
 from pykaf._sync.portal import ContextHandle, Portal, get_portal, wait_future
 from pykaf._txn.manager import Offsets, TxnStatus
 from pykaf.errors import (
     BufferFullError,
     ClosedError,
+    ConfigError,
+    DeliveryError,
     KafkaTimeoutError,
 )
 
-__all__ = ["MAX_PENDING", "Producer"]
+__all__ = ["DEFAULT_PRODUCE_BLOCK_TIMEOUT", "MAX_PENDING", "Producer"]
 
 #: Records a sync producer accepts ahead of its async producer's buffer (in
 #: transit to the loop, or waiting there for buffer space). Past that,
 #: ``send_async`` blocks its caller: the backpressure a full buffer exerts.
 MAX_PENDING = 10_000
 
+#: Seconds ``produce`` waits for room when :data:`MAX_PENDING` records are
+#: staged ahead of a full buffer, before it raises ``BufferFullError`` (the
+#: ``produce_block_timeout`` option's default).
+DEFAULT_PRODUCE_BLOCK_TIMEOUT = 5.0
+
+#: A run of at least this many plain ``produce`` records (same topic and
+#: partition, no headers, timestamp or callback) goes to the async producer's
+#: bulk path (``send_batch``) whole; shorter runs go record by record.
+BULK_RUN = 16
+
 Headers = Sequence[tuple[str, bytes | None]]
-
-
-class _Record:
-    """One ``send_async`` record on its way to the async producer."""
-
-    __slots__ = ("future", "headers", "key", "partition", "started", "timestamp", "topic", "value")
-
-    def __init__(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int | None,
-        headers: Headers | None,
-        timestamp: int | None,
-        future: Future[RecordMetadata],
-    ) -> None:
-        self.topic = topic
-        self.value = value
-        self.key = key
-        self.partition = partition
-        self.headers = headers
-        self.timestamp = timestamp
-        self.future = future
-        self.started = False
+_NO_RUN = object()  # no run is open: equal to no topic
+_DONE = (_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED, _futures.FINISHED)
+OnDelivery = Callable[[BaseException | None, RecordMetadata], object]
+Failure = tuple[str, int, int, BaseException]
 
 
 class _Batch:
@@ -84,7 +79,156 @@ class _Batch:
         self.future = future
 
 
-_Item = _Record | _Batch | trio.Event
+class _Run:
+    """Plain ``produce`` records staged in a row: one topic and partition, keyed or not.
+
+    Callers append to ``values`` (and ``keys``) under the feeder's lock while
+    the run is the last thing staged; the loop hands a long run to
+    ``send_batch`` whole. ``start`` is how many of them the loop has buffered.
+    """
+
+    __slots__ = ("keys", "partition", "start", "topic", "values")
+
+    def __init__(self, topic: str, partition: int | None, value: bytes, key: bytes | None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.values = [value]
+        self.keys: list[bytes] | None = None if key is None else [key]
+        self.start = 0
+
+
+class _Deliver:
+    """The async producer's ``on_delivery`` for records with a callback.
+
+    In the loop it only queues ``(callback, error, metadata)`` for the
+    caller's ``poll``/``flush``, which run the callback in the caller's thread.
+    One object serves every record with the same callback.
+    """
+
+    __slots__ = ("callback", "feeder")
+
+    def __init__(self, feeder: _Feeder, callback: OnDelivery) -> None:
+        self.feeder = feeder
+        self.callback = callback
+
+    def __call__(self, error: BaseException | None, metadata: RecordMetadata) -> None:
+        feeder = self.feeder
+        feeder.ready.append((self.callback, error, metadata))
+        if feeder.pollers:
+            feeder.ready_event.set()
+
+
+class _DeliveryFuture(Future[RecordMetadata]):
+    """A ``send_async`` future: light to make per record, resolved in the loop.
+
+    A ``concurrent.futures.Future`` builds a ``threading.Condition`` (a lock
+    and its bookkeeping) when made; these share their producer's, so making
+    one costs a few attributes. The future is its record's ``on_delivery``
+    target in the async producer: the outcomes of a settled batch are queued
+    and resolved together, under one hold of the shared condition
+    (:meth:`_Feeder.resolve_futures`). Waiting is looped (``result``,
+    ``exception``) because a shared condition also wakes waiters of other futures.
+    Its lists of waiters and done-callbacks are made when first used: most
+    futures never need them, and fewer objects per record spare the cyclic
+    garbage collector, which otherwise costs as much as the rest of the path.
+    """
+
+    __slots__ = ("_feeder", "_lazy_callbacks", "_lazy_waiters")
+
+    def __init__(self, feeder: _Feeder) -> None:
+        # Future.__init__ is not called: it would build a Condition of its own.
+        self._condition = feeder.condition
+        self._state = _futures.PENDING
+        self._result: RecordMetadata | None = None
+        self._exception: BaseException | None = None
+        self._feeder = feeder
+
+    @property
+    def _waiters(self) -> list[Any]:
+        try:
+            return self._lazy_waiters
+        except AttributeError:
+            self._lazy_waiters: list[Any] = []
+            return self._lazy_waiters
+
+    @_waiters.setter
+    def _waiters(self, waiters: list[Any]) -> None:
+        self._lazy_waiters = waiters
+
+    @property
+    def _done_callbacks(self) -> list[Callable[[Future[RecordMetadata]], object]]:
+        try:
+            return self._lazy_callbacks
+        except AttributeError:
+            self._lazy_callbacks: list[Callable[[Future[RecordMetadata]], object]] = []
+            return self._lazy_callbacks
+
+    @_done_callbacks.setter
+    def _done_callbacks(self, callbacks: list[Callable[[Future[RecordMetadata]], object]]) -> None:
+        self._lazy_callbacks = callbacks
+
+    def start(self) -> bool:
+        """In the loop, before the record is buffered: False if it was cancelled."""
+        if self._state == _futures.RUNNING:  # a retry after a full buffer
+            return True
+        with self._condition:
+            if self._state == _futures.PENDING:
+                self._state = _futures.RUNNING
+            elif not self.set_running_or_notify_cancel():
+                return False
+        self._feeder.unsettled.add(self)
+        return True
+
+    def __call__(self, error: BaseException | None, metadata: RecordMetadata) -> None:
+        """The async producer's ``on_delivery``: keep the outcome, to be resolved soon.
+
+        ``_result``/``_exception`` are only read once the state is FINISHED,
+        which :meth:`_Feeder.resolve_futures` sets.
+        """
+        feeder = self._feeder
+        if error is None:
+            self._result = metadata
+        else:
+            self._exception = error
+        if not feeder.settled_futures:
+            feeder.portal.call_soon(feeder.resolve_futures)  # once the batch is settled
+        feeder.settled_futures.append(self)
+
+    def _wait_done(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while self._state not in _DONE:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                self._condition.wait(left)
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        """The record's metadata; see ``concurrent.futures.Future.result``."""
+        self._wait_done(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The record's error or None; see ``concurrent.futures.Future.exception``."""
+        self._wait_done(timeout)
+        return super().exception(0)
+
+
+_Item = _Batch | _Run | tuple[Any, ...] | trio.Event
+
+
+def _future_of(item: _Item) -> _DeliveryFuture | None:
+    """The future of a staged ``send_async`` record; None for anything else."""
+    if isinstance(item, tuple) and type(item[6]) is _DeliveryFuture:
+        return item[6]
+    return None
+
+
+def _count(item: _Item) -> int:
+    """How many records ``item`` carries (a marker or a send_many batch: 0)."""
+    if isinstance(item, _Run):
+        return len(item.values)
+    return 1 if isinstance(item, tuple) else 0
 
 
 def _settle(future: Future[Any], error: BaseException | None, result: Any = None) -> None:
@@ -107,6 +251,14 @@ class _Feeder:
     in ``backlog`` (in order, never dropped) for a drainer task that feeds them
     as space frees. Batches and flush markers travel the same queue, so one
     thread's records keep their order whatever the mix of calls.
+
+    ``produce`` records are staged in the caller's thread as :class:`_Run`
+    objects (plain records in a row, handed to ``send_batch`` whole when the
+    run is long) or as tuples (records with headers, a timestamp or a
+    callback, and ``send_async`` records with their future as callback, sent
+    with ``send_nowait``). Callbacks are queued in ``ready`` for the callers'
+    ``poll``/``flush``, futures resolved in the loop; failures of records
+    without either are kept in ``unreported`` for the next ``flush``.
     """
 
     def __init__(self, portal: Portal, producer: AsyncProducer) -> None:
@@ -114,6 +266,12 @@ class _Feeder:
         self.producer = producer
         self.lock = threading.Lock()
         self.incoming: list[_Item] = []
+        self.run: _Run | None = None  # the last item of ``incoming``, if it is a run
+        # The same run when it is keyless, for Producer.produce's fast path: a
+        # plain record to this topic and partition is appended to ``run_values``.
+        self.run_topic: object = _NO_RUN
+        self.run_partition: int | None = None
+        self.run_values: list[bytes] = []
         self.scheduled = False
         self.closed = False  # no more records (set by Producer.close, under lock)
         # Records not yet in the async producer's buffer = queued - accepted.
@@ -123,32 +281,117 @@ class _Feeder:
         self.accepted = 0
         self.room = threading.Event()
         self.waiting = False
+        # produce records not yet delivered = queued - futures - settled - served:
+        # ``futures`` (send_async records) is written under ``lock``, ``settled``
+        # by the loop (records without a callback, once settled), ``served``
+        # under ``ready_lock`` (callbacks run by poll/flush).
+        self.futures = 0
+        self.settled = 0
+        self.served = 0
+        self.ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata]] = deque()
+        self.ready_lock = threading.Lock()
+        self.ready_event = threading.Event()
+        self.pollers = 0  # threads waiting in poll (under ready_lock)
+        self.unreported: list[Failure] = []
+        self.small = max(producer.config.max_message_bytes // 2 - 1024, 0)
+        self._deliver: _Deliver | None = None  # the last callback's wrapper, reused
         # Loop side:
         self.backlog: deque[_Item] = deque()
         self.draining = False
         self.unsettled: set[Future[Any]] = set()
+        self.condition = threading.Condition()  # shared by the send_async futures
+        self.settled_futures: list[_DeliveryFuture] = []  # settled, not resolved yet
+        self.staged_futures: list[_DeliveryFuture] = []  # since the last take (under lock)
+        self.open_runs: deque[tuple[BatchDelivery, int]] = deque()
+        self.watching = False
         self.finished = False
 
     # -- thread side -------------------------------------------------------------
 
-    def put(self, item: _Item, deadline: float | None = None) -> None:
-        """Queue ``item`` for the loop (any thread).
-
-        A record first waits (until ``deadline``) while :data:`MAX_PENDING`
-        records are not yet in the async producer's buffer.
-        """
-        record = isinstance(item, _Record)
-        if record and self.queued - self.accepted >= MAX_PENDING:
-            self._wait_for_room(deadline)
+    def put(self, item: _Item) -> None:
+        """Queue a ``send_many`` batch or a marker for the loop (any thread)."""
         with self.lock:
             if self.closed:
                 raise ClosedError("the producer is closed")
             self.incoming.append(item)
-            if record:
-                self.queued += 1
+            self.end_run()
             if self.scheduled:
                 return
             self.scheduled = True
+        self._schedule(item)
+
+    def produce(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Headers | None,
+        timestamp: int | None,
+        on_delivery: OnDelivery | None,
+        block: float,
+        deadline: float | None = None,
+    ) -> None:
+        """Stage one record (any thread); wake the loop if it is idle.
+
+        A ``produce`` record waits ``block`` seconds for room, then raises
+        BufferFullError; a ``send_async`` record (its future as
+        ``on_delivery``) waits until ``deadline``, then raises KafkaTimeoutError.
+        """
+        future = type(on_delivery) is _DeliveryFuture
+        if self.queued - self.accepted >= MAX_PENDING:
+            if future:
+                self._wait_for_room(deadline)
+            else:
+                self._wait_for_room(time.monotonic() + block, full=True)
+        with self.lock:
+            if self.closed:
+                raise ClosedError("the producer is closed")
+            self.queued += 1
+            if future:
+                self.futures += 1
+                self.staged_futures.append(on_delivery)  # type: ignore[arg-type]
+            if (
+                on_delivery is None
+                and type(value) is bytes
+                and headers is None
+                and timestamp is None
+                and (key is None or type(key) is bytes)
+                and (partition is None or type(partition) is int)
+                and len(value) <= self.small
+                and (key is None or len(key) <= self.small)
+            ):
+                run = self.run
+                if (
+                    run is not None
+                    and run.topic == topic
+                    and run.partition == partition
+                    and (run.keys is None) is (key is None)
+                ):
+                    run.values.append(value)
+                    if key is not None:
+                        run.keys.append(key)  # type: ignore[union-attr]
+                else:
+                    run = self.run = _Run(topic, partition, value, key)
+                    self.incoming.append(run)
+                    if key is None:
+                        self.run_topic = topic
+                        self.run_partition = partition
+                        self.run_values = run.values
+                    else:
+                        self.run_topic = _NO_RUN
+            else:
+                self.incoming.append(
+                    (topic, value, key, partition, headers, timestamp, on_delivery)
+                )
+                self.end_run()
+            if self.scheduled:
+                return
+            self.scheduled = True
+            item = self.incoming[-1]
+        self._schedule(item)
+
+    def _schedule(self, item: _Item) -> None:
         try:
             self.portal.call_soon(self.take)
         except BaseException:
@@ -156,10 +399,17 @@ class _Feeder:
                 self.scheduled = False
                 if item in self.incoming:
                     self.incoming.remove(item)
-                    self.queued -= record
+                    if self.run is item:
+                        self.end_run()
+                    count = _count(item)
+                    self.queued -= count
+                    future = _future_of(item)
+                    if future is not None:
+                        self.futures -= count
+                        self.staged_futures.remove(future)
             raise
 
-    def _wait_for_room(self, deadline: float | None) -> None:
+    def _wait_for_room(self, deadline: float | None, full: bool = False) -> None:
         if self.portal.in_loop_thread():  # waiting here would stop the loop that makes room
             raise BufferFullError(f"{MAX_PENDING} records are waiting for buffer space")
         while self.queued - self.accepted >= MAX_PENDING:
@@ -167,11 +417,62 @@ class _Feeder:
                 raise ClosedError("the producer is closed")
             wait = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
             if wait <= 0:
+                if full:
+                    raise BufferFullError(
+                        f"{MAX_PENDING} records wait for space in the producer's full buffer"
+                    )
                 raise KafkaTimeoutError("no buffer space within the timeout")
             self.room.clear()
             self.waiting = True
             if self.queued - self.accepted >= MAX_PENDING:
                 self.room.wait(wait)
+
+    def pending(self) -> int:
+        """``produce`` records not yet delivered, or whose callback has not run yet."""
+        return self.queued - self.futures - self.settled - self.served
+
+    def end_run(self) -> None:
+        """Under ``lock``: the next plain record starts a new run."""
+        self.run = None
+        self.run_topic = _NO_RUN
+
+    def serve(self) -> int:
+        """Run the callbacks of delivered records in this thread; return how many ran.
+
+        A callback's exception propagates (the others stay for the next call).
+        """
+        ready = self.ready
+        count = 0
+        try:
+            while True:
+                try:
+                    callback, error, metadata = ready.popleft()
+                except IndexError:
+                    return count
+                count += 1
+                callback(error, metadata)
+        finally:
+            if count:
+                with self.ready_lock:
+                    self.served += count
+
+    def wait_ready(self, timeout: float | None) -> None:
+        """Wait until a callback is ready, nothing is pending, or ``timeout`` passes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.ready_lock:
+            self.pollers += 1
+        try:
+            while not self.ready and self.pending() > 0 and not self.finished:
+                wait = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
+                if wait <= 0:
+                    return
+                self.ready_event.clear()
+                if self.ready or self.pending() <= 0:
+                    return
+                self.ready_event.wait(wait)
+        finally:
+            with self.ready_lock:
+                self.pollers -= 1
 
     def _done_with(self, count: int = 1) -> None:
         """In the loop: ``count`` records left the queue (buffered, failed or withdrawn)."""
@@ -185,9 +486,50 @@ class _Feeder:
     def take(self) -> None:
         with self.lock:
             items, self.incoming = self.incoming, []
+            futures, self.staged_futures = self.staged_futures, []
+            self.end_run()
             self.scheduled = False
-        for item in items:
-            self.submit(item)
+        started = bool(futures) and not (self.backlog or self.draining or self.finished)
+        if started:  # they are offered now: start them all under one hold of the lock
+            self._start_all(futures)
+        i, n = 0, len(items)
+        while i < n:
+            item = items[i]
+            if type(item) is tuple and not (self.backlog or self.draining or self.finished):
+                # Staged records in a row go in one loop (the usual case).
+                stop = self._offer_records(items, i)
+                if stop > i:
+                    i = stop
+                    continue
+            self.submit(item)  # another kind of item, or the buffer is full
+            if started and self.backlog:
+                # The buffer filled: the rest wait, and may still be cancelled.
+                self._unstart(items[i:])
+                started = False
+            i += 1
+
+    def _start_all(self, futures: list[_DeliveryFuture]) -> None:
+        """``set_running_or_notify_cancel`` for many futures at once."""
+        pending, running = _futures.PENDING, _futures.RUNNING
+        cancelled = []
+        with self.condition:
+            for future in futures:
+                if future._state == pending:
+                    future._state = running
+                else:
+                    cancelled.append(future)
+            for future in cancelled:
+                future.set_running_or_notify_cancel()  # tells its waiters
+        self.unsettled.update(futures)
+
+    def _unstart(self, items: list[_Item]) -> None:
+        """Back to pending: the futures of records that wait for buffer space."""
+        futures = [future for future in map(_future_of, items) if future is not None]
+        with self.condition:
+            for future in futures:
+                if future._state == _futures.RUNNING:
+                    future._state = _futures.PENDING
+        self.unsettled.difference_update(futures)
 
     def submit(self, item: _Item) -> None:
         if self.finished:
@@ -196,7 +538,7 @@ class _Feeder:
             self.backlog.append(item)
         elif isinstance(item, trio.Event):
             item.set()
-        elif not (isinstance(item, _Record) and self._offer(item)):
+        elif not (self._offer_now(item)):
             self.backlog.append(item)
             self.draining = True
             try:
@@ -205,51 +547,229 @@ class _Feeder:
                 self.draining = False
                 self.fail_all(exc)
 
-    def _offer(self, rec: _Record) -> bool:
-        """Try to buffer ``rec``; False when the buffer is full (try again later)."""
-        future = rec.future
-        if not rec.started:
-            rec.started = True
-            if not future.set_running_or_notify_cancel():  # cancelled while queued
-                self._done_with()
-                return True
-        self.unsettled.add(future)
-        try:
-            self.producer.send_nowait(
-                rec.topic,
-                rec.value,
-                key=rec.key,
-                partition=rec.partition,
-                headers=rec.headers,
-                timestamp=rec.timestamp,
-                on_delivery=partial(self._delivered, future),
-            )
-        except BufferFullError:
-            self.unsettled.discard(future)
-            return False
-        except Exception as exc:
-            self.unsettled.discard(future)
-            _settle(future, exc)
-        self._done_with()
-        return True
+    def _offer_now(self, item: _Item) -> bool:
+        """Buffer ``item`` without waiting; False when it must wait (in the backlog)."""
+        if isinstance(item, tuple):
+            return self._offer_produce(item)
+        if isinstance(item, _Run):
+            if len(item.values) - item.start >= BULK_RUN:
+                return False  # send_batch is async: the drainer sends it
+            return self._offer_run(item)
+        return False
 
-    def _delivered(
-        self, future: Future[RecordMetadata], error: BaseException | None, metadata: RecordMetadata
-    ) -> None:
-        self.unsettled.discard(future)
-        _settle(future, error, metadata)
+    def resolve_futures(self) -> None:
+        """In the loop: resolve the futures of settled records, under one hold of the condition.
+
+        What ``Future.set_result``/``set_exception`` do for each, then their
+        done-callbacks (in this thread, the loop's).
+        """
+        settled = self.settled_futures
+        if not settled:
+            return
+        items = settled[:]
+        settled.clear()
+        with_callbacks = []
+        finished, running = _futures.FINISHED, _futures.RUNNING
+        with self.condition:
+            for future in items:
+                if future._state != running:  # failed already (the producer closed)
+                    continue
+                future._state = finished
+                waiters = getattr(future, "_lazy_waiters", None)  # made by a wait() only
+                if waiters:
+                    failed = future._exception is not None
+                    for waiter in waiters:
+                        if failed:
+                            waiter.add_exception(future)
+                        else:
+                            waiter.add_result(future)
+                if getattr(future, "_lazy_callbacks", None):
+                    with_callbacks.append(future)
+            self.condition.notify_all()
+        self.unsettled.difference_update(items)
+        for future in with_callbacks:
+            future._invoke_callbacks()  # type: ignore[attr-defined]
+
+    def _settled_one(self, error: BaseException | None, metadata: RecordMetadata) -> None:
+        """The async producer's ``on_delivery`` for a ``produce`` record without a callback."""
+        self.settled += 1
+        if error is not None:
+            self.unreported.append((metadata.topic, metadata.partition, 1, error))
+        if self.pollers:
+            self.ready_event.set()
+
+    def _failed(self, topic: str, partition: int | None, count: int, error: BaseException) -> None:
+        """``count`` plain ``produce`` records failed before reaching the buffer."""
+        self.settled += count
+        self.unreported.append((topic, -1 if partition is None else partition, count, error))
+        if self.pollers:
+            self.ready_event.set()
+
+    def _callback(self, on_delivery: OnDelivery) -> _Deliver:
+        deliver = self._deliver
+        if deliver is None or deliver.callback is not on_delivery:
+            deliver = self._deliver = _Deliver(self, on_delivery)
+        return deliver
+
+    def _target(self, on_delivery: OnDelivery | None) -> OnDelivery:
+        """The async producer's ``on_delivery`` for a staged record's own."""
+        if on_delivery is None:
+            return self._settled_one
+        if type(on_delivery) is _DeliveryFuture:
+            return on_delivery  # resolved in the loop
+        return self._callback(on_delivery)  # run by poll/flush
+
+    def _offer_produce(self, rec: tuple[Any, ...]) -> bool:
+        """Buffer one staged record that is not in a run; False when the buffer is full."""
+        return self._offer_records((rec,), 0) == 1
+
+    def _offer_records(self, items: Sequence[Any], start: int) -> int:
+        """Buffer the staged records (tuples) from ``items[start]`` on, one by one.
+
+        Stops at the first item that is not one, or at a record the full
+        buffer refuses; returns its index (``len(items)`` when all went).
+        """
+        send = self.producer.send_nowait
+        settled = self._settled_one
+        running = _futures.RUNNING
+        i, n = start, len(items)
+        try:
+            while i < n:
+                rec = items[i]
+                if type(rec) is not tuple:
+                    break
+                topic, value, key, partition, headers, timestamp, on_delivery = rec
+                if on_delivery is None:
+                    target: OnDelivery = settled
+                elif type(on_delivery) is _DeliveryFuture:
+                    if on_delivery._state != running and not on_delivery.start():
+                        i += 1  # cancelled while it waited
+                        continue
+                    target = on_delivery
+                else:
+                    target = self._callback(on_delivery)
+                try:
+                    send(
+                        topic,
+                        value,
+                        key=key,
+                        partition=partition,
+                        headers=headers,
+                        timestamp=timestamp,
+                        on_delivery=target,
+                    )
+                except BufferFullError:
+                    break
+                except Exception as exc:
+                    part = partition if type(partition) is int else -1
+                    ts = -1 if timestamp is None else timestamp
+                    target(exc, RecordMetadata(topic, part, -1, ts))
+                i += 1
+        finally:
+            self._done_with(i - start)
+        return i
+
+    def _offer_run(self, run: _Run) -> bool:
+        """Buffer a run's records one by one; False when the buffer filled first."""
+        send = self.producer.send_nowait
+        topic, partition, values, keys = run.topic, run.partition, run.values, run.keys
+        settled = self._settled_one
+        start = done = run.start
+        try:
+            for i in range(start, len(values)):
+                try:
+                    send(
+                        topic,
+                        values[i],
+                        key=None if keys is None else keys[i],
+                        partition=partition,
+                        on_delivery=settled,
+                    )
+                except BufferFullError:
+                    run.start = i
+                    return False
+                except Exception as exc:
+                    self._failed(topic, partition, 1, exc)
+                done = i + 1
+            run.start = done
+            return True
+        finally:
+            self._done_with(done - start)
+
+    async def _send_run(self, run: _Run) -> None:
+        """Hand a long run to ``send_batch``; watch its delivery for ``len`` and ``flush``."""
+        values, keys = run.values, run.keys
+        if run.start:
+            values = values[run.start :]
+            keys = None if keys is None else keys[run.start :]
+        count = len(values)
+        try:
+            delivery = await self.producer.send_batch(
+                run.topic, values, keys=keys, partition=run.partition
+            )
+        except trio.Cancelled:
+            self._done_with(count)
+            self._failed(run.topic, run.partition, count, ClosedError("the pykaf portal shut down"))
+            raise
+        except Exception as exc:
+            self._done_with(count)
+            self._failed(run.topic, run.partition, count, exc)
+            return
+        self._done_with(count)
+        # Its failures come to this feeder (for flush), not to the async
+        # producer's flush as well.
+        delivery.observed = True
+        self.open_runs.append((delivery, count))
+        if not self.watching:
+            self.watching = True
+            try:
+                self.portal.start_soon(self._watch_runs)
+            except BaseException:
+                self.watching = False
+                raise
+
+    async def _watch_runs(self) -> None:
+        """Count the records of bulk-sent runs as they settle (in order)."""
+        try:
+            while self.open_runs:
+                delivery = self.open_runs[0][0]
+                with suppress(DeliveryError):
+                    await delivery.wait()
+                await self.collect_runs()
+        finally:
+            self.watching = False
+
+    async def collect_runs(self) -> None:
+        """Account for the settled runs at the front of ``open_runs`` (never blocks).
+
+        The futures of settled ``send_async`` records are resolved too.
+        """
+        self.resolve_futures()
+        runs = self.open_runs
+        while runs and runs[0][0].done:
+            delivery, count = runs.popleft()
+            try:
+                await delivery.wait()  # settled: returns at once
+            except DeliveryError as exc:
+                self.unreported.extend(exc.failures)
+            self.settled += count
+            if self.pollers:
+                self.ready_event.set()
 
     async def _drain(self) -> None:
         try:
             while self.backlog:
                 item = self.backlog[0]
-                if isinstance(item, _Record):
-                    if not self._offer(item):
-                        # Space frees as acknowledgements arrive.
-                        try:
-                            await self.producer.wait_for_space()
-                        except ClosedError as exc:
-                            self.fail_all(exc)
+                if isinstance(item, _Run):
+                    if len(item.values) - item.start >= BULK_RUN:
+                        await self._send_run(item)
+                    elif not self._offer_run(item):
+                        if not await self._wait_for_space():
+                            return
+                        continue
+                elif isinstance(item, tuple):
+                    if not self._offer_produce(item):
+                        if not await self._wait_for_space():
                             return
                         continue
                 elif isinstance(item, _Batch):
@@ -261,6 +781,15 @@ class _Feeder:
             self.draining = False
             if self.backlog:  # cancelled: the portal is shutting down
                 self.fail_all(ClosedError("the pykaf portal shut down"))
+
+    async def _wait_for_space(self) -> bool:
+        """Space frees as acknowledgements arrive; False: the producer closed."""
+        try:
+            await self.producer.wait_for_space()
+        except ClosedError as exc:
+            self.fail_all(exc)
+            return False
+        return True
 
     async def _send_batch(self, batch: _Batch) -> None:
         future = batch.future
@@ -314,14 +843,30 @@ class _Feeder:
     def _fail(self, item: _Item, error: BaseException) -> None:
         if isinstance(item, trio.Event):
             item.set()
-            return
-        if isinstance(item, _Record):
+        elif isinstance(item, _Run):
+            count = len(item.values) - item.start
+            self._done_with(count)
+            self._failed(item.topic, item.partition, count, error)
+        elif isinstance(item, tuple):
             self._done_with()
-        _settle(item.future, error)
+            topic, partition, timestamp, on_delivery = item[0], item[3], item[5], item[6]
+            if on_delivery is None:
+                self._failed(topic, partition, 1, error)
+            elif type(on_delivery) is _DeliveryFuture:
+                self.unsettled.discard(on_delivery)
+                _settle(on_delivery, error)
+            else:
+                part = partition if type(partition) is int else -1
+                self._callback(on_delivery)(
+                    error, RecordMetadata(topic, part, -1, -1 if timestamp is None else timestamp)
+                )
+        else:
+            _settle(item.future, error)
 
     def fail_all(self, error: BaseException) -> None:
         """Fail everything not yet settled (the producer closed or was abandoned)."""
         self.finished = True
+        self.resolve_futures()  # those settled get their own outcome
         self.take()
         while self.backlog:
             self._fail(self.backlog.popleft(), error)
@@ -340,6 +885,10 @@ class Producer:
 
     Args:
         bootstrap_servers: ``"host:port,..."`` or a list of ``"host:port"``.
+        produce_block_timeout: seconds :meth:`produce` waits for room when the
+            buffer is full before it raises ``BufferFullError`` (0: raise at
+            once, as confluent-kafka does). Default
+            :data:`DEFAULT_PRODUCE_BLOCK_TIMEOUT` (5 s).
         **config: options of :class:`pykaf.ProducerConfig` (client options too),
             as for :func:`pykaf.open_producer`: ``acks``, ``linger``,
             ``compression``, ``idempotence``, ``buffer_bytes``, ...
@@ -349,13 +898,30 @@ class Producer:
         KafkaConnectionError: no broker could be reached.
     """
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], **config: Any) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        produce_block_timeout: float = DEFAULT_PRODUCE_BLOCK_TIMEOUT,
+        **config: Any,
+    ) -> None:
+        if (
+            not isinstance(produce_block_timeout, (int, float))
+            or isinstance(produce_block_timeout, bool)
+            or not produce_block_timeout >= 0
+        ):
+            raise ConfigError(
+                f"produce_block_timeout must be a number of seconds >= 0, "
+                f"not {produce_block_timeout!r}"
+            )
+        self._block = float(produce_block_timeout)
         self._portal = get_portal()
         servers = bootstrap_argument(bootstrap_servers)
         producer, handle = self._portal.start_context(partial(open_producer, servers, **config))
         self._producer: AsyncProducer = producer
         self._handle: ContextHandle[AsyncProducer] = handle
         self._feeder = _Feeder(self._portal, producer)
+        _feeders.add(self._feeder)
         # Records still queued for the buffer go out before the producer
         # closes, also when it is closed at interpreter exit.
         handle.before_exit = self._feeder.wait_backlog
@@ -438,7 +1004,10 @@ class Producer:
             ClosedError: the producer is closed.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        return self._send_async(topic, value, key, partition, headers, timestamp, deadline)
+        feeder = self._feeder
+        future = _DeliveryFuture(feeder)
+        feeder.produce(topic, value, key, partition, headers, timestamp, future, 0.0, deadline)
+        return future
 
     def _send_async(
         self,
@@ -451,11 +1020,86 @@ class Producer:
         deadline: float | None,
     ) -> Future[RecordMetadata]:
         feeder = self._feeder
-        if feeder.closed:
-            raise ClosedError("the producer is closed")
-        future: Future[RecordMetadata] = Future()
-        feeder.put(_Record(topic, value, key, partition, headers, timestamp, future), deadline)
+        future = _DeliveryFuture(feeder)
+        feeder.produce(topic, value, key, partition, headers, timestamp, future, 0.0, deadline)
         return future
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+        on_delivery: OnDelivery | None = None,
+    ) -> None:
+        """Stage one record and return at once (confluent-kafka's ``produce``).
+
+        The record is staged in this thread and handed to the portal's loop
+        with the others staged meanwhile, in one hop per chunk, never one per
+        record. ``on_delivery(error, metadata)`` runs in the thread that calls
+        :meth:`poll` or :meth:`flush` once the record is acknowledged (``error``
+        None) or has failed. A record without ``on_delivery`` that fails is
+        reported by the next :meth:`flush` (``DeliveryError``).
+
+        Arguments are those of :meth:`send`; ``on_delivery`` is called with
+        ``(error, metadata)`` from ``poll``/``flush``.
+
+        Raises:
+            BufferFullError: the buffer stayed full for ``produce_block_timeout``
+                seconds (:data:`MAX_PENDING` records wait ahead of a full buffer).
+            ClosedError: the producer is closed.
+        """
+        feeder = self._feeder
+        if (
+            key is None
+            and headers is None
+            and timestamp is None
+            and on_delivery is None
+            and type(value) is bytes
+            and (partition is None or type(partition) is int)
+            and feeder.queued - feeder.accepted < MAX_PENDING
+        ):
+            with feeder.lock:
+                # A plain record going where the open run goes joins it: the
+                # run is staged and the loop already called (a closed feeder
+                # has no run).
+                if (
+                    topic == feeder.run_topic
+                    and partition == feeder.run_partition
+                    and len(value) <= feeder.small
+                ):
+                    feeder.run_values.append(value)
+                    feeder.queued += 1
+                    return
+        feeder.produce(topic, value, key, partition, headers, timestamp, on_delivery, self._block)
+
+    def poll(self, timeout: float | None = 0) -> int:
+        """Run the ``on_delivery`` callbacks of delivered records, in this thread.
+
+        Args:
+            timeout: seconds to wait for a first callback when none is ready
+                (0: do not wait; None: until one is ready). Returns early when
+                no ``produce`` record is waiting for delivery.
+
+        Returns:
+            How many callbacks ran.
+
+        Raises:
+            Whatever a callback raised (the callbacks after it run at the next call).
+        """
+        feeder = self._feeder
+        if not feeder.ready:
+            if timeout == 0:
+                return 0
+            feeder.wait_ready(timeout)
+        return feeder.serve()
+
+    def __len__(self) -> int:
+        """``produce`` records not yet delivered, or whose callback has not run yet."""
+        return self._feeder.pending()
 
     def send_many(
         self,
@@ -536,21 +1180,43 @@ class Producer:
         self._feeder.put(_Batch(topic, values, keys, headers, timestamps, partition, future))
         return future
 
-    def flush(self, timeout: float | None = None) -> None:
+    def flush(self, timeout: float | None = None) -> int:
         """Wait until every record sent so far is acknowledged or has failed.
 
         Results still arrive through each call's own return value or future;
-        flush only waits.
+        the ``on_delivery`` callbacks of :meth:`produce` records run here, in
+        this thread, before flush returns (or raises).
+
+        Returns:
+            How many ``produce`` records are still not delivered (``len(self)``):
+            0, unless other threads produced meanwhile.
 
         Raises:
-            KafkaTimeoutError: ``timeout`` passed first.
-            DeliveryError: records failed that nobody was told of.
+            KafkaTimeoutError: ``timeout`` passed first (unlike confluent-kafka,
+                which returns the count left instead).
+            DeliveryError: records failed that nobody was told of (no future,
+                no ``on_delivery``).
         """
-        self._portal.run(self._aflush, timeout=timeout)
+        try:
+            self._portal.run(self._aflush, timeout=timeout)
+        except Exception:
+            self._feeder.serve()
+            raise
+        self._feeder.serve()
+        return self._feeder.pending()
 
     async def _aflush(self) -> None:
-        await self._feeder.wait_backlog()
-        await self._producer.flush()
+        feeder = self._feeder
+        await feeder.wait_backlog()
+        try:
+            await self._producer.flush()
+        except DeliveryError as exc:
+            await feeder.collect_runs()
+            raise _merged(feeder, exc) from None
+        await feeder.collect_runs()
+        error = _merged(feeder, None)
+        if error is not None:
+            raise error
 
     # -- transactions ------------------------------------------------------------
 
@@ -626,6 +1292,9 @@ class Producer:
                 abandoned and records still unsettled fail with ClosedError.
                 None: up to the producer's ``delivery_timeout``.
 
+        The ``on_delivery`` callbacks of delivered :meth:`produce` records run
+        here, in this thread, before it returns.
+
         Raises:
             KafkaTimeoutError: ``timeout`` passed first.
             DeliveryError: records failed that nobody was told of.
@@ -639,13 +1308,28 @@ class Producer:
                 if self._feeder.closed:
                     return False
                 self._feeder.closed = True
-            return self._portal.run(self._aclose, exc, timeout=timeout)
+                self._feeder.end_run()
+            try:
+                return self._portal.run(self._aclose, exc, timeout=timeout)
+            finally:
+                if exc is None:  # the callbacks of what close() delivered
+                    self._feeder.serve()
 
     async def _aclose(self, exc: BaseException | None) -> bool:
+        feeder = self._feeder
         try:
             if exc is not None:  # like the async producer left by an exception: no delivery
-                self._feeder.fail_all(ClosedError("the producer closed after an error"))
-            return await self._handle.aexit(exc)
+                feeder.fail_all(ClosedError("the producer closed after an error"))
+            try:
+                suppressed = await self._handle.aexit(exc)
+            except DeliveryError as error:
+                await feeder.collect_runs()
+                raise _merged(feeder, error) from None
+            await feeder.collect_runs()
+            unreported = _merged(feeder, None) if exc is None else None
+            if unreported is not None:
+                raise unreported
+            return suppressed
         except BaseException:
             self._handle.abandon()
             raise
@@ -674,6 +1358,45 @@ class Producer:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<pykaf.sync.Producer {state}>"
+
+
+@overload
+def _merged(feeder: _Feeder, error: DeliveryError) -> DeliveryError: ...
+@overload
+def _merged(feeder: _Feeder, error: None) -> DeliveryError | None: ...
+def _merged(feeder: _Feeder, error: DeliveryError | None) -> DeliveryError | None:
+    """``error`` (the async producer's) with the feeder's unreported failures added."""
+    if not feeder.unreported:
+        return error
+    failures = list(feeder.unreported)
+    feeder.unreported.clear()
+    if error is not None:
+        failures = error.failures + failures
+    total = sum(n for _, _, n, _ in failures)
+    return DeliveryError(
+        f"{total} records failed: {failures[0][3]!r}"
+        + (f" (and {len(failures) - 1} more failures)" if len(failures) > 1 else ""),
+        failures,
+    )
+
+
+#: Every feeder of this process, for the reset after a fork.
+_feeders: weakref.WeakSet[_Feeder] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # A child cannot use the parent's producers (their loop thread is not
+    # there): no staged run may take records without a call to the portal,
+    # which raises RuntimeError in the child. The lock may have been held by
+    # a thread that does not exist here.
+    for feeder in list(_feeders):
+        feeder.lock = threading.Lock()
+        feeder.end_run()
+        feeder.scheduled = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _as_column(values: Any) -> Any:

@@ -41,6 +41,16 @@ def get_producer(**config: Any) -> Producer:
     ``bootstrap_servers`` and any producer option. Equal configurations share
     one producer per process; after ``os.fork()`` the child makes its own.
 
+    Per row, use its :meth:`~pykaf.sync.Producer.produce` (records are staged
+    in the task's thread, no hop to the producer's loop per row) and call
+    ``flush()`` before the task returns, e.g. in ``foreachPartition``::
+
+        def send_rows(rows):
+            producer = get_producer(bootstrap_servers="host:9092")
+            for row in rows:
+                producer.produce("orders", row.value, key=row.key)
+            producer.flush()
+
     Raises:
         ConfigError: an option is invalid (raised when the producer is made).
     """

@@ -106,3 +106,26 @@ def test_get_producer_is_one_per_process_and_configuration(cluster: FakeClusterT
     assert os.read(read, 16) == b"new"
     with pytest.raises(errors.ConfigError):
         get_producer(bootstrap_servers=cluster.bootstrap, acks=7)
+
+
+def _produce_rows(bootstrap: str, topic: str) -> Any:
+    """A ``foreachPartition`` function: ``produce`` per row, then ``flush``."""
+
+    def send_rows(rows: Any) -> None:
+        producer = get_producer(bootstrap_servers=bootstrap)
+        for row in rows:
+            producer.produce(topic, row.value, key=row.key.encode())
+            producer.poll(0)
+        assert producer.flush(timeout=60) == 0
+
+    return send_rows
+
+
+def test_foreach_partition_produces_row_by_row(
+    spark: Any, cluster: FakeClusterThread, new_topic: Any
+) -> None:
+    topic = new_topic()
+    _frame(spark).foreachPartition(_produce_rows(cluster.bootstrap, topic))
+    got = _read_back(cluster.bootstrap, topic, 3, ROWS)
+    expected = [(b"k%d" % i, str(i).rjust(20, "v").encode()) for i in range(ROWS)]
+    assert Counter(got) == Counter(expected)

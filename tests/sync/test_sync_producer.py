@@ -13,7 +13,6 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,23 +75,6 @@ def consume(bootstrap: str, topic: str, partitions: list[int], count: int) -> li
         consumer.close()
     assert len(messages) == count, f"got {len(messages)} of {count} messages"
     return messages
-
-
-@pytest.fixture
-def producer_factory() -> Iterator[Any]:
-    """Makes sync producers and closes whatever the test left open."""
-    made: list[pykaf.sync.Producer] = []
-
-    def make(bootstrap: str, **config: Any) -> pykaf.sync.Producer:
-        config.setdefault("linger", 0.002)
-        producer = pykaf.sync.Producer(bootstrap, **config)
-        made.append(producer)
-        return producer
-
-    yield make
-    for producer in made:
-        if not producer.closed:
-            producer.close(timeout=T)
 
 
 def test_send_returns_metadata_and_the_record_arrives(

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Per-record producing, interleaved: confluent-kafka's idiom against pykaf.sync, round by round.
+
+``bench/test_producer.py`` runs each client's rounds back to back, so a burst
+of load from other processes on a shared machine can land on one client's
+rounds only. This script alternates the clients within every round (the same
+broker, the same 100-byte values, the same checks as ``test_producer.py``:
+each round's fresh 4-partition topic must hold every record) and prints each
+client's median records/s and its ratio to confluent-kafka's
+``produce()`` + ``poll(0)`` loop, from the per-round pairs::
+
+    python bench/interleaved.py --broker tansu --rounds 5 --records 1000000
+
+Clients: ``confluent-kafka[poll]`` (the peer), ``pykaf[sync_produce]``
+(``produce()`` + ``poll(0)`` per record, ``flush()``), ``pykaf[sync]``
+(``send_async()`` per record, every future kept and checked, ``flush()``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import test_producer as prod
+from bench._support import bulk_values
+
+CLIENTS = {
+    "confluent-kafka[poll]": prod.ConfluentPollRound,
+    "pykaf[sync_produce]": prod.PykafSyncProduceRound,
+    "pykaf[sync]": prod.PykafSyncRound,
+}
+PEER = "confluent-kafka[poll]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the rounds; print the table; return the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--broker", choices=("tansu", "mock"), default="tansu")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--clients", nargs="*", default=list(CLIENTS), choices=list(CLIENTS))
+    args = parser.parse_args(argv)
+    from bench._brokers import MockBench, TansuBench
+
+    values = bulk_values(args.records, prod.VALUE_SIZE).values
+    seconds: dict[str, list[float]] = {name: [] for name in args.clients}
+    ids = itertools.count()
+    with TansuBench() if args.broker == "tansu" else MockBench(3) as broker:
+        for n in range(args.rounds):
+            for name in args.clients:
+                topic = f"interleaved-{name.replace('[', '-').rstrip(']')}-{next(ids)}"
+                broker.create_topic(topic, prod.PARTITIONS)
+                one = CLIENTS[name](broker.bootstrap, topic, values)
+                one.start()
+                started = time.perf_counter()
+                one.run()
+                seconds[name].append(time.perf_counter() - started)
+                assert one.stop() == len(values), f"{name}: records unacknowledged"
+                marks = broker.high_watermarks(topic)
+                assert sum(marks.values()) == len(values) + prod.PARTITIONS, (name, marks)
+                broker.delete_topic(topic)
+                print(f"round {n + 1} {name}: {len(values) / seconds[name][-1]:,.0f} records/s")
+    print(f"\n{args.broker}, {args.records:,} x {prod.VALUE_SIZE} B, {args.rounds} rounds")
+    for name in args.clients:
+        rate = len(values) / statistics.median(seconds[name])
+        line = f"{name:24} {rate:12,.0f} records/s"
+        if PEER in seconds and name != PEER:
+            ratios = [p / s for p, s in zip(seconds[PEER], seconds[name], strict=True)]
+            line += f"  {statistics.median(ratios):.2f}x {PEER} (rounds: "
+            line += ", ".join(f"{r:.2f}" for r in ratios) + ")"
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

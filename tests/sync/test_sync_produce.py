@@ -1,0 +1,323 @@
+"""pykaf.sync.Producer.produce: records staged in the caller's thread, callbacks from poll/flush."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+import pykaf
+import pykaf._sync.producer
+import pykaf.sync
+from pykaf import errors
+from pykaf.testing import MockCluster
+
+broker_clients = pytest.importorskip("broker_clients")
+
+T = 30.0  # every blocking call has a timeout: a broken producer fails, never hangs
+TS = 1_700_000_000_000
+
+
+@pytest.fixture(params=["fake", "mock", "kafka"])
+def broker(request: pytest.FixtureRequest) -> Any:
+    """pykaf's fake cluster, a librdkafka mock cluster and the session's Apache Kafka."""
+    return broker_clients.broker_from(request, request.param)
+
+
+def create_topic(broker: Any, partitions: int = 1) -> str:
+    topic = f"produce-{uuid.uuid4().hex[:8]}"
+    broker.create(topic, partitions)
+    return topic
+
+
+def poll_until(producer: pykaf.sync.Producer, count: int) -> int:
+    """poll() until ``count`` callbacks ran (each poll waits up to T for one)."""
+    ran = 0
+    while ran < count:
+        served = producer.poll(T)
+        assert served, f"no callback within {T} s after {ran} of {count}"
+        ran += served
+    return ran
+
+
+def test_callbacks_run_in_the_callers_thread_from_poll(broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(broker, 2)
+    producer = producer_factory(broker.bootstrap)
+    seen: list[tuple[int, int, BaseException | None, pykaf.RecordMetadata, int]] = []
+
+    def callback_for(i: int) -> Any:
+        def on_delivery(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+            seen.append((i, threading.get_ident(), error, md, len(producer)))
+
+        return on_delivery
+
+    for i in range(40):
+        producer.produce(
+            topic,
+            b"value-%d" % i,
+            key=b"key-%d" % i,
+            partition=i % 2,
+            headers=[("h", b"%d" % i)],
+            timestamp=TS + i,
+            on_delivery=callback_for(i),
+        )
+    # Nothing runs a callback but poll and flush: every record still counts.
+    assert len(producer) == 40
+    assert poll_until(producer, 40) == 40
+    assert len(producer) == 0
+    assert producer.poll(0) == 0
+    for p in (0, 1):  # in the order produced, per partition
+        assert [i for i, *_ in seen if i % 2 == p] == list(range(p, 40, 2))
+    assert {ident for _, ident, *_ in seen} == {threading.get_ident()}
+    assert all(error is None for _, _, error, _, _ in seen)
+    for i, _, _, md, _ in seen:
+        assert (md.topic, md.partition, md.offset) == (topic, i % 2, i // 2)
+        if broker.name != "mock":  # the mock answers with a log append time of its own
+            assert md.timestamp == TS + i
+    for p in (0, 1):
+        values = broker_clients.consume_assigned(broker.conf, topic, [p], 20, timeout=T)
+        assert values == [b"value-%d" % i for i in range(p, 40, 2)]
+
+
+def test_flush_runs_the_callbacks_and_returns_what_is_left(
+    broker: Any, producer_factory: Any
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap, linger=5.0)
+    offsets: list[int] = []
+    callers: set[int] = set()
+
+    def on_delivery(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+        assert error is None
+        offsets.append(md.offset)
+        callers.add(threading.get_ident())
+
+    for i in range(300):  # plain records (the bulk path) and records with a callback
+        producer.produce(topic, b"%d" % i, on_delivery=on_delivery if i % 3 == 0 else None)
+    assert len(producer) == 300
+    assert producer.flush(timeout=T) == 0  # sends without waiting for the 5 s linger
+    assert len(producer) == 0
+    assert offsets == list(range(0, 300, 3))
+    assert callers == {threading.get_ident()}
+    assert producer.statistics().records_acked == 300
+    values = broker_clients.consume_assigned(broker.conf, topic, [0], 300, timeout=T)
+    assert values == [b"%d" % i for i in range(300)]
+
+
+def test_threads_producing_at_once_keep_their_order(broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(broker, 2)
+    producer = producer_factory(broker.bootstrap)
+    threads, per_thread = 4, 3000
+    start = threading.Barrier(threads)
+
+    def worker(n: int) -> None:
+        start.wait()
+        for i in range(per_thread):
+            value = b"%d-%d" % (n, i)
+            if i % 500 == 7:  # a record off the bulk path, between runs
+                producer.produce(topic, value, partition=0, headers=[("n", b"%d" % n)])
+            elif i % 2:
+                producer.produce(topic, value, key=b"k", partition=1)
+            else:
+                producer.produce(topic, value, partition=0)
+
+    workers = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(T)
+    assert producer.flush(timeout=T) == 0
+    assert len(producer) == 0
+    for p in (0, 1):  # each partition holds each thread's records in the order it sent them
+        expected = [i for i in range(per_thread) if (i % 2 == 1 and i % 500 != 7) == bool(p)]
+        sent = broker_clients.consume_assigned(
+            broker.conf, topic, [p], threads * len(expected), timeout=T
+        )
+        for n in range(threads):
+            assert [int(v.split(b"-")[1]) for v in sent if v.startswith(b"%d-" % n)] == expected
+
+
+def test_failures_reach_on_delivery_or_the_next_flush(broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(broker, 2)
+    producer = producer_factory(broker.bootstrap, max_message_bytes=1000)
+    failed: list[tuple[BaseException | None, pykaf.RecordMetadata]] = []
+
+    def on_delivery(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+        failed.append((error, md))
+
+    producer.produce(topic, b"v", partition=7, on_delivery=on_delivery)
+    producer.produce(topic, b"x" * 5000, on_delivery=on_delivery)
+    assert producer.flush(timeout=T) == 0  # the callbacks had them: nothing to raise
+    assert {type(e): md.partition for e, md in failed} == {
+        errors.UnknownTopicOrPartitionError: 7,
+        errors.RecordTooLargeError: -1,
+    }
+    # Without a callback, the next flush raises them (a long run, the bulk path, too).
+    producer.produce(topic, b"first", partition=0)
+    for i in range(40):
+        producer.produce(topic, b"%d" % i, partition=9)
+    producer.produce(topic, b"x" * 5000)
+    with pytest.raises(errors.DeliveryError) as info:
+        producer.flush(timeout=T)
+    assert info.value.records == 41
+    kinds = {type(error) for _, _, _, error in info.value.failures}
+    assert kinds == {errors.UnknownTopicOrPartitionError, errors.RecordTooLargeError}
+    assert len(producer) == 0
+    assert producer.flush(timeout=T) == 0  # reported once
+    # The producer goes on.
+    producer.produce(topic, b"fine", partition=0, on_delivery=on_delivery)
+    producer.flush(timeout=T)
+    assert failed[-1][0] is None and failed[-1][1].offset == 1
+
+
+def test_close_delivers_what_is_staged(broker: Any) -> None:
+    topic = create_topic(broker)
+    delivered: list[int] = []
+    producer = pykaf.sync.Producer(broker.bootstrap, linger=5.0)
+    for i in range(500):
+        producer.produce(topic, b"%d" % i)
+    producer.produce(topic, b"last", on_delivery=lambda error, md: delivered.append(md.offset))
+    producer.close(timeout=T)
+    assert delivered == [500]  # close ran the callback, in this thread
+    assert len(producer) == 0
+    with pytest.raises(errors.ClosedError):
+        producer.produce(topic, b"late")
+    values = broker_clients.consume_assigned(broker.conf, topic, [0], 501, timeout=T)
+    assert values == [b"%d" % i for i in range(500)] + [b"last"]
+
+
+def test_poll_waits_for_a_callback_and_raises_what_a_callback_raises(
+    broker: Any, producer_factory: Any
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+    assert producer.poll(T) == 0  # nothing produced: returns at once
+
+    class Boom(Exception):
+        pass
+
+    def explode(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+        raise Boom
+
+    ok: list[int] = []
+    producer.produce(topic, b"a", on_delivery=explode)
+    producer.produce(topic, b"b", on_delivery=lambda error, md: ok.append(md.offset))
+    producer.produce(topic, b"c", on_delivery=lambda error, md: ok.append(md.offset))
+    with pytest.raises(Boom):
+        producer.flush(timeout=T)
+    assert len(producer) == 2  # their callbacks have not run yet
+    assert producer.poll(0) == 2
+    assert ok == [1, 2]
+
+
+def test_a_full_buffer_blocks_produce_then_raises(
+    mock_cluster: MockCluster, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Mock only: records are kept in the buffer by delaying the broker's answers.
+    monkeypatch.setattr(pykaf._sync.producer, "MAX_PENDING", 3)
+    mock_cluster.create_topic("full", 1, 1)
+    mock_cluster.set_partition_leader("full", 0, 1)
+    producer = producer_factory(mock_cluster.bootstrap, buffer_records=2, produce_block_timeout=2.0)
+    assert producer.send("full", b"warm", timeout=T).offset == 0
+    mock_cluster.set_rtt(1, 10_000)
+    # 2 records fill the buffer, 3 more are staged: the next one has no room.
+    for i in range(5):
+        producer.produce("full", b"%d" % i)
+    with pytest.raises(errors.BufferFullError):
+        producer.produce("full", b"no room")
+    # A blocked produce goes on once room frees.
+    done = threading.Event()
+
+    def blocked() -> None:
+        producer.produce("full", b"5")
+        done.set()
+
+    thread = threading.Thread(target=blocked)
+    with monkeypatch.context() as m:
+        m.setattr(producer, "_block", T)
+        thread.start()
+        mock_cluster.set_rtt(1, 0)
+        thread.join(T)
+    assert done.is_set()
+    assert producer.flush(timeout=T) == 0
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    values = broker_clients.consume_assigned(conf, "full", [0], 7, timeout=T)
+    assert values == [b"warm"] + [b"%d" % i for i in range(6)]
+
+
+def test_produce_block_timeout_is_checked() -> None:
+    with pytest.raises(errors.ConfigError, match="produce_block_timeout"):
+        pykaf.sync.Producer("127.0.0.1:1", produce_block_timeout=-1)
+
+
+def test_send_async_futures_resolve_on_the_same_path(broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+    done: list[int] = []
+    futures = []
+    for i in range(600):  # send_async and produce records mixed: one order
+        if i % 3:
+            producer.produce(topic, b"%d" % i)
+        else:
+            future = producer.send_async(topic, b"%d" % i)
+            future.add_done_callback(lambda f: done.append(f.result().offset))
+            futures.append(future)
+    assert all(isinstance(f, concurrent.futures.Future) for f in futures)
+    first = futures[0].result(T)  # waits (other futures settling meanwhile do not end it)
+    assert first.offset == 0
+    finished, _ = concurrent.futures.wait(futures, T)
+    assert len(finished) == len(futures)
+    assert [f.result().offset for f in futures] == list(range(0, 600, 3))
+    assert sorted(done) == list(range(0, 600, 3))
+    assert producer.flush(timeout=T) == 0
+    values = broker_clients.consume_assigned(broker.conf, topic, [0], 600, timeout=T)
+    assert values == [b"%d" % i for i in range(600)]
+    # A failure goes to its future, not to flush.
+    bad = producer.send_async(topic, b"v", partition=5)
+    assert producer.flush(timeout=T) == 0
+    assert isinstance(bad.exception(T), errors.UnknownTopicOrPartitionError)
+    with pytest.raises(errors.UnknownTopicOrPartitionError):
+        bad.result(0)
+
+
+def test_a_forked_child_cannot_produce_through_its_parents_producer(
+    broker: Any, producer_factory: Any
+) -> None:
+    if not hasattr(os, "fork"):
+        pytest.skip("no os.fork here")
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap, linger=5.0)
+    for i in range(100):  # a run is open and staged when the fork happens
+        producer.produce(topic, b"%d" % i)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome is its exit status
+        try:
+            producer.produce(topic, b"from the child")
+            os._exit(10)  # staged where no loop will ever take it
+        except RuntimeError:
+            os._exit(0)
+        except BaseException:
+            os._exit(11)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert producer.flush(timeout=T) == 0
+    values = broker_clients.consume_assigned(broker.conf, topic, [0], 100, timeout=T)
+    assert values == [b"%d" % i for i in range(100)]
+
+
+def test_a_bad_partition_fails_alone_even_beside_a_run(broker: Any, producer_factory: Any) -> None:
+    topic = create_topic(broker, 2)
+    producer = producer_factory(broker.bootstrap)
+    for i in range(20):
+        producer.produce(topic, b"%d" % i, partition=1)
+    producer.produce(topic, b"bool", partition=True)  # type: ignore[arg-type]
+    producer.produce(topic, b"last", partition=1)
+    with pytest.raises(errors.DeliveryError) as info:
+        producer.flush(timeout=T)
+    assert info.value.records == 1
+    values = broker_clients.consume_assigned(broker.conf, topic, [1], 21, timeout=T)
+    assert values == [b"%d" % i for i in range(20)] + [b"last"]
