@@ -21,6 +21,12 @@ ALLOWED: dict[tuple[str, str], str] = {
         "PySpark keeps the JVM session of a SparkSession only there; the save-mode "
         "wrapper needs it to ask the JVM which data sources it has"
     ),
+    ("pykaf/_sync/producer.py", "_invoke_callbacks"): (
+        "send_async's futures subclass concurrent.futures.Future without its per-future "
+        "Condition (sharing the producer's) and resolve a settled batch's futures under one "
+        "hold of it, so they run Future's own callback step; the Future internals this "
+        "assumes are checked by test_future_internals_are_what_send_async_assumes"
+    ),
 }
 
 
@@ -83,3 +89,18 @@ def test_every_exception_is_still_needed() -> None:
         if any(isinstance(n, ast.Attribute) and n.attr == attr for n in ast.walk(tree)):
             used.add((rel, attr))
     assert used == set(ALLOWED)
+
+
+def test_future_internals_are_what_send_async_assumes() -> None:
+    """``_DeliveryFuture`` stands in for ``Future.__init__``: a CPython change must fail here."""
+    from concurrent.futures import Future
+
+    assert set(vars(Future())) == {
+        "_condition",
+        "_state",
+        "_result",
+        "_exception",
+        "_waiters",
+        "_done_callbacks",
+    }
+    assert callable(Future._invoke_callbacks)  # type: ignore[attr-defined]
