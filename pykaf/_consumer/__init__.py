@@ -1,1 +1,1 @@
-"""The consumer (issue 5): partition consumers, per-broker fetchers, read_committed."""
+"""The consumer: partition consumers, per-broker fetchers, read_committed filtering."""

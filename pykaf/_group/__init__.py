@@ -1,1 +1,1 @@
-"""Consumer groups (issue 5): assignors, the group session, offsets."""
+"""Consumer groups: assignors, the group session and its member state table, offsets."""

@@ -1,4 +1,4 @@
-"""The producer's options: defaults, meaning and validation (issue 4's list).
+"""The producer's options: defaults, meaning and validation.
 
 Every client option applies too (``ProducerConfig`` extends ``ClientConfig``).
 Validated once, when the producer opens; a bad value is a ConfigError naming

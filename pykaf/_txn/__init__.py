@@ -1,4 +1,4 @@
-"""Transactions (issue 6): the transactional producer's state machine and coordinator calls."""
+"""Transactions: the status table, the coordinator calls, what the manager needs of the producer."""
 
 from pykaf._txn.manager import (
     GroupMetadata,
