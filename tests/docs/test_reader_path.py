@@ -73,6 +73,11 @@ def _sent_without_failures(lines: list[str]) -> None:
     assert lines == ["1000 sent, 0 failed"]
 
 
+def _produced_record_by_record(lines: list[str]) -> None:
+    # flush() waited for all: nothing left, nothing undelivered, nothing failed
+    assert lines == ["0 left, 0 undelivered, 0 failed"]
+
+
 def _assigned_then_sought(lines: list[str]) -> None:
     # partition 0 from the oldest (100), 1 from offset 60 (40), 2 from now on (none);
     # then after seek(0, 50) and pause(1): partition 0 from 50.
@@ -89,7 +94,13 @@ def _billing(lines: list[str]) -> None:
 
 PAGES: dict[str, list[Check]] = {
     "quickstart.md": [_produced, _ten_of_this_run, _thirty_visits, _lines_script],
-    "sync.md": [_one_send, _sent_without_failures, _assigned_then_sought, _billing],
+    "sync.md": [
+        _one_send,
+        _sent_without_failures,
+        _produced_record_by_record,
+        _assigned_then_sought,
+        _billing,
+    ],
 }
 
 
