@@ -17,6 +17,7 @@ from pykaf.compat.confluent_kafka._error import (
 )
 from pykaf.compat.confluent_kafka._types import (
     TIMESTAMP_CREATE_TIME,
+    TIMESTAMP_LOG_APPEND_TIME,
     Headers,
     Message,
     TopicPartition,
@@ -111,20 +112,27 @@ class Producer:
         header_list = _headers(headers)
         user = on_delivery or callback or self._default_callback
         deliver = None
+        sent = timestamp or None
         if user is not None:
             started = time.monotonic()
+            if sent is None:
+                # Known here, so a broker's LogAppendTime can be told from it.
+                sent = time.time_ns() // 1_000_000
+            created = sent
 
             def deliver(error: BaseException | None, metadata: Any) -> None:
                 kafka_error = None if error is None else from_pykaf(error)
+                stamp = metadata.timestamp
+                kind = TIMESTAMP_CREATE_TIME if stamp == created else TIMESTAMP_LOG_APPEND_TIME
                 msg = Message(
                     metadata.topic,
                     metadata.partition,
                     metadata.offset,
                     key_bytes,
                     value_bytes,
-                    header_list,
+                    None,  # as confluent-kafka's delivery reports: no headers
                     kafka_error,
-                    (TIMESTAMP_CREATE_TIME, metadata.timestamp),
+                    (kind, stamp),
                     time.monotonic() - started,
                 )
                 user(kafka_error, msg)
@@ -136,7 +144,7 @@ class Producer:
                 key=key_bytes,
                 partition=None if partition == -1 else partition,
                 headers=header_list,
-                timestamp=timestamp or None,
+                timestamp=sent,
                 on_delivery=deliver,
             )
         except errors.BufferFullError as exc:
