@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pykaf import ProducerConfig
 from pykaf.compat.confluent_kafka._error import LOCAL_CODES, KafkaError, KafkaException
 
 
@@ -131,7 +132,9 @@ OPTIONS: dict[str, Option] = {
     "queue.buffering.max.ms": Option("linger", _ms, _P),
     "batch.size": Option("batch_bytes", _int, _P),
     "batch.num.messages": Option("batch_records", _int, _P),
-    "message.max.bytes": Option("max_message_bytes", _int, _P),
+    "message.max.bytes": Option(
+        "max_message_bytes", _int, _P, "batch_bytes is raised to it unless batch.size is given"
+    ),
     "compression.type": Option("compression", _lower, _P),
     "compression.codec": Option("compression", _lower, _P),
     "compression.level": Option("compression_level", _int, _P),
@@ -273,6 +276,13 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
             options[option.target] = converted
     if not settings.bootstrap:
         raise _invalid("configuration property 'bootstrap.servers' is required")
+    largest = options.get("max_message_bytes")
+    if isinstance(largest, int) and "batch_bytes" not in options:
+        # librdkafka's batch.size caps a batch and a larger message goes alone;
+        # pykaf's batch_bytes must hold the largest message.
+        defaults = ProducerConfig()
+        options["batch_bytes"] = max(defaults.batch_bytes, largest)
+        options.setdefault("max_request_bytes", max(defaults.max_request_bytes, largest))
     return settings
 
 
