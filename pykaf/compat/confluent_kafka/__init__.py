@@ -33,6 +33,7 @@ from pykaf.compat.confluent_kafka._types import (
     Message,
     TopicPartition,
 )
+from pykaf.compat.confluent_kafka.admin import ConsumerGroupState
 
 
 def version() -> tuple[str, int]:
@@ -53,6 +54,7 @@ __all__ = [
     "TIMESTAMP_LOG_APPEND_TIME",
     "TIMESTAMP_NOT_AVAILABLE",
     "Consumer",
+    "ConsumerGroupState",
     "KafkaError",
     "KafkaException",
     "Message",
