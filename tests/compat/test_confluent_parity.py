@@ -195,3 +195,116 @@ def test_consume_batch(ck: ModuleType, compat_broker: Any) -> None:
             c.consume(num_messages=-1)
     finally:
         c.close()
+
+
+@pytest.mark.broker
+def test_rebalance_callbacks(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("parity")
+    compat_broker.create(topic, 2)
+    _produce(ck, compat_broker, topic, 0, 1)
+    events: list[tuple[str, list[tuple[str, int]]]] = []
+
+    def on_assign(consumer: Any, partitions: list[Any]) -> None:
+        events.append(("assign", sorted((tp.topic, tp.partition) for tp in partitions)))
+
+    def on_revoke(consumer: Any, partitions: list[Any]) -> None:
+        events.append(("revoke", sorted((tp.topic, tp.partition) for tp in partitions)))
+
+    conf = {"group.id": bc.unique("g"), "auto.offset.reset": "earliest"}
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    assert [m.value() for m in _poll(c, 1)] == [b"v0"]
+    assert events == [("assign", [(topic, 0), (topic, 1)])]
+    assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == [(topic, 0), (topic, 1)]
+    c.close()
+    assert events[-1] == ("revoke", [(topic, 0), (topic, 1)])
+
+
+@pytest.mark.broker
+def test_pause_resume_and_incremental_assign(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("parity")
+    compat_broker.create(topic, 2)
+    _produce(ck, compat_broker, topic, 0, 3)
+    _produce(ck, compat_broker, topic, 1, 3)
+    c = ck.Consumer(_conf(ck, compat_broker, **{"group.id": bc.unique("g")}))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        c.incremental_assign([ck.TopicPartition(topic, 1, ck.OFFSET_BEGINNING)])
+        c.pause([ck.TopicPartition(topic, 1)])
+        got = _poll(c, 3)
+        assert [(m.partition(), m.offset()) for m in got] == [(0, 0), (0, 1), (0, 2)]
+        assert c.poll(1.0) is None  # partition 1 is paused
+        c.resume([ck.TopicPartition(topic, 1)])
+        got = _poll(c, 3)
+        assert [(m.partition(), m.offset()) for m in got] == [(1, 0), (1, 1), (1, 2)]
+        c.incremental_unassign([ck.TopicPartition(topic, 0)])
+        assert [(tp.topic, tp.partition) for tp in c.assignment()] == [(topic, 1)]
+        c.unassign()
+        assert c.assignment() == []
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_offsets_for_times(ck: ModuleType, admin_broker: Any) -> None:
+    # not on the librdkafka mock: it answers -1 for any time (to both clients)
+    topic = bc.unique("parity")
+    admin_broker.create(topic, 1)
+    p = ck.Producer(_conf(ck, admin_broker))
+    for i, stamp in enumerate((1_000_000, 2_000_000, 3_000_000)):
+        p.produce(topic, b"%d" % i, partition=0, timestamp=stamp)
+    assert p.flush(30) == 0
+    c = ck.Consumer(_conf(ck, admin_broker, **{"group.id": bc.unique("g")}))
+    try:
+        asked = [ck.TopicPartition(topic, 0, t) for t in (1_500_000, 3_000_000, 9_000_000)]
+        found = [c.offsets_for_times([tp], timeout=10)[0].offset for tp in asked]
+        assert found == [1, 2, -1]
+        c.assign([ck.TopicPartition(topic, 0, 1)])
+        (msg,) = _poll(c, 1)
+        assert msg.timestamp() == (ck.TIMESTAMP_CREATE_TIME, 2_000_000)
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_transactions_and_offsets_in_them(ck: ModuleType, admin_broker: Any) -> None:
+    source, sink, group = bc.unique("in"), bc.unique("out"), bc.unique("txn-group")
+    admin_broker.create(source, 1)
+    admin_broker.create(sink, 1)
+    _produce(ck, admin_broker, source, 0, 2)
+    p = ck.Producer(_conf(ck, admin_broker, **{"transactional.id": bc.unique("tx")}))
+    p.init_transactions(30)
+    conf = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    c = ck.Consumer(_conf(ck, admin_broker, **conf))
+    try:
+        c.subscribe([source])
+        (first,) = _poll(c, 1)
+        p.begin_transaction()
+        p.produce(sink, b"kept", partition=0)
+        next_offset = ck.TopicPartition(source, 0, first.offset() + 1)
+        p.send_offsets_to_transaction([next_offset], c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce(sink, b"dropped", partition=0)
+        p.abort_transaction(30)
+        got = c.committed([ck.TopicPartition(source, 0)], timeout=10)
+        assert [tp.offset for tp in got] == [1]
+    finally:
+        c.close()
+    reader = ck.Consumer(
+        _conf(ck, admin_broker, **{"group.id": bc.unique("g"), "isolation.level": "read_committed"})
+    )
+    try:
+        reader.assign([ck.TopicPartition(sink, 0, ck.OFFSET_BEGINNING)])
+        assert [m.value() for m in _poll(reader, 1)] == [b"kept"]
+        assert reader.poll(1.0) is None
+    finally:
+        reader.close()
+
+
+@pytest.mark.broker
+def test_transaction_calls_need_a_transactional_id(ck: ModuleType, admin_broker: Any) -> None:
+    p = ck.Producer(_conf(ck, admin_broker))
+    with pytest.raises(ck.KafkaException) as info:
+        p.begin_transaction()
+    assert info.value.args[0].code() == ck.KafkaError._NOT_CONFIGURED

@@ -178,9 +178,11 @@ class Consumer:
         """Leave the group (committing what was handed out, with auto commit on)."""
         self._check_open()
         if self._group is not None:
+            if self._on_revoke is not None:
+                self._changed(set())  # before the group commits and leaves, as librdkafka
             group, self._group = self._group, None
             group.close()
-            self._changed(set())
+            self._known = set()
             self._handed.clear()
 
     def _changed(self, now: set[tuple[str, int]]) -> None:
@@ -296,6 +298,7 @@ class Consumer:
             return None
         except errors.PykafError as exc:
             raise KafkaException(from_pykaf(exc)) from exc
+        self._watch()  # on_assign before the first message of a new partition
         if record is None:
             return None
         self._handed[(str(record.topic), record.partition)] = record.offset + 1
@@ -323,6 +326,7 @@ class Consumer:
             return [Message(exc.topic, exc.partition, None, error=from_pykaf(exc.error))]
         except errors.PykafError as exc:
             raise KafkaException(from_pykaf(exc)) from exc
+        self._watch()
         for record in records:
             self._handed[(str(record.topic), record.partition)] = record.offset + 1
         return [_message(r) for r in records]
@@ -497,6 +501,8 @@ class Consumer:
             return
         try:
             if self._group is not None:
+                if self._on_revoke is not None:
+                    self._changed(set())
                 self._group.close()
             if self._reader is not None:
                 self._reader.close()

@@ -26,6 +26,7 @@ LOCAL_CODES: dict[str, int] = {
     "_AUTHENTICATION": -169,
     "_NO_OFFSET": -168,
     "_FATAL": -150,
+    "_NOT_CONFIGURED": -145,
     "_FENCED": -144,
 }
 

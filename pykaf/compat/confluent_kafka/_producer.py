@@ -190,7 +190,10 @@ class Producer:
     def _txn(self, call: Callable[..., None], *args: Any) -> None:
         if not self._transactional:
             raise KafkaException(
-                KafkaError(LOCAL_CODES["_STATE"], "the producer has no transactional.id")
+                KafkaError(
+                    LOCAL_CODES["_NOT_CONFIGURED"],
+                    "the transactional calls need transactional.id to be configured",
+                )
             )
         try:
             call(*args)
@@ -201,12 +204,12 @@ class Producer:
         """Check the producer is transactional: pykaf initialises it when it is made.
 
         Raises:
-            KafkaException: ``_STATE``: no ``transactional.id``.
+            KafkaException: ``_NOT_CONFIGURED``: no ``transactional.id``.
         """
         self._txn(lambda: None)
 
     def begin_transaction(self) -> None:
-        """Open a transaction. Raises KafkaException (``_STATE`` and the coordinator's errors)."""
+        """Open a transaction. Raises KafkaException (``_NOT_CONFIGURED``, ``_STATE``, ...)."""
         self._txn(self._producer.begin_transaction)
 
     def commit_transaction(self, timeout: float | None = None) -> None:
