@@ -52,7 +52,9 @@ def test_the_keys_scripts_use_most() -> None:
     assert producer.options == {
         "client_id": "me",
         "linger": 0.02,
-        "batch_bytes": 65536,
+        "flush_bytes": 65536,
+        "batch_bytes": 1_048_576,
+        "max_request_bytes": 10_485_760,
         "compression": "lz4",
         "acks": "all",
         "idempotence": True,
@@ -166,7 +168,7 @@ def test_shim_keys() -> None:
     assert "store_offsets" in _refused({**B, "enable.auto.offset.store": False}, "consumer")
 
 
-def test_message_max_bytes_raises_the_batch_size_unless_given() -> None:
+def test_message_max_bytes_raises_the_batch_size() -> None:
     options = translate({**B, "message.max.bytes": 3_000_000}, "producer").options
     assert options == {
         "max_message_bytes": 3_000_000,

@@ -123,6 +123,21 @@ def test_delivery_reports(ck: ModuleType, compat_broker: Any) -> None:
 
 
 @pytest.mark.broker
+def test_delivery_errors(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("parity")
+    compat_broker.create(topic, 1)
+    errors: list[Any] = []
+    p = ck.Producer(_conf(ck, compat_broker, **{"message.max.bytes": 10_000}))
+    p.produce(topic, b"x", partition=5, on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(30) == 0
+    assert [(e.code(), e.name()) for e in errors] == [(-190, "_UNKNOWN_PARTITION")]
+    with pytest.raises(ck.KafkaException) as info:
+        p.produce(topic, b"x" * 20_000, partition=0)
+    assert info.value.args[0].code() == ck.KafkaError.MSG_SIZE_TOO_LARGE
+    assert len(p) == 0
+
+
+@pytest.mark.broker
 def test_assign_poll_commit_and_watermarks(ck: ModuleType, compat_broker: Any) -> None:
     topic, group = bc.unique("parity"), bc.unique("parity-group")
     compat_broker.create(topic, 2)

@@ -130,10 +130,18 @@ OPTIONS: dict[str, Option] = {
     "request.required.acks": Option("acks", _acks, _P),
     "linger.ms": Option("linger", _ms, _P),
     "queue.buffering.max.ms": Option("linger", _ms, _P),
-    "batch.size": Option("batch_bytes", _int, _P),
+    "batch.size": Option(
+        "flush_bytes",
+        _int,
+        _P,
+        "a batch goes once it holds this many bytes; a larger message goes alone, as in librdkafka",
+    ),
     "batch.num.messages": Option("batch_records", _int, _P),
     "message.max.bytes": Option(
-        "max_message_bytes", _int, _P, "batch_bytes is raised to it unless batch.size is given"
+        "max_message_bytes",
+        _int,
+        _P,
+        "1,000,000 unless given, as librdkafka's; batch_bytes is raised to it",
     ),
     "compression.type": Option("compression", _lower, _P),
     "compression.codec": Option("compression", _lower, _P),
@@ -277,8 +285,7 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
     if not settings.bootstrap:
         raise _invalid("configuration property 'bootstrap.servers' is required")
     largest = options.get("max_message_bytes")
-    if isinstance(largest, int) and "batch_bytes" not in options:
-        # librdkafka's batch.size caps a batch and a larger message goes alone;
+    if isinstance(largest, int):
         # pykaf's batch_bytes must hold the largest message.
         defaults = ProducerConfig()
         options["batch_bytes"] = max(defaults.batch_bytes, largest)

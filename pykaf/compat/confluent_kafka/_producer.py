@@ -49,6 +49,14 @@ def _headers(headers: object) -> Headers | None:
     return out
 
 
+def _delivery_error(error: BaseException, partition: int) -> KafkaError:
+    """A failed record's error; a partition or topic the client does not know, as librdkafka's."""
+    if isinstance(error, errors.UnknownTopicOrPartitionError):
+        code = "_UNKNOWN_PARTITION" if partition != -1 else "_UNKNOWN_TOPIC"
+        return KafkaError(LOCAL_CODES[code], str(error))
+    return from_pykaf(error)
+
+
 def _seconds(timeout: float | None) -> float | None:
     """confluent-kafka's timeouts: seconds, where -1 (or None) means no limit."""
     if timeout is None or timeout < 0:
@@ -75,6 +83,9 @@ class Producer:
         self._bootstrap = settings.bootstrap
         self._client_options = client_options(settings.options)
         self._admin: pykaf.sync.Admin | None = None
+        # librdkafka's default message.max.bytes, checked by produce() as librdkafka does
+        settings.options.setdefault("max_message_bytes", 1_000_000)
+        self._largest = settings.options["max_message_bytes"]
         try:
             self._producer = pykaf.sync.Producer(
                 settings.bootstrap, produce_block_timeout=0, **settings.options
@@ -99,6 +110,8 @@ class Producer:
         Raises:
             BufferError: the buffer is full (call ``poll`` and try again), as
                 confluent-kafka raises it.
+            KafkaException: ``MSG_SIZE_TOO_LARGE``: key, value and headers
+                exceed ``message.max.bytes`` (1,000,000 by default, as librdkafka's).
             KafkaException: a bad argument (``_INVALID_ARG``) or a closed
                 producer (``_DESTROY``).
             TypeError: a value, key or header that is not bytes, str or None.
@@ -110,6 +123,19 @@ class Producer:
         value_bytes = _bytes("value", value)
         key_bytes = _bytes("key", key)
         header_list = _headers(headers)
+        size = (0 if value_bytes is None else len(value_bytes)) + (
+            0 if key_bytes is None else len(key_bytes)
+        )
+        if header_list:
+            size += sum(len(k) + (0 if v is None else len(v)) for k, v in header_list)
+        if size > self._largest:
+            raise KafkaException(
+                KafkaError(
+                    KafkaError.MSG_SIZE_TOO_LARGE,  # type: ignore[attr-defined]
+                    f"Broker: Message size too large ({size} bytes of key, value and headers "
+                    f"exceed message.max.bytes {self._largest})",
+                )
+            )
         user = on_delivery or callback or self._default_callback
         deliver = None
         sent = timestamp or None
@@ -121,7 +147,7 @@ class Producer:
             created = sent
 
             def deliver(error: BaseException | None, metadata: Any) -> None:
-                kafka_error = None if error is None else from_pykaf(error)
+                kafka_error = None if error is None else _delivery_error(error, partition)
                 stamp = metadata.timestamp
                 kind = TIMESTAMP_CREATE_TIME if stamp == created else TIMESTAMP_LOG_APPEND_TIME
                 msg = Message(
