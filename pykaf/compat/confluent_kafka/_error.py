@@ -21,6 +21,7 @@ LOCAL_CODES: dict[str, int] = {
     "_INVALID_ARG": -186,
     "_TIMED_OUT": -185,
     "_QUEUE_FULL": -184,
+    "_UNKNOWN_GROUP": -179,
     "_STATE": -172,
     "_NOT_IMPLEMENTED": -170,
     "_AUTHENTICATION": -169,
