@@ -170,6 +170,37 @@ def test_assign_poll_commit_and_watermarks(ck: ModuleType, compat_broker: Any) -
 
 
 @pytest.mark.broker
+def test_assigned_partitions_auto_commit(ck: ModuleType, compat_broker: Any) -> None:
+    topic, group = bc.unique("parity"), bc.unique("parity-group")
+    compat_broker.create(topic, 1)
+    _produce(ck, compat_broker, topic, 0, 3)
+    conf = {"group.id": group, "auto.commit.interval.ms": 200}
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        assert [m.offset() for m in _poll(c, 3)] == [0, 1, 2]
+        tp = [ck.TopicPartition(topic, 0)]
+        deadline = time.monotonic() + 30
+        while c.committed(tp, timeout=10)[0].offset != 3:  # committed on the interval
+            assert time.monotonic() < deadline
+            assert c.poll(0.3) is None  # (the shim commits from poll, librdkafka in a thread)
+    finally:
+        c.close()
+    _produce(ck, compat_broker, topic, 0, 2)
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        c.assign([ck.TopicPartition(topic, 0)])  # from the committed offset
+        assert [m.offset() for m in _poll(c, 2)] == [3, 4]
+    finally:
+        c.close()  # commits 5
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        assert c.committed([ck.TopicPartition(topic, 0)], timeout=10)[0].offset == 5
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
 def test_group_subscribe_commit_and_committed(ck: ModuleType, compat_broker: Any) -> None:
     topic, group = bc.unique("parity"), bc.unique("parity-group")
     compat_broker.create(topic, 1)

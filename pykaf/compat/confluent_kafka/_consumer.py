@@ -97,6 +97,14 @@ class Consumer:
         self._on_revoke: RebalanceCallback | None = None
         self._known: set[tuple[str, int]] = set()
         self._closed = False
+        # Assigned partitions (no group member) are committed here, as librdkafka
+        # does for group.id with enable.auto.commit: on an interval and on close.
+        self._auto_commit = bool(self._options.get("auto_commit", True)) and (
+            self._group_id is not None
+        )
+        self._commit_every = float(self._options.get("auto_commit_interval", 5.0))
+        self._committed_at = time.monotonic()
+        self._last_commit: dict[tuple[str, int], int] = {}
 
     # -- helpers ---------------------------------------------------------------
 
@@ -129,6 +137,22 @@ class Consumer:
                 ),
             )
         return self._reader
+
+    def _auto_commit_assigned(self, force: bool = False) -> None:
+        """Commit what was handed out of assigned partitions, once per interval (or now)."""
+        if not self._auto_commit or self._reader is None or self._group_id is None:
+            return
+        if not force and time.monotonic() - self._committed_at < self._commit_every:
+            return
+        self._committed_at = time.monotonic()
+        changed = {tp: o for tp, o in self._handed.items() if self._last_commit.get(tp) != o}
+        if not changed:
+            return
+        try:
+            self._admin_client().alter_group_offsets(self._group_id, changed)
+        except errors.PykafError as exc:
+            raise KafkaException(from_pykaf(exc)) from exc
+        self._last_commit.update(changed)
 
     # -- subscribing -----------------------------------------------------------
 
@@ -284,6 +308,7 @@ class Consumer:
         """The next message (or error event), or None after ``timeout`` s (-1/None: no limit)."""
         self._check_open()
         self._watch()
+        self._auto_commit_assigned()
         source = self._source()
         if source is None:
             if timeout is not None and timeout >= 0:
@@ -314,6 +339,7 @@ class Consumer:
         if not isinstance(num_messages, int) or not 0 <= num_messages <= 1_000_000:
             raise ValueError("num_messages must be between 0 and 1000000 (1M)")
         self._watch()
+        self._auto_commit_assigned()
         source = self._source()
         if source is None:
             if timeout is not None and timeout >= 0:
@@ -386,6 +412,7 @@ class Consumer:
                 self._group.commit()
             else:
                 self._admin_client().alter_group_offsets(group_id, dict(wanted))
+                self._last_commit.update(wanted)
         except errors.PykafError as exc:
             raise KafkaException(from_pykaf(exc)) from exc
         if asynchronous:
@@ -496,7 +523,11 @@ class Consumer:
         return cluster_metadata(self._admin_client(), topic)
 
     def close(self) -> None:
-        """Leave the group (committing, with auto commit on) and release everything."""
+        """Leave the group (committing, with auto commit on) and release everything.
+
+        Assigned partitions' handed-out offsets are committed first when
+        ``group.id`` is set and ``enable.auto.commit`` is on, as librdkafka does.
+        """
         if self._closed:
             return
         try:
@@ -505,7 +536,10 @@ class Consumer:
                     self._changed(set())
                 self._group.close()
             if self._reader is not None:
-                self._reader.close()
+                try:
+                    self._auto_commit_assigned(force=True)
+                finally:
+                    self._reader.close()
         except errors.PykafError as exc:
             raise KafkaException(from_pykaf(exc)) from exc
         finally:
