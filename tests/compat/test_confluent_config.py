@@ -161,6 +161,9 @@ def test_shim_keys() -> None:
         pass
 
     assert translate({**B, "on_delivery": report}, "producer").on_delivery is report
+    assert translate({**B, "error_cb": report}, "consumer").error_cb is report
+    assert "callable" in _refused({**B, "error_cb": "log"}, "producer")
+    assert "futures" in _refused({**B, "error_cb": report}, "admin")
     assert "callable" in _refused({**B, "on_delivery": 5}, "producer")
     assert translate({**B, "enable.partition.eof": False}, "consumer").options == {}
     assert "enable.partition.eof" in _refused({**B, "enable.partition.eof": True}, "consumer")

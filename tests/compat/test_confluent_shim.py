@@ -146,3 +146,39 @@ def test_the_codes_and_names_are_librdkafkas() -> None:
     for code, name in LIBRDKAFKA_NAMES.items():
         assert getattr(real.KafkaError, name) == code, name
         assert ck.KafkaError(code).name() == real.KafkaError(code).name()
+
+
+def test_error_cb_gets_what_would_be_raised(fake: Any) -> None:
+    topic = bc.unique("shim")
+    fake.create(topic, 1)
+    reported: list[Any] = []
+    p = ck.Producer({"bootstrap.servers": fake.bootstrap, "error_cb": reported.append})
+    p.produce(topic, b"x", partition=5)  # no delivery callback: reported by flush
+    assert p.flush(10) == 0
+    assert [e.code() for e in reported] == [ck.KafkaError.UNKNOWN_TOPIC_OR_PART]
+    p.close()
+    bare = ck.Producer({"bootstrap.servers": fake.bootstrap})
+    bare.produce(topic, b"x", partition=5)
+    with pytest.raises(ck.KafkaException) as info:
+        bare.flush(10)
+    assert _code(info) == ck.KafkaError.UNKNOWN_TOPIC_OR_PART
+    bare.close()
+
+    conf = {
+        "bootstrap.servers": fake.bootstrap,
+        "group.id": bc.unique("g"),
+        "group.instance.id": "one",
+    }
+    fenced: list[Any] = []
+    first = ck.Consumer({**conf, "error_cb": fenced.append})
+    first.subscribe([topic])
+    assert first.poll(1.0) is None
+    second = ck.Consumer(conf)  # the same instance id fences the first member
+    second.subscribe([topic])
+    deadline = time.monotonic() + 20
+    while not fenced:
+        assert time.monotonic() < deadline
+        assert first.poll(0.2) is None
+    assert fenced[0].code() == ck.KafkaError.FENCED_INSTANCE_ID
+    second.close()
+    first.close()

@@ -187,14 +187,15 @@ OPTIONS: dict[str, Option] = {
 #: Keys taken by the shim itself (not pykaf options), and what they do.
 SHIM_KEYS: dict[str, str] = {
     "on_delivery": "the producer's default delivery callback, called as (err, msg)",
+    "error_cb": "called with a KafkaError instead of raising: by the producer's flush for "
+    "records without a delivery callback that failed, by the consumer's poll and consume for "
+    "a client error (not a partition's); not taken by the admin client",
     "enable.partition.eof": "false only (the default): no _PARTITION_EOF events",
     "enable.auto.offset.store": "true only (the default): what poll hands out is stored",
 }
 
 #: Known keys refused, and why.
 REFUSED: dict[str, str] = {
-    "error_cb": "pykaf raises client errors from the call that meets them "
-    "(KafkaException); there is no background error event to report",
     "stats_cb": "pykaf has no statistics JSON; use the statistics() of pykaf.sync's clients",
     "statistics.interval.ms": "no stats_cb (see stats_cb)",
     "throttle_cb": "pykaf does not report throttle events",
@@ -222,12 +223,14 @@ class Settings:
         options: pykaf options (``group_id`` apart).
         group_id: ``group.id``, if given.
         on_delivery: the default delivery callback, if given.
+        error_cb: called with a KafkaError for errors not raised (see SHIM_KEYS).
     """
 
     bootstrap: str
     options: dict[str, Any]
     group_id: str | None = None
     on_delivery: Callable[..., Any] | None = None
+    error_cb: Callable[[Any], Any] | None = None
 
 
 def _invalid(message: str) -> KafkaException:
@@ -253,6 +256,16 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
             if not callable(value):
                 raise _invalid("configuration property 'on_delivery' must be callable")
             settings.on_delivery = value
+            continue
+        if key == "error_cb" and role == "admin":
+            raise _invalid(
+                "configuration property 'error_cb' is not supported by the admin client: "
+                "each call's errors come through its futures"
+            )
+        if key == "error_cb":
+            if not callable(value):
+                raise _invalid("configuration property 'error_cb' must be callable")
+            settings.error_cb = value
             continue
         if key == "enable.partition.eof" and role == "consumer":
             if _checked(key, value, _bool):

@@ -93,6 +93,7 @@ class Consumer:
         self._reader: pykaf.sync.Consumer | None = None
         self._admin: pykaf.sync.Admin | None = None
         self._handed: dict[tuple[str, int], int] = {}
+        self._error_cb = settings.error_cb
         self._on_assign: RebalanceCallback | None = None
         self._on_revoke: RebalanceCallback | None = None
         self._known: set[tuple[str, int]] = set()
@@ -301,11 +302,22 @@ class Consumer:
 
     # -- reading ---------------------------------------------------------------
 
+    def _client_error(self, exc: errors.PykafError) -> None:
+        """A client error met by poll/consume: to ``error_cb`` if the conf has one, else raised."""
+        if self._error_cb is None:
+            raise KafkaException(from_pykaf(exc)) from exc
+        self._error_cb(from_pykaf(exc))
+
     def _source(self) -> pykaf.sync.ConsumerGroup | pykaf.sync.Consumer | None:
         return self._group if self._group is not None else self._reader
 
     def poll(self, timeout: float | None = None) -> Message | None:
-        """The next message (or error event), or None after ``timeout`` s (-1/None: no limit)."""
+        """The next message (or error event), or None after ``timeout`` s (-1/None: no limit).
+
+        Raises:
+            KafkaException: a client error (a fatal group error, ...), unless
+                the conf has ``error_cb``, which is then called with it.
+        """
         self._check_open()
         self._watch()
         self._auto_commit_assigned()
@@ -322,7 +334,8 @@ class Consumer:
         except errors.KafkaTimeoutError:
             return None
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            self._client_error(exc)
+            return None
         self._watch()  # on_assign before the first message of a new partition
         if record is None:
             return None
@@ -351,7 +364,8 @@ class Consumer:
         except errors.ConsumerError as exc:
             return [Message(exc.topic, exc.partition, None, error=from_pykaf(exc.error))]
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            self._client_error(exc)
+            return []
         self._watch()
         for record in records:
             self._handed[(str(record.topic), record.partition)] = record.offset + 1

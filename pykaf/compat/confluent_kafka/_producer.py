@@ -79,6 +79,7 @@ class Producer:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         settings = translate(conf, "producer")
         self._default_callback = settings.on_delivery
+        self._error_cb = settings.error_cb
         self._transactional = "transactional_id" in settings.options
         self._bootstrap = settings.bootstrap
         self._client_options = client_options(settings.options)
@@ -190,14 +191,18 @@ class Producer:
 
         Raises:
             KafkaException: records without a delivery callback failed
-                (the first failure's error).
+                (the first failure's error); with ``error_cb`` in the conf,
+                it is called with each failed partition's error instead.
         """
         try:
             self._producer.flush(_seconds(timeout))
         except errors.KafkaTimeoutError:
             self._producer.poll(0)
         except errors.DeliveryError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            if self._error_cb is None:
+                raise KafkaException(from_pykaf(exc)) from exc
+            for _, _, _, error in exc.failures:
+                self._error_cb(from_pykaf(error))
         return len(self._producer)
 
     def __len__(self) -> int:
