@@ -127,16 +127,14 @@ class Consumer:
         return self._group_id
 
     def _assign_only(self, call: str) -> pykaf.sync.Consumer:
-        if self._reader is None:
+        """The assign-mode reader, for the calls a group member cannot make."""
+        if self._group is not None:
             raise _fail(
-                "_STATE" if self._group is None else "_NOT_IMPLEMENTED",
-                f"{call}: "
-                + (
-                    "no partitions are assigned"
-                    if self._group is None
-                    else "pykaf's group members (subscribe) do not take it; use assign()"
-                ),
+                "_NOT_IMPLEMENTED",
+                f"{call}: pykaf's group members (subscribe) do not take it; use assign()",
             )
+        if self._reader is None:
+            raise _fail("_STATE", f"{call}: no partitions are assigned")
         return self._reader
 
     def _auto_commit_assigned(self, force: bool = False) -> None:
@@ -267,14 +265,16 @@ class Consumer:
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
         """Add ``partitions`` to the assignment (the others keep their positions)."""
         parts = _partitions(partitions, "incremental_assign")
-        kept = [TopicPartition(t, p, OFFSET_STORED) for t, p in sorted(self._known)]
         if self._reader is None:
             self.assign(parts)
             return
         self._check_open()
         added = [self._start(tp) for tp in parts]
-        current: list[Any] = [(tp.topic, tp.partition) for tp in kept]
-        self._reader.assign(current + added)
+        current: list[Any] = sorted(self._known)  # listed without an offset: kept where they are
+        try:
+            self._reader.assign(current + added)
+        except errors.PykafError as exc:
+            raise KafkaException(from_pykaf(exc)) from exc
         self._known |= {(tp.topic, tp.partition) for tp in parts}
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
