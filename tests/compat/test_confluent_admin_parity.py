@@ -57,7 +57,12 @@ def test_topics_partitions_and_configs(ck: ModuleType, admin_broker: Any) -> Non
         adm.ConfigEntry("retention.ms", "3600000", incremental_operation=adm.AlterConfigOpType.SET)
     )
     assert list(_done(client.incremental_alter_configs([change])).values()) == [None]
-    (configs,) = _done(client.describe_configs([resource])).values()
+    deadline = time.monotonic() + 30
+    while True:  # Kafka's brokers apply a config change a moment after they accept it
+        (configs,) = _done(client.describe_configs([resource])).values()
+        if configs["retention.ms"].value == "3600000" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert configs["retention.ms"].value == "3600000"
 
     assert _done(client.create_partitions([adm.NewPartitions(topic, 4)])) == {topic: None}

@@ -93,6 +93,8 @@ class Producer:
             )
         except errors.PykafError as exc:
             raise KafkaException(from_pykaf(exc)) from exc
+        self._stage = self._producer.produce
+        self._poll = self._producer.poll
 
     def produce(
         self,
@@ -117,6 +119,27 @@ class Producer:
                 producer (``_DESTROY``).
             TypeError: a value, key or header that is not bytes, str or None.
         """
+        if (
+            on_delivery is None
+            and callback is None
+            and headers is None
+            and not timestamp
+            and self._default_callback is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and type(topic) is str
+            and type(partition) is int
+            and len(value) + (0 if key is None else len(key)) <= self._largest
+        ):
+            # The common record (bytes, no callback or headers) goes straight to
+            # pykaf's per-record path; the others are checked and converted below.
+            try:
+                self._stage(topic, value, key=key, partition=None if partition == -1 else partition)
+            except errors.BufferFullError as exc:
+                raise BufferError(f"Local: Queue full ({exc})") from exc
+            except errors.PykafError as exc:
+                raise KafkaException(from_pykaf(exc)) from exc
+            return
         if not isinstance(topic, str):
             raise TypeError(f"topic must be a str, not {type(topic).__name__}")
         if not isinstance(partition, int) or isinstance(partition, bool):
@@ -181,7 +204,9 @@ class Producer:
 
     def poll(self, timeout: float | None = None) -> int:
         """Run delivery callbacks; wait up to ``timeout`` s (-1/None: no limit) for a first."""
-        return self._producer.poll(_seconds(timeout))
+        if timeout == 0:
+            return self._poll(0)
+        return self._poll(_seconds(timeout))
 
     def flush(self, timeout: float | None = None) -> int:
         """Wait for every record to be delivered and run their callbacks.
