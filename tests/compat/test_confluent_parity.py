@@ -1,0 +1,356 @@
+"""One behaviour suite, run on confluent-kafka itself and on pykaf's drop-in, same broker.
+
+Each test takes ``ck``: the real ``confluent_kafka`` module, then
+``pykaf.compat.confluent_kafka``. The bodies are the same; what they assert
+(delivered partitions, offsets, values, error codes and names, polled
+messages, committed offsets) must hold for both.
+"""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
+
+QUIET = {"log_level": 0}
+
+
+def _conf(ck: ModuleType, broker: Any, **extra: Any) -> dict[str, Any]:
+    """The broker's conf; librdkafka's log level only for the real library (pykaf refuses it)."""
+    conf = {"bootstrap.servers": broker.bootstrap, **extra}
+    if ck.__name__ == "confluent_kafka":
+        conf.update(QUIET)
+    return conf
+
+
+def _produce(ck: ModuleType, broker: Any, topic: str, partition: int, n: int) -> list[Any]:
+    delivered: list[Any] = []
+    p = ck.Producer(_conf(ck, broker, **{"linger.ms": 5}))
+    for i in range(n):
+        p.produce(
+            topic,
+            value=b"v%d" % i,
+            key=f"k{i}",
+            partition=partition,
+            headers=[("h", b"%d" % i)],
+            on_delivery=lambda err, msg: delivered.append((err, msg)),
+        )
+        p.poll(0)
+    assert p.flush(30) == 0
+    assert len(p) == 0
+    return delivered
+
+
+def _poll(consumer: Any, n: int, timeout: float = 30.0) -> list[Any]:
+    out: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None:
+            assert msg.error() is None, msg.error()
+            out.append(msg)
+    return out
+
+
+def test_constants_and_types(ck: ModuleType) -> None:
+    assert (ck.OFFSET_BEGINNING, ck.OFFSET_END, ck.OFFSET_STORED, ck.OFFSET_INVALID) == (
+        -2,
+        -1,
+        -1000,
+        -1001,
+    )
+    assert (ck.TIMESTAMP_NOT_AVAILABLE, ck.TIMESTAMP_CREATE_TIME, ck.TIMESTAMP_LOG_APPEND_TIME) == (
+        0,
+        1,
+        2,
+    )
+    tp = ck.TopicPartition("t")
+    assert (tp.topic, tp.partition, tp.offset) == ("t", -1, -1001)
+    assert ck.TopicPartition("t", 1, 5) == ck.TopicPartition("t", 1, 7)  # offsets not compared
+    assert len({ck.TopicPartition("t", 1), ck.TopicPartition("t", 1)}) == 1
+    assert sorted([ck.TopicPartition("b", 0), ck.TopicPartition("a", 2)])[0].topic == "a"
+
+
+def test_errors(ck: ModuleType) -> None:
+    eof = ck.KafkaError(ck.KafkaError._PARTITION_EOF)
+    assert (eof.code(), eof.name(), eof.fatal()) == (-191, "_PARTITION_EOF", False)
+    assert eof == ck.KafkaError._PARTITION_EOF
+    broker = ck.KafkaError(ck.KafkaError.UNKNOWN_TOPIC_OR_PART)
+    assert (broker.code(), broker.name()) == (3, "UNKNOWN_TOPIC_OR_PART")
+    assert ck.KafkaError(ck.KafkaError.NOT_LEADER_FOR_PARTITION).name() == (
+        "NOT_LEADER_FOR_PARTITION"
+    )
+    assert ck.KafkaError(ck.KafkaError._FATAL, "boom", fatal=True).fatal()
+    assert ck.KafkaError(ck.KafkaError._TIMED_OUT, "slow", retriable=True).retriable()
+    assert ck.KafkaError(ck.KafkaError._FAIL, "a reason").str() == "a reason"
+    exc = ck.KafkaException(ck.KafkaError(ck.KafkaError._STATE, "no"))
+    assert isinstance(exc, Exception)
+    assert exc.args[0].code() == ck.KafkaError._STATE
+
+
+def test_unknown_config_key_is_refused_by_name(ck: ModuleType) -> None:
+    with pytest.raises(ck.KafkaException) as info:
+        ck.Producer({"bootstrap.servers": "localhost:1", "no.such.property": 1})
+    assert info.value.args[0].code() == ck.KafkaError._INVALID_ARG
+    assert "no.such.property" in info.value.args[0].str()
+
+
+@pytest.mark.broker
+def test_delivery_reports(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("parity")
+    compat_broker.create(topic, 2)
+    delivered = _produce(ck, compat_broker, topic, 1, 5)
+    assert [err for err, _ in delivered] == [None] * 5
+    msgs = [msg for _, msg in delivered]
+    assert [(m.topic(), m.partition(), m.offset()) for m in msgs] == [
+        (topic, 1, i) for i in range(5)
+    ]
+    # confluent-kafka's delivery reports carry no headers
+    assert [(m.value(), m.key(), m.headers()) for m in msgs] == [
+        (b"v%d" % i, b"k%d" % i, None) for i in range(5)
+    ]
+    if compat_broker.name != "mock":
+        assert {m.timestamp()[0] for m in msgs} == {ck.TIMESTAMP_CREATE_TIME}
+        assert all(m.timestamp()[1] > 1_600_000_000_000 for m in msgs)
+    else:
+        # The librdkafka mock answers a fixed LogAppendTime, reported as such by both.
+        assert {m.timestamp() for m in msgs} == {(ck.TIMESTAMP_LOG_APPEND_TIME, 1234)}
+    assert [len(m) for m in msgs] == [2] * 5
+
+
+@pytest.mark.broker
+def test_delivery_errors(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("parity")
+    compat_broker.create(topic, 1)
+    errors: list[Any] = []
+    p = ck.Producer(_conf(ck, compat_broker, **{"message.max.bytes": 10_000}))
+    p.produce(topic, b"x", partition=5, on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(30) == 0
+    assert [(e.code(), e.name()) for e in errors] == [(-190, "_UNKNOWN_PARTITION")]
+    with pytest.raises(ck.KafkaException) as info:
+        p.produce(topic, b"x" * 20_000, partition=0)
+    assert info.value.args[0].code() == ck.KafkaError.MSG_SIZE_TOO_LARGE
+    assert len(p) == 0
+
+
+@pytest.mark.broker
+def test_assign_poll_commit_and_watermarks(ck: ModuleType, compat_broker: Any) -> None:
+    topic, group = bc.unique("parity"), bc.unique("parity-group")
+    compat_broker.create(topic, 2)
+    _produce(ck, compat_broker, topic, 0, 6)
+    c = ck.Consumer(_conf(ck, compat_broker, **{"group.id": group, "enable.auto.commit": False}))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, 2)])
+        msgs = _poll(c, 4)
+        assert [(m.partition(), m.offset(), m.value(), m.key()) for m in msgs] == [
+            (0, i, b"v%d" % i, b"k%d" % i) for i in range(2, 6)
+        ]
+        assert msgs[0].headers() == [("h", b"2")]
+        assert c.position([ck.TopicPartition(topic, 0)])[0].offset == 6
+        committed = c.commit(message=msgs[1], asynchronous=False)
+        assert [(tp.topic, tp.partition, tp.offset) for tp in committed] == [(topic, 0, 4)]
+        got = c.committed([ck.TopicPartition(topic, 0), ck.TopicPartition(topic, 1)], timeout=10)
+        assert [(tp.partition, tp.offset) for tp in got] == [(0, 4), (1, ck.OFFSET_INVALID)]
+        assert c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=10) == (0, 6)
+        c.seek(ck.TopicPartition(topic, 0, 1))
+        assert [m.offset() for m in _poll(c, 2)] == [1, 2]
+    finally:
+        c.close()
+    # a new consumer of the group starts from the committed offset
+    c = ck.Consumer(_conf(ck, compat_broker, **{"group.id": group, "enable.auto.commit": False}))
+    try:
+        c.assign([ck.TopicPartition(topic, 0)])
+        assert [m.offset() for m in _poll(c, 2)] == [4, 5]
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_assigned_partitions_auto_commit(ck: ModuleType, compat_broker: Any) -> None:
+    topic, group = bc.unique("parity"), bc.unique("parity-group")
+    compat_broker.create(topic, 1)
+    _produce(ck, compat_broker, topic, 0, 3)
+    conf = {"group.id": group, "auto.commit.interval.ms": 200}
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        assert [m.offset() for m in _poll(c, 3)] == [0, 1, 2]
+        tp = [ck.TopicPartition(topic, 0)]
+        deadline = time.monotonic() + 30
+        while c.committed(tp, timeout=10)[0].offset != 3:  # committed on the interval
+            assert time.monotonic() < deadline
+            assert c.poll(0.3) is None  # (the shim commits from poll, librdkafka in a thread)
+    finally:
+        c.close()
+    _produce(ck, compat_broker, topic, 0, 2)
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        c.assign([ck.TopicPartition(topic, 0)])  # from the committed offset
+        assert [m.offset() for m in _poll(c, 2)] == [3, 4]
+    finally:
+        c.close()  # commits 5
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        assert c.committed([ck.TopicPartition(topic, 0)], timeout=10)[0].offset == 5
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_group_subscribe_commit_and_committed(ck: ModuleType, compat_broker: Any) -> None:
+    topic, group = bc.unique("parity"), bc.unique("parity-group")
+    compat_broker.create(topic, 1)
+    _produce(ck, compat_broker, topic, 0, 3)
+    conf = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        with pytest.raises(ck.KafkaException) as info:
+            c.commit(asynchronous=False)
+        assert info.value.args[0].code() == ck.KafkaError._NO_OFFSET
+        c.subscribe([topic])
+        msgs = _poll(c, 3)
+        assert [m.value() for m in msgs] == [b"v0", b"v1", b"v2"]
+        committed = c.commit(message=msgs[-1], asynchronous=False)
+        assert [(tp.partition, tp.offset) for tp in committed] == [(0, 3)]
+        got = c.committed([ck.TopicPartition(topic, 0)], timeout=10)
+        assert [(tp.partition, tp.offset) for tp in got] == [(0, 3)]
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_consume_batch(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("parity")
+    compat_broker.create(topic, 1)
+    _produce(ck, compat_broker, topic, 0, 10)
+    c = ck.Consumer(_conf(ck, compat_broker, **{"group.id": bc.unique("g")}))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            batch = c.consume(num_messages=4, timeout=1.0)
+            assert len(batch) <= 4
+            got.extend(batch)
+        assert [m.offset() for m in got] == list(range(10))
+        with pytest.raises(ValueError):
+            c.consume(num_messages=-1)
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_rebalance_callbacks(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("parity")
+    compat_broker.create(topic, 2)
+    _produce(ck, compat_broker, topic, 0, 1)
+    events: list[tuple[str, list[tuple[str, int]]]] = []
+
+    def on_assign(consumer: Any, partitions: list[Any]) -> None:
+        events.append(("assign", sorted((tp.topic, tp.partition) for tp in partitions)))
+
+    def on_revoke(consumer: Any, partitions: list[Any]) -> None:
+        events.append(("revoke", sorted((tp.topic, tp.partition) for tp in partitions)))
+
+    conf = {"group.id": bc.unique("g"), "auto.offset.reset": "earliest"}
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke)
+    assert [m.value() for m in _poll(c, 1)] == [b"v0"]
+    assert events == [("assign", [(topic, 0), (topic, 1)])]
+    assert sorted((tp.topic, tp.partition) for tp in c.assignment()) == [(topic, 0), (topic, 1)]
+    c.close()
+    assert events[-1] == ("revoke", [(topic, 0), (topic, 1)])
+
+
+@pytest.mark.broker
+def test_pause_resume_and_incremental_assign(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("parity")
+    compat_broker.create(topic, 2)
+    _produce(ck, compat_broker, topic, 0, 3)
+    _produce(ck, compat_broker, topic, 1, 3)
+    c = ck.Consumer(_conf(ck, compat_broker, **{"group.id": bc.unique("g")}))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        c.incremental_assign([ck.TopicPartition(topic, 1, ck.OFFSET_BEGINNING)])
+        c.pause([ck.TopicPartition(topic, 1)])
+        got = _poll(c, 3)
+        assert [(m.partition(), m.offset()) for m in got] == [(0, 0), (0, 1), (0, 2)]
+        assert c.poll(1.0) is None  # partition 1 is paused
+        c.resume([ck.TopicPartition(topic, 1)])
+        got = _poll(c, 3)
+        assert [(m.partition(), m.offset()) for m in got] == [(1, 0), (1, 1), (1, 2)]
+        c.incremental_unassign([ck.TopicPartition(topic, 0)])
+        assert [(tp.topic, tp.partition) for tp in c.assignment()] == [(topic, 1)]
+        c.unassign()
+        assert c.assignment() == []
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_offsets_for_times(ck: ModuleType, admin_broker: Any) -> None:
+    # not on the librdkafka mock: it answers -1 for any time (to both clients)
+    topic = bc.unique("parity")
+    admin_broker.create(topic, 1)
+    p = ck.Producer(_conf(ck, admin_broker))
+    for i, stamp in enumerate((1_000_000, 2_000_000, 3_000_000)):
+        p.produce(topic, b"%d" % i, partition=0, timestamp=stamp)
+    assert p.flush(30) == 0
+    c = ck.Consumer(_conf(ck, admin_broker, **{"group.id": bc.unique("g")}))
+    try:
+        asked = [ck.TopicPartition(topic, 0, t) for t in (1_500_000, 3_000_000, 9_000_000)]
+        found = [c.offsets_for_times([tp], timeout=10)[0].offset for tp in asked]
+        assert found == [1, 2, -1]
+        c.assign([ck.TopicPartition(topic, 0, 1)])
+        (msg,) = _poll(c, 1)
+        assert msg.timestamp() == (ck.TIMESTAMP_CREATE_TIME, 2_000_000)
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_transactions_and_offsets_in_them(ck: ModuleType, admin_broker: Any) -> None:
+    source, sink, group = bc.unique("in"), bc.unique("out"), bc.unique("txn-group")
+    admin_broker.create(source, 1)
+    admin_broker.create(sink, 1)
+    _produce(ck, admin_broker, source, 0, 2)
+    p = ck.Producer(_conf(ck, admin_broker, **{"transactional.id": bc.unique("tx")}))
+    p.init_transactions(30)
+    conf = {"group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    c = ck.Consumer(_conf(ck, admin_broker, **conf))
+    try:
+        c.subscribe([source])
+        (first,) = _poll(c, 1)
+        p.begin_transaction()
+        p.produce(sink, b"kept", partition=0)
+        next_offset = ck.TopicPartition(source, 0, first.offset() + 1)
+        p.send_offsets_to_transaction([next_offset], c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce(sink, b"dropped", partition=0)
+        p.abort_transaction(30)
+        got = c.committed([ck.TopicPartition(source, 0)], timeout=10)
+        assert [tp.offset for tp in got] == [1]
+    finally:
+        c.close()
+    reader = ck.Consumer(
+        _conf(ck, admin_broker, **{"group.id": bc.unique("g"), "isolation.level": "read_committed"})
+    )
+    try:
+        reader.assign([ck.TopicPartition(sink, 0, ck.OFFSET_BEGINNING)])
+        assert [m.value() for m in _poll(reader, 1)] == [b"kept"]
+        assert reader.poll(1.0) is None
+    finally:
+        reader.close()
+
+
+@pytest.mark.broker
+def test_transaction_calls_need_a_transactional_id(ck: ModuleType, admin_broker: Any) -> None:
+    p = ck.Producer(_conf(ck, admin_broker))
+    with pytest.raises(ck.KafkaException) as info:
+        p.begin_transaction()
+    assert info.value.args[0].code() == ck.KafkaError._NOT_CONFIGURED
