@@ -16,6 +16,7 @@ The classes run on :mod:`pykaf.sync` (the producer on its per-record
 from __future__ import annotations
 
 from pykaf.compat.kafka import errors
+from pykaf.compat.kafka.consumer import KafkaConsumer
 from pykaf.compat.kafka.producer import FutureRecordMetadata, KafkaProducer
 from pykaf.compat.kafka.structs import (
     ConsumerRecord,
@@ -28,6 +29,7 @@ from pykaf.compat.kafka.structs import (
 __all__ = [
     "ConsumerRecord",
     "FutureRecordMetadata",
+    "KafkaConsumer",
     "KafkaProducer",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",

@@ -3,46 +3,25 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from pykaf import errors as pykaf_errors
 from pykaf.compat.kafka import _config
+from pykaf.compat.kafka._shared import AdminLink, serializer_function
 from pykaf.compat.kafka.errors import (
     IllegalStateError,
-    KafkaConfigurationError,
     KafkaTimeoutError,
     NoBrokersAvailable,
     from_pykaf,
 )
 from pykaf.compat.kafka.structs import OffsetAndMetadata, RecordMetadata, TopicPartition
-from pykaf.sync import Admin as SyncAdmin
 from pykaf.sync import Producer as SyncProducer
 
 log = logging.getLogger(__name__)
 
 _BYTES = (bytes, bytearray, memoryview)
-
-
-def serializer_function(
-    name: str, serializer: Any, method_name: str = "serialize"
-) -> Callable[[str, Any, Any], Any] | None:
-    """A ``(topic, headers, data)`` function for a kafka-python (de)serializer option.
-
-    kafka-python takes a plain callable of the data, or an object with
-    ``serialize(topic, headers, data)`` (``method_name``: ``deserialize`` for
-    consumers).
-    """
-    if serializer is None:
-        return None
-    method = getattr(serializer, method_name, None)
-    if callable(method):
-        return lambda topic, headers, data: method(topic, headers, data)
-    if callable(serializer):
-        return lambda topic, headers, data: serializer(data)
-    raise KafkaConfigurationError(f"{name} must be callable, not {serializer!r}")
 
 
 class FutureRecordMetadata:
@@ -204,8 +183,7 @@ class KafkaProducer:
         self._transactional = options.get("transactional_id") is not None
         self._txn_ready = False
         self._closed = False
-        self._admin: SyncAdmin | None = None
-        self._admin_lock = threading.Lock()
+        self._admin = AdminLink(self._servers, self._client_options, "KafkaProducer")
         try:
             self._producer = SyncProducer(self._servers, **options)
         except pykaf_errors.KafkaConnectionError as exc:
@@ -313,9 +291,7 @@ class KafkaProducer:
         except pykaf_errors.PykafError as exc:
             raise from_pykaf(exc) from exc
         finally:
-            with self._admin_lock:
-                if self._admin is not None:
-                    self._admin.close()
+            self._admin.close()
 
     def partitions_for(self, topic: str) -> set[int]:
         """The topic's partition numbers.
@@ -323,16 +299,7 @@ class KafkaProducer:
         Raises:
             UnknownTopicOrPartitionError: no such topic.
         """
-        with self._admin_lock:
-            if self._closed:
-                raise IllegalStateError("KafkaProducer already closed!")
-            if self._admin is None:
-                self._admin = SyncAdmin(self._servers, **self._client_options)
-            admin = self._admin
-        try:
-            description = admin.describe_topic(topic)
-        except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+        description = self._admin.call("describe_topic", topic)
         return {p.partition for p in description.partitions}
 
     def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:

@@ -62,7 +62,7 @@ class ConsumerRecord(NamedTuple):
     timestamp_type: int
     key: Any
     value: Any
-    headers: list[tuple[str, bytes]]
+    headers: list[tuple[str, bytes | None]]
     checksum: int | None
     serialized_key_size: int
     serialized_value_size: int
