@@ -15,7 +15,8 @@ The classes run on :mod:`pykaf.sync` (the producer on its per-record
 
 from __future__ import annotations
 
-from pykaf.compat.kafka import errors
+from pykaf.compat.kafka import admin, errors
+from pykaf.compat.kafka.admin import KafkaAdminClient, NewTopic
 from pykaf.compat.kafka.consumer import KafkaConsumer
 from pykaf.compat.kafka.producer import FutureRecordMetadata, KafkaProducer
 from pykaf.compat.kafka.structs import (
@@ -29,11 +30,14 @@ from pykaf.compat.kafka.structs import (
 __all__ = [
     "ConsumerRecord",
     "FutureRecordMetadata",
+    "KafkaAdminClient",
     "KafkaConsumer",
     "KafkaProducer",
+    "NewTopic",
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "RecordMetadata",
     "TopicPartition",
+    "admin",
     "errors",
 ]

@@ -114,6 +114,13 @@ class AuthorizationError(BrokerResponseError):
     """The client is not authorized for the operation."""
 
 
+class NoError(BrokerResponseError):
+    """Kafka code 0: no error (what per-item results hold for a success)."""
+
+    errno = 0
+    message = "NO_ERROR"
+
+
 #: Kafka error code -> the class of that code.
 BY_ERRNO: dict[int, type[BrokerResponseError]] = {}
 
