@@ -163,8 +163,10 @@ def test_assign_seek_position_pause_and_offsets(fake_cluster: Any) -> None:
         assert [r.offset for r in got[TP(topic, 1)]] == [0, 1]
         consumer.seek_to_end()
         assert consumer.poll(timeout_ms=200) == {}
-        with pytest.raises(errors.IllegalStateError, match="No current assignment"):
+        with pytest.raises(ValueError, match="Unassigned partition"):
             consumer.seek(TP(topic, 9), 0)
+        with pytest.raises(errors.IllegalStateError, match="not assigned"):
+            consumer.position(TP(topic, 9))
         with pytest.raises(errors.IllegalStateError, match="mutually exclusive"):
             consumer.subscribe([topic])
         assert topic in consumer.topics()

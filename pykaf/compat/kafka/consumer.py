@@ -36,6 +36,9 @@ from pykaf.compat.kafka.structs import (
 from pykaf.sync import Consumer as SyncConsumer
 from pykaf.sync import ConsumerGroup as SyncGroup
 
+#: Seconds a seek waits for the partition's start offset to be known.
+_SETTLE_TIMEOUT = 30.0
+
 _RESETS = {"earliest": OLDEST, "smallest": OLDEST, "latest": NEWEST, "largest": NEWEST}
 
 
@@ -273,7 +276,7 @@ class KafkaConsumer:
 
     def _check_assigned(self, partition: TopicPartition) -> None:
         if TopicPartition(partition[0], partition[1]) not in self._assigned:
-            raise IllegalStateError(f"No current assignment for partition {partition}")
+            raise IllegalStateError(f"Partition is not assigned: {partition}")
 
     # -- reading --------------------------------------------------------------------
 
@@ -354,8 +357,8 @@ class KafkaConsumer:
         """Continue ``partition`` from ``offset`` (assigned partitions only).
 
         Raises:
-            IllegalStateError: not assigned, or assigned by a group.
-            ValueError: a negative offset.
+            IllegalStateError: the partitions were assigned by a group.
+            ValueError: a negative offset, or the partition is not assigned.
         """
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             raise ValueError(f"offset must be an int >= 0, not {offset!r}")
@@ -363,8 +366,18 @@ class KafkaConsumer:
 
     def _seek(self, partitions: Iterable[TopicPartition], offset: int, what: str) -> None:
         consumer = self._consumer_for(what)
-        for tp in list(partitions) or list(self._assigned):
-            self._check_assigned(tp)
+        targets = list(partitions) or list(self._assigned)
+        if not targets:
+            raise ValueError("No partitions are currently assigned")
+        for tp in targets:
+            if TopicPartition(tp[0], tp[1]) not in self._assigned:
+                raise ValueError(f"Unassigned partition: {tp}")
+        for tp in targets:
+            # A seek while the partition's start offset is still being looked
+            # up can be overtaken by that lookup: wait for it to settle first.
+            deadline = time.monotonic() + _SETTLE_TIMEOUT
+            while consumer.position(tp[0], tp[1]) < 0 and time.monotonic() < deadline:
+                time.sleep(0.002)
             try:
                 consumer.seek(tp[0], tp[1], offset)
             except pykaf_errors.PykafError as exc:
@@ -391,7 +404,7 @@ class KafkaConsumer:
             for stats in reader.statistics().partitions:
                 if (stats.topic, stats.partition) == tp:
                     return stats.position
-            raise IllegalStateError(f"No current assignment for partition {partition}")
+            raise IllegalStateError(f"Partition is not assigned: {partition}")
         self._check_assigned(tp)
         deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
         while True:
