@@ -116,3 +116,21 @@ def test_unknown_code_and_foreign_errors() -> None:
     assert errors.from_pykaf(value_error) is value_error
     assert str(errors.TopicAlreadyExistsError("t")) == "[Error 36] TopicAlreadyExistsError: t"
     assert str(errors.KafkaTimeoutError("slow")) == "KafkaTimeoutError: slow"
+
+
+def test_serializers_behave_as_kafka_python_s() -> None:
+    from pykaf.compat import kafka
+
+    real = pytest.importorskip("kafka")
+    cases = [
+        (kafka.DefaultSerializer(), real.DefaultSerializer(), ["text", "ünï", None, b"raw"]),
+        (kafka.JsonSerializer(), real.JsonSerializer(), [{"a": [1, 2]}, "s", None, 3]),
+    ]
+    for ours, theirs, values in cases:
+        for data in values:
+            encoded = ours.serialize("t", [], data)
+            assert encoded == theirs.serialize("t", [], data)
+            assert ours.deserialize("t", [], encoded) == theirs.deserialize("t", [], encoded)
+    with pytest.raises(TypeError, match="str or bytes"):
+        kafka.DefaultSerializer().serialize("t", [], 5)
+    assert kafka.IsolationLevel.READ_COMMITTED == real.IsolationLevel.READ_COMMITTED == 1

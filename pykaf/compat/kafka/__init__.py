@@ -15,12 +15,19 @@ The classes run on :mod:`pykaf.sync` (the producer on its per-record
 
 from __future__ import annotations
 
-from pykaf.compat.kafka import admin, errors
+from pykaf.compat.kafka import admin, errors, serializer
 from pykaf.compat.kafka.admin import KafkaAdminClient, NewTopic
 from pykaf.compat.kafka.consumer import KafkaConsumer
 from pykaf.compat.kafka.producer import FutureRecordMetadata, KafkaProducer
+from pykaf.compat.kafka.serializer import (
+    DefaultSerializer,
+    Deserializer,
+    JsonSerializer,
+    Serializer,
+)
 from pykaf.compat.kafka.structs import (
     ConsumerRecord,
+    IsolationLevel,
     OffsetAndMetadata,
     OffsetAndTimestamp,
     RecordMetadata,
@@ -29,7 +36,11 @@ from pykaf.compat.kafka.structs import (
 
 __all__ = [
     "ConsumerRecord",
+    "DefaultSerializer",
+    "Deserializer",
     "FutureRecordMetadata",
+    "IsolationLevel",
+    "JsonSerializer",
     "KafkaAdminClient",
     "KafkaConsumer",
     "KafkaProducer",
@@ -37,7 +48,9 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "RecordMetadata",
+    "Serializer",
     "TopicPartition",
     "admin",
     "errors",
+    "serializer",
 ]

@@ -58,6 +58,17 @@ def compression(name: str, value: Any) -> str:
     )
 
 
+def isolation(name: str, value: Any) -> str:
+    """``"read_committed"``, ``"read_uncommitted"``, or ``IsolationLevel`` (1, 0)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return ("read_uncommitted", "read_committed")[value]
+    if value in ("read_committed", "read_uncommitted"):
+        return str(value)
+    raise KafkaConfigurationError(
+        f"isolation_level must be 'read_committed' or 'read_uncommitted', not {value!r}"
+    )
+
+
 #: Options of every client: kafka-python name -> (pykaf option, converter).
 CLIENT: dict[str, tuple[str, Converter]] = {
     "client_id": ("client_id", same),
@@ -100,7 +111,7 @@ PRODUCER: dict[str, tuple[str, Converter]] = {
 #: Consumer options besides the client's (group ones apply with ``group_id`` only).
 CONSUMER: dict[str, tuple[str, Converter]] = {
     "auto_offset_reset": ("auto_offset_reset", same),
-    "isolation_level": ("isolation_level", same),
+    "isolation_level": ("isolation_level", isolation),
     "fetch_min_bytes": ("fetch_min_bytes", count),
     "fetch_max_wait_ms": ("fetch_max_wait", seconds),
     "fetch_max_bytes": ("fetch_max_bytes", count),

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from pykaf import NEWEST, OLDEST, GroupMetadata
+from pykaf import NEWEST, OLDEST, GroupMetadata, GroupStatistics
 from pykaf import errors as pykaf_errors
 from pykaf.codec import Record
 from pykaf.compat.kafka import _config
@@ -576,6 +576,24 @@ class KafkaConsumer:
         except UnknownTopicOrPartitionError:
             return None
         return {p.partition for p in description.partitions}
+
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]]:
+        """A few of Java's consumer metrics, from pykaf's statistics (``raw`` is ignored).
+
+        ``consumer-fetch-manager-metrics``: ``records-lag-max``; for a group
+        member also ``consumer-coordinator-metrics``: ``commit-total``,
+        ``rebalance-total``.
+        """
+        reader = self._active()
+        stats = reader.statistics()
+        lags = [p.lag for p in stats.partitions]
+        out = {"consumer-fetch-manager-metrics": {"records-lag-max": float(max(lags, default=0))}}
+        if isinstance(stats, GroupStatistics):
+            out["consumer-coordinator-metrics"] = {
+                "commit-total": float(stats.commits),
+                "rebalance-total": float(stats.rebalances),
+            }
+        return out
 
     # -- lifetime -------------------------------------------------------------------
 

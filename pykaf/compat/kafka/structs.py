@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any, NamedTuple
+
+
+class IsolationLevel(IntEnum):
+    """``isolation_level`` values (the strings ``"read_committed"`` etc. work too)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
 
 
 class TopicPartition(NamedTuple):
