@@ -98,7 +98,14 @@ def test_errors_are_kafka_python_classes(fake_cluster: Any) -> None:
             producer.send(topic, b"v", headers={"h": b"v"})  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="serialized value"):
             producer.send(topic, "not bytes")
+        failed: list[Any] = []
         future = producer.send(topic, b"v", partition=7)
+        future.add_errback(lambda tag, e: failed.append((tag, type(e).__name__)), "before")
+        future.add_callback(lambda md: failed.append(("callback", md)))
+        producer.flush(T)
+        assert failed == [("before", "UnknownTopicOrPartitionError")]
+        future.add_both(lambda e: failed.append(("both", type(e).__name__)))
+        assert failed[-1] == ("both", "UnknownTopicOrPartitionError")
         with pytest.raises(errors.UnknownTopicOrPartitionError) as info:
             future.get(T)
         assert info.value.errno == 3 and info.value.retriable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,6 +23,9 @@ from pykaf.sync import Producer as SyncProducer
 log = logging.getLogger(__name__)
 
 _BYTES = (bytes, bytearray, memoryview)
+
+#: Guards every future's settling against callbacks added from other threads.
+_SETTLE = threading.Lock()
 
 
 class FutureRecordMetadata:
@@ -48,8 +52,8 @@ class FutureRecordMetadata:
         self.is_done = False
         self.value: RecordMetadata | None = None
         self.exception: BaseException | None = None
-        self._callbacks: list[Callable[[Any], object]] = []
-        self._errbacks: list[Callable[[Any], object]] = []
+        self._callbacks: list[Callable[[Any], object]] | None = None
+        self._errbacks: list[Callable[[Any], object]] | None = None
         self._producer = producer
         self._topic = topic
         self._sizes = sizes
@@ -71,9 +75,13 @@ class FutureRecordMetadata:
     ) -> FutureRecordMetadata:
         """Call ``f(*args, metadata, **kwargs)`` once the record is acknowledged."""
         callback = (lambda value: f(*args, value, **kwargs)) if args or kwargs else f
-        if not self.is_done:
-            self._callbacks.append(callback)
-        elif self.exception is None:
+        with _SETTLE:
+            if not self.is_done:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(callback)
+                return self
+        if self.exception is None:
             _run(callback, self.value)
         return self
 
@@ -82,9 +90,13 @@ class FutureRecordMetadata:
     ) -> FutureRecordMetadata:
         """Call ``f(*args, exception, **kwargs)`` if the record fails."""
         errback = (lambda error: f(*args, error, **kwargs)) if args or kwargs else f
-        if not self.is_done:
-            self._errbacks.append(errback)
-        elif self.exception is not None:
+        with _SETTLE:
+            if not self.is_done:
+                if self._errbacks is None:
+                    self._errbacks = []
+                self._errbacks.append(errback)
+                return self
+        if self.exception is not None:
             _run(errback, self.exception)
         return self
 
@@ -109,10 +121,11 @@ class FutureRecordMetadata:
 
     def deliver(self, error: BaseException | None, metadata: Any) -> None:
         """Settle the future (pykaf's ``on_delivery``); runs the callbacks or errbacks."""
-        argument: Any
+        value: RecordMetadata | None = None
+        translated: BaseException | None = None
         if error is None:
             key_size, value_size, header_size = self._sizes
-            self.value = RecordMetadata(
+            value = RecordMetadata(
                 metadata.topic,
                 metadata.partition,
                 TopicPartition(metadata.topic, metadata.partition),
@@ -123,18 +136,20 @@ class FutureRecordMetadata:
                 value_size,
                 header_size,
             )
-            callbacks, argument = self._callbacks, self.value
         else:
             translated = from_pykaf(error)
             if translated is not error:
                 translated.__cause__ = error
+        with _SETTLE:
+            self.value = value
             self.exception = translated
-            callbacks, argument = self._errbacks, translated
-        self.is_done = True
-        self._callbacks = []
-        self._errbacks = []
-        for callback in callbacks:
-            _run(callback, argument)
+            self.is_done = True
+            callbacks = self._callbacks if error is None else self._errbacks
+            self._callbacks = self._errbacks = None
+        if callbacks:
+            argument = value if error is None else translated
+            for callback in callbacks:
+                _run(callback, argument)
 
 
 def _run(callback: Callable[[Any], object], argument: Any) -> None:
