@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -186,3 +187,52 @@ def test_get_from_another_thread_and_timeout(fake_cluster: Any) -> None:
         offsets = [f.get(T).offset for f in futures[:100]]
         thread.join(T)
         assert sorted(offsets + results) == sorted(list(range(100)) * 2)
+
+
+def test_consume_transform_produce_in_a_transaction(fake_cluster: Any) -> None:
+    source, sink, group = unique("compat-in"), unique("compat-out"), unique("g")
+    fake_cluster.create_topic(source, 1)
+    fake_cluster.create_topic(sink, 1)
+    with kafka.KafkaProducer(bootstrap_servers=fake_cluster.bootstrap) as plain:
+        for i in range(5):
+            plain.send(source, b"%d" % i)
+    consumer = kafka.KafkaConsumer(
+        source,
+        bootstrap_servers=fake_cluster.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    producer = kafka.KafkaProducer(
+        bootstrap_servers=fake_cluster.bootstrap, transactional_id=unique("txn")
+    )
+    try:
+        with pytest.raises(errors.IllegalStateError, match="init_transactions"):
+            producer.begin_transaction()
+        producer.init_transactions()
+        records: list[Any] = []
+        deadline = time.monotonic() + T
+        while len(records) < 5 and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=1000).values():
+                records.extend(batch)
+        assert len(records) == 5
+        producer.begin_transaction()
+        for record in records:
+            producer.send(sink, record.value.upper() + b"!")
+        last = records[-1]
+        producer.send_offsets_to_transaction(
+            {kafka.TopicPartition(source, 0): kafka.OffsetAndMetadata(last.offset + 1, "", -1)},
+            consumer.group_metadata(),
+        )
+        producer.commit_transaction()
+        assert consumer.committed(kafka.TopicPartition(source, 0)) == 5
+        producer.begin_transaction()
+        producer.send(sink, b"aborted")
+        producer.abort_transaction()
+        with pytest.raises(errors.IllegalStateError):
+            producer.commit_transaction()
+    finally:
+        producer.close(T)
+        consumer.close()
+    got = read_all(fake_cluster.bootstrap, sink, 1, 5)
+    assert [r.value for r in got[:5]] == [b"0!", b"1!", b"2!", b"3!", b"4!"]
