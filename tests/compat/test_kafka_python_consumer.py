@@ -152,6 +152,7 @@ def test_assign_seek_position_pause_and_offsets(fake_cluster: Any) -> None:
         assert list(got) == [TP(topic, 0)]
         assert [r.offset for r in got[TP(topic, 0)]] == [4, 5]
         assert consumer.position(TP(topic, 0)) == 6
+        assert consumer.highwater(TP(topic, 0)) == 6
         consumer.commit()
         assert consumer.committed(TP(topic, 0)) == 6
         assert consumer.committed(TP(topic, 1)) == 0  # its position, paused or not

@@ -414,6 +414,19 @@ class KafkaConsumer:
             time.sleep(0.01)
         return position
 
+    def highwater(self, partition: TopicPartition) -> int | None:
+        """The partition's high watermark from the last fetch; None before one.
+
+        Raises:
+            IllegalStateError: the partition is not assigned.
+        """
+        reader = self._active()
+        tp = TopicPartition(partition[0], partition[1])
+        for stats in reader.statistics().partitions:
+            if (stats.topic, stats.partition) == tp:
+                return stats.high_water_mark if stats.high_water_mark >= 0 else None
+        raise IllegalStateError(f"Partition is not assigned: {partition}")
+
     def pause(self, *partitions: TopicPartition) -> None:
         """Stop handing out records of these partitions until :meth:`resume`."""
         consumer = self._consumer_for("pause")
