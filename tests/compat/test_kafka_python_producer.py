@@ -127,6 +127,8 @@ def test_errors_are_kafka_python_classes(fake_cluster: Any) -> None:
         ({"api_version": (2, 0)}, "api_version is not supported"),
         ({"partitioner": object()}, "partitioner is not supported"),
         ({"no_such_option": 1}, "unknown configuration 'no_such_option'"),
+        ({"no_such_option": None}, "unknown configuration 'no_such_option'"),
+        ({"ssl_crlfile": "crl.pem"}, "ssl_crlfile is not supported"),
         ({"acks": 2}, "acks must be"),
         ({"acks": 1, "enable_idempotence": True}, "idempotence"),
         ({"compression_type": "brotli"}, "compression_type must be"),
@@ -156,6 +158,8 @@ def test_kafka_python_options_reach_pykaf(fake_cluster: Any) -> None:
         buffer_memory=32 * 1024 * 1024,
         max_block_ms=1000,
         api_version=None,
+        ssl_crlfile=None,
+        partitioner=None,
     )
     try:
         future = producer.send(topic, b"x" * 2000)

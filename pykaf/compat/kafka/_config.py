@@ -135,7 +135,7 @@ ADMIN: dict[str, tuple[str, Converter]] = {
 
 #: kafka-python options pykaf does not offer, and why.
 UNSUPPORTED: dict[str, str] = {
-    "api_version": "pykaf negotiates each API's version with the broker (only None is accepted)",
+    "api_version": "pykaf negotiates each API's version with the broker",
     "api_version_auto_timeout_ms": "pykaf negotiates each API's version with the broker",
     "partitioner": "kafka-python's partitioner interface differs; pykaf's default is the same "
     "murmur2 partitioner (use pykaf.sync.Producer's partitioner option for others)",
@@ -177,7 +177,11 @@ def translate(
     own: frozenset[str],
     kind: str,
 ) -> dict[str, Any]:
-    """Translate kafka-python ``configs`` to pykaf options (None: the option's default).
+    """Translate kafka-python ``configs`` to pykaf options.
+
+    None stands for the option's default, and is accepted for an unsupported
+    option too (it then asks for nothing); any other value of an unsupported
+    option, and any unknown name, raises.
 
     Args:
         configs: the keyword arguments the user passed.
@@ -192,8 +196,8 @@ def translate(
     for name, value in configs.items():
         if name in own:
             continue
-        if name == "api_version" and value is None:
-            continue
+        if value is None and name in UNSUPPORTED:
+            continue  # None is "not used" for each of these (api_version: negotiate)
         for table in tables:
             if name in table:
                 option, convert = table[name]
