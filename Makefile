@@ -46,7 +46,7 @@ lint: install
 	$(VENV)/bin/ruff format --check pykaf pyspark_pykaf tests bench tools docs/examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy --strict docs/examples
-	$(VENV)/bin/lint-imports --config .importlinter
+	$(VENV)/bin/lint-imports
 
 # Apache Kafka (the suite's primary broker): its jars from Maven Central with
 # mvn, once, into ~/.cache/pykaf/kafka-<version> (or PYKAF_KAFKA_HOME if set).

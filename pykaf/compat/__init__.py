@@ -1,7 +1,8 @@
-"""Drop-in APIs for code written against other Kafka clients, on :mod:`pykaf.sync`.
+"""Drop-in APIs for code written against other Kafka clients, on pykaf's sync facade.
 
-``from pykaf.compat import confluent_kafka`` gives confluent-kafka's names
-(``Producer``, ``Consumer``, ``Message``, ``TopicPartition``, ``KafkaError``,
-``KafkaException``, ``admin.AdminClient``) with its librdkafka-style
-configuration dictionaries; see ``docs/migrating.md``.
+- ``from pykaf.compat import kafka``: kafka-python's names (``KafkaProducer``,
+  ``KafkaConsumer``, ``KafkaAdminClient``, ``kafka.errors``);
+- ``from pykaf.compat import confluent_kafka``: confluent-kafka's names.
+
+See ``docs/migrating.md``.
 """
