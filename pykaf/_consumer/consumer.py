@@ -205,6 +205,8 @@ class Consumer:
                 try:
                     if pc.fetch_offset < 0:
                         await self._resolve_start(pc)
+                        if pc.fetch_offset < 0:
+                            continue  # a seek to an end meanwhile: look that one up
                     node = await self._leader(pc)
                     if node is not None and not await self._validate(pc, node):
                         continue  # reset: resolve the new start first
@@ -228,6 +230,7 @@ class Consumer:
     async def _resolve_start(self, pc: PartitionConsumer) -> None:
         # read_committed: NEWEST is the last stable offset (as Java's seekToEnd).
         level = self.config.isolation_code
+        generation = pc.generation  # a seek while the offset is looked up wins
         get_offset = self.client.get_offset
         if pc.start_is_time:
             offset = await get_offset(pc.topic, pc.partition, pc.start)
@@ -237,7 +240,8 @@ class Consumer:
             offset = await get_offset(pc.topic, pc.partition, pc.start, isolation_level=level)
         else:
             offset = pc.start
-        pc.restart_at(offset)
+        if pc.generation == generation:
+            pc.restart_at(offset)
 
     async def _leader(self, pc: PartitionConsumer) -> int | None:
         if pc.needs_metadata:

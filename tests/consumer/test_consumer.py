@@ -228,6 +228,33 @@ async def test_seek_goes_back_and_drops_the_buffer(broker: Any) -> None:
             pc.seek(-5)
 
 
+@pytest.mark.parametrize("to", [40, pykaf.OLDEST])
+async def test_a_seek_while_the_start_is_looked_up_wins(broker: Any, to: int) -> None:
+    """assign(NEWEST) then seek at once: the lookup of NEWEST ending later must not undo it."""
+    topic = new_topic(broker, "cons-seek-race", 1)
+    async with pykaf.open_producer(broker.bootstrap) as producer:
+        await producer.send_batch(topic, [b"%d" % i for i in range(100)], partition=0)
+    async with pykaf.open_consumer(broker.bootstrap) as consumer:
+        client = consumer.client
+        looking, answer = trio.Event(), trio.Event()
+        real_get_offset = client.get_offset
+
+        async def held_get_offset(*args: Any, **kwargs: Any) -> int:
+            looking.set()
+            offset: int = await real_get_offset(*args, **kwargs)
+            await answer.wait()  # the answer arrives after the seek
+            return offset
+
+        client.get_offset = held_get_offset  # type: ignore[method-assign]
+        pc = await consumer.consume_partition(topic, 0, pykaf.NEWEST)
+        await looking.wait()
+        pc.seek(to)
+        answer.set()
+        first = 40 if to == 40 else 0
+        got = await read_n(pc, 100 - first)
+        assert [r.offset for r in got] == list(range(first, 100))
+
+
 # ------------------------------------------------------------------ control
 
 
