@@ -720,14 +720,8 @@ async def test_send_batch_on_settle_names_each_records_partition_and_offset(
     where: dict[bytes, tuple[int, int, int, BaseException | None]] = {}
 
     def hook_for(values: list[bytes]) -> Any:
-        def on_settle(
-            partition: int,
-            index: int,
-            count: int,
-            offset: int,
-            timestamp: int,
-            error: BaseException | None,
-        ) -> None:
+        def on_settle(partition: int, index: int, count: int, offset: int, *rest: Any) -> None:
+            timestamp, error = rest
             for i in range(index, index + count):
                 assert values[i] not in where, f"record {i} settled twice"
                 where[values[i]] = (
