@@ -12,7 +12,6 @@ from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import _base as _futures  # the states a Future moves through
 from contextlib import suppress
 from functools import partial
-from itertools import repeat
 from types import TracebackType
 from typing import Any, overload
 
@@ -144,24 +143,19 @@ class _RunSettled:
         if self.ignore:
             return
         self.settled[index : index + count] = b"\1" * count
-        topic = self.topic
         first = self.start + index
-        cbs = self.callbacks[first : first + count]
         feeder = self.feeder
-        # zip/map/repeat: no Python frame per record.
-        if offset < 0:
-            mds: Any = repeat(RecordMetadata(topic, partition, -1, timestamp))
-        else:
-            mds = map(
-                _new_metadata,
-                zip(
-                    repeat(topic),
-                    repeat(partition),
-                    range(offset, offset + count),
-                    repeat(timestamp),
-                ),
+        # One entry for the range: the metadata is made as each callback runs.
+        feeder.ready.append(
+            _Settled(
+                self.callbacks[first : first + count],
+                error,
+                self.topic,
+                partition,
+                offset,
+                timestamp,
             )
-        feeder.ready.extend(zip(cbs, repeat(error), mds))
+        )
         if feeder.pollers:
             feeder.ready_event.set()
 
@@ -170,6 +164,33 @@ class _RunSettled:
         self.ignore = True
         start = self.start
         return [start + i for i, done in enumerate(self.settled) if not done]
+
+
+class _Settled:
+    """Records of a run settled together, waiting in ``ready`` for ``poll``/``flush``.
+
+    ``callbacks[i]`` hears of the record at ``offset + i`` (-1 for all when
+    ``offset`` is -1); those before ``next`` have run.
+    """
+
+    __slots__ = ("callbacks", "error", "next", "offset", "partition", "timestamp", "topic")
+
+    def __init__(
+        self,
+        callbacks: list[OnDelivery],
+        error: BaseException | None,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+    ) -> None:
+        self.callbacks = callbacks
+        self.error = error
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.next = 0
 
 
 class _Deliver:
@@ -363,7 +384,9 @@ class _Feeder:
         self.futures = 0
         self.settled = 0
         self.served = 0
-        self.ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata]] = deque()
+        self.ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata] | _Settled] = (
+            deque()
+        )
         self.ready_lock = threading.Lock()
         self.ready_event = threading.Event()
         self.pollers = 0  # threads waiting in poll (under ready_lock)
@@ -524,11 +547,39 @@ class _Feeder:
         try:
             while True:
                 try:
-                    callback, error, metadata = ready.popleft()
+                    entry = ready.popleft()
                 except IndexError:
                     return count
-                count += 1
-                callback(error, metadata)
+                if type(entry) is tuple:
+                    count += 1
+                    entry[0](entry[1], entry[2])
+                    continue
+                assert isinstance(entry, _Settled)
+                callbacks, error, i, n = (
+                    entry.callbacks,
+                    entry.error,
+                    entry.next,
+                    len(entry.callbacks),
+                )
+                topic, partition, offset, ts = (
+                    entry.topic,
+                    entry.partition,
+                    entry.offset,
+                    entry.timestamp,
+                )
+                try:
+                    while i < n:
+                        callback = callbacks[i]
+                        i += 1
+                        count += 1
+                        md = _new_metadata(
+                            (topic, partition, offset + i - 1 if offset >= 0 else -1, ts)
+                        )
+                        callback(error, md)
+                finally:
+                    if i < n:  # a callback raised: the rest stay first in line
+                        entry.next = i
+                        ready.appendleft(entry)
         finally:
             if count:
                 with self.ready_lock:
