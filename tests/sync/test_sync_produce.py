@@ -369,3 +369,33 @@ def test_runs_of_records_with_callbacks_take_the_bulk_path(
         assert [offset for offset, _ in mine] == list(range(len(mine)))
         held = broker_clients.consume_assigned(broker.conf, topic, [p], len(mine), timeout=T)
         assert held == [v for _, v in mine]
+
+
+def test_a_callback_raising_in_a_long_run_leaves_the_rest_for_the_next_poll(
+    broker: Any, producer_factory: Any
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+
+    class Boom(Exception):
+        pass
+
+    ok: list[int] = []
+
+    def note(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+        assert error is None
+        ok.append(md.offset)
+
+    def explode(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+        raise Boom(md.offset)
+
+    for i in range(100):  # one run of records with callbacks: the bulk path
+        producer.produce(topic, b"%d" % i, partition=0, on_delivery=explode if i == 40 else note)
+    with pytest.raises(Boom) as info:
+        producer.flush(timeout=T)
+    assert info.value.args == (40,)
+    assert ok == list(range(40))
+    assert len(producer) == 59  # their callbacks have not run yet
+    assert producer.flush(timeout=T) == 0
+    assert ok == list(range(40)) + list(range(41, 100))
+    assert len(producer) == 0
