@@ -349,11 +349,13 @@ class _Feeder:
     thread's records keep their order whatever the mix of calls.
 
     ``produce`` records are staged in the caller's thread as :class:`_Run`
-    objects (plain records in a row, handed to ``send_batch`` whole when the
-    run is long) or as tuples (records with headers, a timestamp or a
-    callback, and ``send_async`` records with their future as callback, sent
-    with ``send_nowait``). Callbacks are queued in ``ready`` for the callers'
-    ``poll``/``flush``, futures resolved in the loop; failures of records
+    objects (records without headers or timestamp in a row, with a callback
+    each or none, handed to ``send_batch`` whole when the run is long; the
+    callbacks hear of their records through its ``on_settle``) or as tuples
+    (records with headers or a timestamp, and ``send_async`` records with
+    their future as callback, sent with ``send_nowait``). Callbacks are
+    queued in ``ready`` for the callers' ``poll``/``flush``, futures resolved
+    in the loop; failures of records
     without either are kept in ``unreported`` for the next ``flush``.
     """
 
