@@ -100,31 +100,47 @@ def confluent_produce_all(producer: Any, topic: str, values: Any) -> int:
     return full
 
 
-def confluent_produce_idiom(producer: Any, topic: str, values: Any) -> int:
+def confluent_produce_idiom(
+    producer: Any, topic: str, values: Any, callback: Callable[[Any, Any], object] | None = None
+) -> int:
     """confluent-kafka's documented loop: ``produce()`` then ``poll(0)`` per value.
 
-    On ``BufferError`` (the local queue is full) it serves the queue with
-    ``poll(0.1)`` and tries again; returns how many times the queue was full.
-    The caller flushes.
+    With ``callback``, each record is produced with it (``callback=``, as in
+    confluent-kafka's README). On ``BufferError`` (the local queue is full)
+    it serves the queue with ``poll(0.1)`` and tries again; returns how many
+    times the queue was full. The caller flushes.
     """
     produce, poll = producer.produce, producer.poll
     full = 0
+    if callback is None:
+        for value in values:
+            try:
+                produce(topic, value)
+            except BufferError:  # its queue (100,000 messages) is full
+                full += _produce_when_room(producer, topic, value)
+            poll(0)
+        return full
     for value in values:
         try:
-            produce(topic, value)
-        except BufferError:  # its queue (100,000 messages) is full
-            full += _produce_when_room(producer, topic, value)
+            produce(topic, value, callback=callback)
+        except BufferError:
+            full += _produce_when_room(producer, topic, value, callback)
         poll(0)
     return full
 
 
-def _produce_when_room(producer: Any, topic: str, value: bytes) -> int:
+def _produce_when_room(
+    producer: Any, topic: str, value: bytes, callback: Callable[[Any, Any], object] | None = None
+) -> int:
     """Serve the queue (``poll(0.1)``) until ``value`` fits; return how many tries it took."""
     tries = 1
     while True:
         producer.poll(0.1)
         try:
-            producer.produce(topic, value)
+            if callback is None:
+                producer.produce(topic, value)
+            else:
+                producer.produce(topic, value, callback=callback)
         except BufferError:
             tries += 1
         else:

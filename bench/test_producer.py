@@ -29,6 +29,10 @@ Clients and settings (each client's defaults otherwise):
 * ``confluent-kafka[poll]``: its documented idiom, ``poll(0)`` after every
   ``produce()`` (on ``BufferError``, ``poll(0.1)`` and again), as
   ``bench/test_kafka.py`` runs it: the peer of pykaf's per-record sync paths.
+* ``confluent-kafka[poll_cb]``: the same with a delivery callback per record
+  (``produce(..., callback=...)``, as confluent-kafka's README does), which
+  counts the acknowledged records and keeps the first error: the peer of
+  ``sync_produce_cb``.
 * ``aiokafka``: ``await send()`` per record, collecting the futures, then
   ``flush()`` and ``gather``; on asyncio, started by ``asyncio.run`` in the
   timed call. linger_ms=5, acks="all", enable_idempotence=True on the mock;
@@ -54,6 +58,9 @@ Clients and settings (each client's defaults otherwise):
   - ``sync_produce``: ``pykaf.sync.Producer.produce()`` and ``poll(0)`` per
     record, then ``flush()`` (which must return 0): confluent-kafka's idiom
     on pykaf's blocking facade.
+  - ``sync_produce_cb``: the same with ``on_delivery=`` a callback per record
+    (the one ``confluent-kafka[poll_cb]`` uses), which must hear of every
+    record acknowledged.
 
 Each round produces into a topic of its own, created before and deleted after
 it (outside the timing). After each round the topic's high watermarks must
@@ -125,12 +132,14 @@ ROUND_TIMEOUT_S = 120.0  # a stuck producer fails its round instead of hanging t
 CLIENTS: list[tuple[str, str | None]] = [
     (CONFLUENT, None),
     (CONFLUENT, "poll"),
+    (CONFLUENT, "poll_cb"),
     (AIOKAFKA, None),
     (PYKAF, "send_nowait"),
     (PYKAF, "send_batch"),
     (PYKAF, "sync"),
     (PYKAF, "sync_many"),
     (PYKAF, "sync_produce"),
+    (PYKAF, "sync_produce_cb"),
 ]
 
 _topic_ids = itertools.count()
@@ -339,6 +348,38 @@ class ConfluentPollRound(ConfluentRound):
         self.notes["buffer_full_retries"] = full
 
 
+class _DeliveryCounter:
+    """A delivery callback: counts acknowledged records, keeps the first error."""
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self.error: Any = None
+
+    def __call__(self, error: Any, metadata: Any) -> None:
+        if error is None:
+            self.acked += 1
+        elif self.error is None:
+            self.error = error
+
+
+class ConfluentPollCallbackRound(ConfluentRound):
+    """``produce(..., callback=)`` and ``poll(0)`` per record, ``flush()`` (confluent's README)."""
+
+    def run(self) -> None:
+        self.delivered = _DeliveryCounter()
+        full = confluent_produce_idiom(self.producer, self.topic, self.values, self.delivered)
+        self.left = self.producer.flush(ROUND_TIMEOUT_S)
+        self.notes["buffer_full_retries"] = full
+
+    def stop(self) -> int:
+        counted = super().stop()
+        assert self.delivered.error is None, f"confluent-kafka: {self.delivered.error}"
+        assert self.delivered.acked == counted, (
+            f"confluent-kafka: {self.delivered.acked} of {counted} callbacks heard of an ack"
+        )
+        return self.delivered.acked
+
+
 class AiokafkaRound(_ThreadedRound):
     """aiokafka: ``await send()`` per record, keeping the futures; flush, gather."""
 
@@ -502,23 +543,42 @@ class PykafSyncProduceRound(_PykafSyncRound):
         return len(self.values)
 
 
+class PykafSyncProduceCallbackRound(PykafSyncProduceRound):
+    """``produce(..., on_delivery=)`` and ``poll(0)`` per record, then ``flush()``."""
+
+    def run(self) -> None:
+        topic, produce, poll = self.topic, self.producer.produce, self.producer.poll
+        self.delivered = delivered = _DeliveryCounter()
+        for value in self.values:
+            produce(topic, value, on_delivery=delivered)
+            poll(0)
+        self.left = self.producer.flush(timeout=ROUND_TIMEOUT_S)
+
+    def acknowledged(self) -> int:
+        super().acknowledged()
+        assert self.delivered.error is None, f"pykaf.sync: {self.delivered.error}"
+        return self.delivered.acked
+
+
 def _round_factory(
     client: str, variant: str | None, broker: str
 ) -> tuple[Callable[[str, str, list[bytes]], Round], bool]:
     """A function making one round of the client, and whether it runs idempotent."""
     if client == CONFLUENT:
         pytest.importorskip("confluent_kafka")
-        return (ConfluentPollRound if variant == "poll" else ConfluentRound), True
+        confluent = {"poll": ConfluentPollRound, "poll_cb": ConfluentPollCallbackRound}
+        return confluent.get(variant or "", ConfluentRound), True
     if client == AIOKAFKA:
         pytest.importorskip("aiokafka")
         idempotence = broker != "tansu"  # Tansu refuses aiokafka's InitProducerId v0
         return partial(AiokafkaRound, idempotence=idempotence), idempotence
-    if variant in ("sync", "sync_many", "sync_produce"):
+    if variant in ("sync", "sync_many", "sync_produce", "sync_produce_cb"):
         _load_pykaf_sync()
         rounds = {
             "sync": PykafSyncRound,
             "sync_many": PykafSyncManyRound,
             "sync_produce": PykafSyncProduceRound,
+            "sync_produce_cb": PykafSyncProduceCallbackRound,
         }
         return rounds[variant], True
     _load_pykaf_producer()

@@ -35,9 +35,10 @@ if TYPE_CHECKING:
 
 #: Per-record bytes counted against ``buffer_bytes`` besides key and value.
 RECORD_OVERHEAD = 24
-#: ``fail_alone(topic, partition, error, delivery)``: one record of a
-#: ``send_batch`` call failed before it reached a batch (the delivery stage's).
-FailAlone = Callable[[str, int, BaseException, BatchDelivery], None]
+#: ``fail_alone(topic, partition, error, delivery, index)``: the record at
+#: ``index`` of a ``send_batch`` call failed before it reached a batch (the
+#: delivery stage's).
+FailAlone = Callable[[str, int, BaseException, BatchDelivery, int], None]
 
 
 class Accumulator:
@@ -268,7 +269,7 @@ class Accumulator:
                     continue
                 # This one record cannot fit any batch: it fails alone, the rest go on.
                 assert self._fail_alone is not None
-                self._fail_alone(t.name, part, exc, delivery)
+                self._fail_alone(t.name, part, exc, delivery, start)
                 start += 1
                 continue
             added = end - start
@@ -282,7 +283,7 @@ class Accumulator:
                 batch.buffered += nbytes
                 self.buffered_bytes += nbytes
                 self.buffered_records += added
-                batch.add_delivery(delivery, added, batch.count - added)
+                batch.add_delivery(delivery, added, batch.count - added, start)
                 if batch.timestamps is not None:  # on_acknowledgement sees these too
                     batch.timestamps.extend(
                         [now] * added
@@ -317,7 +318,7 @@ class Accumulator:
                 headers[i] if headers is not None else None,
                 now if timestamps is None else int(timestamps[i]),
             )
-            batch.add_delivery(delivery, 1, delta)
+            batch.add_delivery(delivery, 1, delta, i)
 
     def _choose(self, t: TopicState, key: bytes | None) -> int:
         """Ask the partitioner; remember a sticky partition for null keys."""

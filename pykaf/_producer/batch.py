@@ -88,7 +88,7 @@ class ProducerBatch:
         waiters: offset deltas of the records whose ``send()`` waits (None: none).
         extras: ``(offset_delta, timestamp, target)`` for records whose outcome
             goes to a callback or a channel message.
-        deliveries: ``[BatchDelivery, records, first offset delta]`` for
+        deliveries: ``[BatchDelivery, records, first offset delta, first index]`` for
             ``send_batch`` calls.
         timestamps: every record's timestamp, kept only for interceptors.
         trace: where and when it was sent, kept only for the ``on_batch`` hook.
@@ -158,16 +158,19 @@ class ProducerBatch:
             return len(self.raw)
         return self.builder.size if self.builder is not None else 0
 
-    def add_delivery(self, delivery: BatchDelivery, records: int, first: int) -> None:
-        """Count ``records`` of a ``send_batch`` call, from offset delta ``first`` on."""
+    def add_delivery(self, delivery: BatchDelivery, records: int, first: int, index: int) -> None:
+        """Count ``records`` of a ``send_batch`` call, from offset delta ``first`` on.
+
+        ``index`` is the position of the first of them in the call's columns.
+        """
         if self.deliveries is None:
-            self.deliveries = [[delivery, records, first]]
+            self.deliveries = [[delivery, records, first, index]]
             return
         last = self.deliveries[-1]
-        if last[0] is delivery and last[2] + last[1] == first:
+        if last[0] is delivery and last[2] + last[1] == first and last[3] + last[1] == index:
             last[1] += records
         else:
-            self.deliveries.append([delivery, records, first])
+            self.deliveries.append([delivery, records, first, index])
 
     def add_waiter(self, delta: int) -> None:
         """A ``send()`` waits for the record at offset delta ``delta``."""
@@ -288,10 +291,10 @@ class ProducerBatch:
                 part.waiters = waiters
                 part.observed += len(waiters)
         if self.deliveries:
-            for delivery, n, first in self.deliveries:
+            for delivery, n, first, index in self.deliveries:
                 start, stop = max(first, lo), min(first + n, hi)
                 if start < stop:
-                    part.add_delivery(delivery, stop - start, start - lo)
+                    part.add_delivery(delivery, stop - start, start - lo, index + start - first)
         if self.timestamps is not None:
             part.timestamps = self.timestamps[lo:hi]
         if self.trace is not None:

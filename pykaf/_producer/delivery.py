@@ -138,7 +138,7 @@ class Reports:
         batch.error = error
         unobserved = batch.count - batch.observed
         if batch.deliveries:
-            for delivery, n, _ in batch.deliveries:
+            for delivery, n, _, _ in batch.deliveries:
                 unobserved -= n
                 self._report_to_flush(batch.topic, batch.partition, n, error, delivery)
         if unobserved > 0:
@@ -146,11 +146,13 @@ class Reports:
         self._settle(batch, error)
 
     def fail_alone(
-        self, topic: str, partition: int, error: BaseException, delivery: BatchDelivery
+        self, topic: str, partition: int, error: BaseException, delivery: BatchDelivery, index: int
     ) -> None:
-        """One record of a ``send_batch`` call failed before it reached a batch."""
+        """The record ``index`` of a ``send_batch`` call failed before it reached a batch."""
         self.records_failed += 1
         delivery.settle_records(topic, partition, 1, error)
+        if delivery.on_settle is not None:
+            delivery.on_settle(partition, index, 1, -1, delivery.timestamp, error)
         self._report_to_flush(topic, partition, 1, error, delivery)
 
     def _report_to_flush(
@@ -180,8 +182,15 @@ class Reports:
             for delta, timestamp, target in batch.extras:
                 self._notify(batch, delta, timestamp, target, error)
         if batch.deliveries:
-            for delivery, n, _ in batch.deliveries:
+            for delivery, n, first, index in batch.deliveries:
                 delivery.settle_records(batch.topic, batch.partition, n, error)
+                if delivery.on_settle is not None:
+                    base = batch.base_offset
+                    offset = base + first if error is None and base >= 0 else -1
+                    ts = batch.log_append_time
+                    if ts < 0:
+                        ts = delivery.timestamp
+                    delivery.on_settle(batch.partition, index, n, offset, ts, error)
         if self._on_ack:
             stamps = batch.timestamps or []
             for i, ts in enumerate(stamps):

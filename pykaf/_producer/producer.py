@@ -41,6 +41,7 @@ from pykaf._producer.records import (
     ProducerMessage,
     ProducerStatistics,
     RecordMetadata,
+    SettleHook,
 )
 from pykaf._producer.routing import Router
 from pykaf._producer.sink import Sinks
@@ -223,6 +224,7 @@ class Producer:
         headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
         timestamps: Any = None,
         partition: int | None = None,
+        on_settle: SettleHook | None = None,
     ) -> BatchDelivery:
         """Buffer many records at once; return a :class:`BatchDelivery` to await.
 
@@ -239,6 +241,10 @@ class Producer:
 
         A record too large for any batch (over ``batch_bytes``) fails alone:
         the delivery reports it and the other records go on.
+
+        ``on_settle`` becomes the delivery's hook for each range of records as
+        it settles, with their partition, offsets and timestamp (see
+        :class:`BatchDelivery`); it is in place before any of them settles.
         """
         values = column(values)
         n = len(values)
@@ -250,14 +256,16 @@ class Producer:
         if acc.closing or acc.gated:
             acc.refuse()
         delivery = BatchDelivery(n)
+        delivery.on_settle = on_settle
         if n == 0:
             return delivery
         t = await self._router.ready_topic(topic)
         if partition is not None:
             acc.check_partition(t, partition)
-        await acc.append_columns(
-            t, values, keys, headers, timestamps, partition, _now_ms(), delivery
-        )
+        now = _now_ms()
+        if timestamps is None:
+            delivery.timestamp = now
+        await acc.append_columns(t, values, keys, headers, timestamps, partition, now, delivery)
         return delivery
 
     def _intercept(self, *record: Any) -> tuple[Any, ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -109,11 +109,25 @@ class ProducerStatistics:
     brokers: dict[int, BrokerStatistics]
 
 
+#: ``BatchDelivery.on_settle(partition, index, count, offset, timestamp, error)``.
+SettleHook = Callable[[int, int, int, int, int, "BaseException | None"], None]
+
+
 class BatchDelivery:
     """The outcome of one ``send_batch`` call; ``await wait()`` for it.
 
     Tracked per record batch, never per record: each batch that carries some
     of this call's records reports how many were acknowledged or failed.
+
+    ``on_settle``, when set (before the records settle: right after
+    ``send_batch`` returns, in the producer's trio loop), hears of each range
+    of the call's records as it settles: ``on_settle(partition, index, count,
+    offset, timestamp, error)``: the records ``index`` to ``index + count - 1``
+    of the call's columns went to ``partition`` at offsets ``offset`` on (-1:
+    unknown, or failed), stamped ``timestamp`` (the broker's log append time,
+    or the time ``send_batch`` gave them; -1 when the caller's own timestamps
+    apply); ``error`` None when acknowledged. It runs in the trio loop and
+    must not raise or block.
     """
 
     __slots__ = (
@@ -124,7 +138,9 @@ class BatchDelivery:
         "acked",
         "failed",
         "observed",
+        "on_settle",
         "pending",
+        "timestamp",
         "total",
     )
 
@@ -134,6 +150,8 @@ class BatchDelivery:
         self.acked = 0
         self.failed = 0
         self.observed = False
+        self.on_settle: SettleHook | None = None
+        self.timestamp = -1  # the records' timestamp (ms) when send_batch stamped them
         self._failures: list[tuple[str, int, int, BaseException]] = []
         self._event: trio.Event | None = None
         # Failures that settled before anyone awaited this delivery are also

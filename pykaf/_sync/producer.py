@@ -44,8 +44,9 @@ MAX_PENDING = 10_000
 DEFAULT_PRODUCE_BLOCK_TIMEOUT = 5.0
 
 #: A run of at least this many plain ``produce`` records (same topic and
-#: partition, no headers, timestamp or callback) goes to the async producer's
-#: bulk path (``send_batch``) whole; shorter runs go record by record.
+#: partition, no headers or timestamp; all with a callback or none) goes to the
+#: async producer's bulk path (``send_batch``) whole; shorter runs go record by
+#: record.
 BULK_RUN = 16
 
 Headers = Sequence[tuple[str, bytes | None]]
@@ -53,6 +54,8 @@ _NO_RUN = object()  # no run is open: equal to no topic
 _DONE = (_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED, _futures.FINISHED)
 OnDelivery = Callable[[BaseException | None, RecordMetadata], object]
 Failure = tuple[str, int, int, BaseException]
+#: RecordMetadata from a (topic, partition, offset, timestamp) tuple, in C.
+_new_metadata = partial(tuple.__new__, RecordMetadata)
 
 
 class _Batch:
@@ -82,19 +85,112 @@ class _Batch:
 class _Run:
     """Plain ``produce`` records staged in a row: one topic and partition, keyed or not.
 
-    Callers append to ``values`` (and ``keys``) under the feeder's lock while
-    the run is the last thing staged; the loop hands a long run to
-    ``send_batch`` whole. ``start`` is how many of them the loop has buffered.
+    Callers append to ``values`` (and ``keys``, and ``callbacks`` when the
+    records have an ``on_delivery``: all of a run's records have one, or none
+    has) under the feeder's lock while the run is the last thing staged; the
+    loop hands a long run to ``send_batch`` whole. ``start`` is how many of
+    them the loop has buffered.
     """
 
-    __slots__ = ("keys", "partition", "start", "topic", "values")
+    __slots__ = ("callbacks", "keys", "partition", "start", "topic", "values")
 
-    def __init__(self, topic: str, partition: int | None, value: bytes, key: bytes | None) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int | None,
+        value: bytes,
+        key: bytes | None,
+        callback: OnDelivery | None,
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.values = [value]
         self.keys: list[bytes] | None = None if key is None else [key]
+        self.callbacks: list[OnDelivery] | None = None if callback is None else [callback]
         self.start = 0
+
+
+class _RunSettled:
+    """``send_batch``'s ``on_settle`` for a run of records with callbacks.
+
+    In the loop, queues each settled record's callback with its metadata for
+    ``poll``/``flush``, one pass per settled range. Should ``send_batch``
+    raise after buffering some of the run, :meth:`fail_rest` names the records
+    that have not settled, and later settlements are ignored: each callback
+    runs once.
+    """
+
+    __slots__ = ("callbacks", "feeder", "ignore", "settled", "start", "topic")
+
+    def __init__(self, feeder: _Feeder, run: _Run) -> None:
+        assert run.callbacks is not None
+        self.feeder = feeder
+        self.topic = run.topic
+        self.callbacks = run.callbacks
+        self.start = run.start
+        self.settled = bytearray(len(run.values) - run.start)
+        self.ignore = False
+
+    def __call__(
+        self,
+        partition: int,
+        index: int,
+        count: int,
+        offset: int,
+        timestamp: int,
+        error: BaseException | None,
+    ) -> None:
+        if self.ignore:
+            return
+        self.settled[index : index + count] = b"\1" * count
+        first = self.start + index
+        feeder = self.feeder
+        # One entry for the range: the metadata is made as each callback runs.
+        feeder.ready.append(
+            _Settled(
+                self.callbacks[first : first + count],
+                error,
+                self.topic,
+                partition,
+                offset,
+                timestamp,
+            )
+        )
+        if feeder.pollers:
+            feeder.ready_event.set()
+
+    def fail_rest(self) -> list[int]:
+        """The run's indices of the records not settled yet; ignore them from now on."""
+        self.ignore = True
+        start = self.start
+        return [start + i for i, done in enumerate(self.settled) if not done]
+
+
+class _Settled:
+    """Records of a run settled together, waiting in ``ready`` for ``poll``/``flush``.
+
+    ``callbacks[i]`` hears of the record at ``offset + i`` (-1 for all when
+    ``offset`` is -1); those before ``next`` have run.
+    """
+
+    __slots__ = ("callbacks", "error", "next", "offset", "partition", "timestamp", "topic")
+
+    def __init__(
+        self,
+        callbacks: list[OnDelivery],
+        error: BaseException | None,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+    ) -> None:
+        self.callbacks = callbacks
+        self.error = error
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.timestamp = timestamp
+        self.next = 0
 
 
 class _Deliver:
@@ -253,11 +349,13 @@ class _Feeder:
     thread's records keep their order whatever the mix of calls.
 
     ``produce`` records are staged in the caller's thread as :class:`_Run`
-    objects (plain records in a row, handed to ``send_batch`` whole when the
-    run is long) or as tuples (records with headers, a timestamp or a
-    callback, and ``send_async`` records with their future as callback, sent
-    with ``send_nowait``). Callbacks are queued in ``ready`` for the callers'
-    ``poll``/``flush``, futures resolved in the loop; failures of records
+    objects (records without headers or timestamp in a row, with a callback
+    each or none, handed to ``send_batch`` whole when the run is long; the
+    callbacks hear of their records through its ``on_settle``) or as tuples
+    (records with headers or a timestamp, and ``send_async`` records with
+    their future as callback, sent with ``send_nowait``). Callbacks are
+    queued in ``ready`` for the callers' ``poll``/``flush``, futures resolved
+    in the loop; failures of records
     without either are kept in ``unreported`` for the next ``flush``.
     """
 
@@ -288,7 +386,9 @@ class _Feeder:
         self.futures = 0
         self.settled = 0
         self.served = 0
-        self.ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata]] = deque()
+        self.ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata] | _Settled] = (
+            deque()
+        )
         self.ready_lock = threading.Lock()
         self.ready_event = threading.Event()
         self.pollers = 0  # threads waiting in poll (under ready_lock)
@@ -352,7 +452,7 @@ class _Feeder:
                 self.futures += 1
                 self.staged_futures.append(on_delivery)  # type: ignore[arg-type]
             if (
-                on_delivery is None
+                not future
                 and type(value) is bytes
                 and headers is None
                 and timestamp is None
@@ -367,14 +467,17 @@ class _Feeder:
                     and run.topic == topic
                     and run.partition == partition
                     and (run.keys is None) is (key is None)
+                    and (run.callbacks is None) is (on_delivery is None)
                 ):
                     run.values.append(value)
                     if key is not None:
                         run.keys.append(key)  # type: ignore[union-attr]
+                    if on_delivery is not None:
+                        run.callbacks.append(on_delivery)  # type: ignore[union-attr]
                 else:
-                    run = self.run = _Run(topic, partition, value, key)
+                    run = self.run = _Run(topic, partition, value, key, on_delivery)
                     self.incoming.append(run)
-                    if key is None:
+                    if key is None and on_delivery is None:
                         self.run_topic = topic
                         self.run_partition = partition
                         self.run_values = run.values
@@ -446,11 +549,39 @@ class _Feeder:
         try:
             while True:
                 try:
-                    callback, error, metadata = ready.popleft()
+                    entry = ready.popleft()
                 except IndexError:
                     return count
-                count += 1
-                callback(error, metadata)
+                if type(entry) is tuple:
+                    count += 1
+                    entry[0](entry[1], entry[2])
+                    continue
+                assert isinstance(entry, _Settled)
+                callbacks, error, i, n = (
+                    entry.callbacks,
+                    entry.error,
+                    entry.next,
+                    len(entry.callbacks),
+                )
+                topic, partition, offset, ts = (
+                    entry.topic,
+                    entry.partition,
+                    entry.offset,
+                    entry.timestamp,
+                )
+                try:
+                    while i < n:
+                        callback = callbacks[i]
+                        i += 1
+                        count += 1
+                        md = _new_metadata(
+                            (topic, partition, offset + i - 1 if offset >= 0 else -1, ts)
+                        )
+                        callback(error, md)
+                finally:
+                    if i < n:  # a callback raised: the rest stay first in line
+                        entry.next = i
+                        ready.appendleft(entry)
         finally:
             if count:
                 with self.ready_lock:
@@ -673,23 +804,30 @@ class _Feeder:
         """Buffer a run's records one by one; False when the buffer filled first."""
         send = self.producer.send_nowait
         topic, partition, values, keys = run.topic, run.partition, run.values, run.keys
-        settled = self._settled_one
+        callbacks = run.callbacks
+        target: OnDelivery = self._settled_one
         start = done = run.start
         try:
             for i in range(start, len(values)):
+                if callbacks is not None:
+                    target = self._callback(callbacks[i])
                 try:
                     send(
                         topic,
                         values[i],
                         key=None if keys is None else keys[i],
                         partition=partition,
-                        on_delivery=settled,
+                        on_delivery=target,
                     )
                 except BufferFullError:
                     run.start = i
                     return False
                 except Exception as exc:
-                    self._failed(topic, partition, 1, exc)
+                    if callbacks is None:
+                        self._failed(topic, partition, 1, exc)
+                    else:
+                        part = -1 if partition is None else partition
+                        target(exc, RecordMetadata(topic, part, -1, -1))
                 done = i + 1
             run.start = done
             return True
@@ -703,19 +841,22 @@ class _Feeder:
             values = values[run.start :]
             keys = None if keys is None else keys[run.start :]
         count = len(values)
+        hook = None if run.callbacks is None else _RunSettled(self, run)
         try:
             delivery = await self.producer.send_batch(
-                run.topic, values, keys=keys, partition=run.partition
+                run.topic, values, keys=keys, partition=run.partition, on_settle=hook
             )
         except trio.Cancelled:
             self._done_with(count)
-            self._failed(run.topic, run.partition, count, ClosedError("the pykaf portal shut down"))
+            self._fail_run(run, ClosedError("the pykaf portal shut down"), hook)
             raise
         except Exception as exc:
             self._done_with(count)
-            self._failed(run.topic, run.partition, count, exc)
+            self._fail_run(run, exc, hook)
             return
         self._done_with(count)
+        if hook is not None:
+            return  # each record's callback hears of it: nothing to count or keep
         # Its failures come to this feeder (for flush), not to the async
         # producer's flush as well.
         delivery.observed = True
@@ -727,6 +868,20 @@ class _Feeder:
             except BaseException:
                 self.watching = False
                 raise
+
+    def _fail_run(self, run: _Run, error: BaseException, hook: _RunSettled | None = None) -> None:
+        """The records of ``run`` not buffered yet (not settled, with ``hook``) failed."""
+        callbacks = run.callbacks
+        if callbacks is None:
+            self._failed(run.topic, run.partition, len(run.values) - run.start, error)
+            return
+        md = RecordMetadata(run.topic, -1 if run.partition is None else run.partition, -1, -1)
+        if hook is None:
+            self.ready.extend([(cb, error, md) for cb in callbacks[run.start :]])
+        else:
+            self.ready.extend([(callbacks[i], error, md) for i in hook.fail_rest()])
+        if self.pollers:
+            self.ready_event.set()
 
     async def _watch_runs(self) -> None:
         """Count the records of bulk-sent runs as they settle (in order)."""
@@ -844,9 +999,8 @@ class _Feeder:
         if isinstance(item, trio.Event):
             item.set()
         elif isinstance(item, _Run):
-            count = len(item.values) - item.start
-            self._done_with(count)
-            self._failed(item.topic, item.partition, count, error)
+            self._done_with(len(item.values) - item.start)
+            self._fail_run(item, error)
         elif isinstance(item, tuple):
             self._done_with()
             topic, partition, timestamp, on_delivery = item[0], item[3], item[5], item[6]

@@ -708,3 +708,48 @@ async def test_without_idempotence(broker: Broker) -> None:
     assert Counter(m.value() for m in read) == Counter(
         [b"v%d" % i for i in range(1000)] + [b"last"]
     )
+
+
+async def test_send_batch_on_settle_names_each_records_partition_and_offset(
+    broker: Broker,
+) -> None:
+    topic = new_topic(broker, "batch-on-settle")
+    keyless = [b"plain-%d" % i for i in range(3000)]
+    keyless[1234] = b"x" * 40000  # over batch_bytes and max_message_bytes: fails alone
+    keyed = [b"keyed-%d" % i for i in range(500)]
+    where: dict[bytes, tuple[int, int, int, BaseException | None]] = {}
+
+    def hook_for(values: list[bytes]) -> Any:
+        def on_settle(partition: int, index: int, count: int, offset: int, *rest: Any) -> None:
+            timestamp, error = rest
+            for i in range(index, index + count):
+                assert values[i] not in where, f"record {i} settled twice"
+                where[values[i]] = (
+                    partition,
+                    -1 if offset < 0 else offset + i - index,
+                    timestamp,
+                    error,
+                )
+
+        return on_settle
+
+    async with pykaf.open_producer(
+        broker.bootstrap, max_message_bytes=2000, batch_bytes=16384
+    ) as producer:
+        d1 = await producer.send_batch(topic, keyless, on_settle=hook_for(keyless))
+        d2 = await producer.send_batch(
+            topic, keyed, keys=[b"k%d" % (i % 11) for i in range(500)], on_settle=hook_for(keyed)
+        )
+        with pytest.raises(errors.DeliveryError):
+            await d1.wait()
+        assert await d2.wait() == 500
+        assert 0 < d1.timestamp <= d2.timestamp
+    assert len(where) == 3500
+    _, offset, _, error = where[keyless[1234]]
+    assert isinstance(error, errors.RecordTooLargeError) and offset == -1
+    del where[keyless[1234]]
+    assert all(error is None and ts > 0 for _, _, ts, error in where.values())
+    read = await read_back(broker, topic, 3, 3499)
+    assert {m.value(): (m.partition(), m.offset()) for m in read} == {
+        value: (p, o) for value, (p, o, _, _) in where.items()
+    }

@@ -76,11 +76,12 @@ def test_add_delivery_merges_consecutive_records_of_one_call() -> None:
     p = PartitionState("t", 0)
     b = _batch(p)
     d1, d2 = BatchDelivery(10), BatchDelivery(5)
-    b.add_delivery(d1, 3, 0)
-    b.add_delivery(d1, 4, 3)
-    b.add_delivery(d2, 5, 7)
-    b.add_delivery(d1, 2, 13)  # not next to d1's records (12 is someone else's)
-    assert b.deliveries == [[d1, 7, 0], [d2, 5, 7], [d1, 2, 13]]
+    b.add_delivery(d1, 3, 0, 0)
+    b.add_delivery(d1, 4, 3, 3)
+    b.add_delivery(d2, 5, 7, 0)
+    b.add_delivery(d1, 2, 13, 7)  # not next to d1's records (12 is someone else's)
+    b.add_delivery(d1, 1, 15, 3)  # next in the batch, not in the call (keyed records)
+    assert b.deliveries == [[d1, 7, 0, 0], [d2, 5, 7, 0], [d1, 2, 13, 7], [d1, 1, 15, 3]]
 
 
 def test_a_split_batch_hands_each_record_and_its_tracking_to_its_part() -> None:
@@ -89,19 +90,24 @@ def test_a_split_batch_hands_each_record_and_its_tracking_to_its_part() -> None:
     d1, d2 = BatchDelivery(5), BatchDelivery(2)
     b.buffered = 100
     b.timestamps = list(range(10))
-    b.add_delivery(d1, 3, 0)  # records 0-2
+    b.add_delivery(d1, 3, 0, 0)  # records 0-2
     b.add_waiter(3)  # record 3: a send() waits for it
     b.extras = [(4, 44, "cb4"), (9, 99, "cb9")]  # callbacks
     b.observed += 2
-    b.add_delivery(d2, 2, 5)  # records 5-6
-    b.add_delivery(d1, 2, 7)  # records 7-8
+    b.add_delivery(d2, 2, 5, 0)  # records 5-6
+    b.add_delivery(d1, 2, 7, 3)  # records 7-8
     lo = b.part(0, 4, b"lo", 20, 40, 100)
     hi = b.part(4, 10, b"hi", 24, 60, 200)
     b.split_into([(0, lo), (4, hi)])
     assert (lo.count, lo.raw, lo.base_sequence, lo.buffered) == (4, b"lo", 20, 40)
-    assert (lo.deliveries, lo.waiters, lo.extras, lo.observed) == ([[d1, 3, 0]], [0 + 3], None, 1)
+    assert (lo.deliveries, lo.waiters, lo.extras, lo.observed) == (
+        [[d1, 3, 0, 0]],
+        [0 + 3],
+        None,
+        1,
+    )
     assert lo.timestamps == [0, 1, 2, 3]
-    assert hi.deliveries == [[d2, 2, 1], [d1, 2, 3]]
+    assert hi.deliveries == [[d2, 2, 1, 0], [d1, 2, 3, 3]]
     assert (hi.waiters, hi.extras, hi.observed) == (None, [(0, 44, "cb4"), (5, 99, "cb9")], 2)
     assert hi.timestamps == [4, 5, 6, 7, 8, 9]
     assert b.done and b.raw is None and b.deliveries is None
@@ -111,7 +117,7 @@ def test_a_split_batch_hands_each_record_and_its_tracking_to_its_part() -> None:
     hi_b = hi.part(2, 6, b"b", 26, 30, 1)
     hi.split_into([(0, hi_a), (2, hi_b)])
     assert b.locate(6) == (hi_b, 0) and b.locate(5) == (hi_a, 1)
-    assert hi_b.deliveries == [[d2, 1, 0], [d1, 2, 1]] and hi_b.extras == [(3, 99, "cb9")]
+    assert hi_b.deliveries == [[d2, 1, 0, 1], [d1, 2, 1, 3]] and hi_b.extras == [(3, 99, "cb9")]
     p.retry.extend([later, hi_b, lo, hi_a])
     p.requeue()
     assert list(p.queue) == [lo, hi_a, hi_b, later]

@@ -321,3 +321,81 @@ def test_a_bad_partition_fails_alone_even_beside_a_run(broker: Any, producer_fac
     assert info.value.records == 1
     values = broker_clients.consume_assigned(broker.conf, topic, [1], 21, timeout=T)
     assert values == [b"%d" % i for i in range(20)] + [b"last"]
+
+
+def test_runs_of_records_with_callbacks_take_the_bulk_path(
+    broker: Any, producer_factory: Any
+) -> None:
+    """Long runs with a callback per record: each callback hears of its own record."""
+    topic = create_topic(broker, 3)
+    producer = producer_factory(broker.bootstrap)
+    seen: dict[bytes, tuple[BaseException | None, pykaf.RecordMetadata, int]] = {}
+
+    def callback_for(value: bytes) -> Any:
+        def on_delivery(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+            assert value not in seen, f"{value!r} heard of twice"
+            seen[value] = (error, md, threading.get_ident())
+
+        return on_delivery
+
+    sent = []
+    for i in range(600):  # keyless (sticky), keyed, then to partition 2: three long runs
+        value = b"v-%d" % i
+        sent.append(value)
+        if i < 200:
+            producer.produce(topic, value, on_delivery=callback_for(value))
+        elif i < 400:
+            producer.produce(topic, value, key=b"k%d" % (i % 7), on_delivery=callback_for(value))
+        else:
+            producer.produce(topic, value, partition=2, on_delivery=callback_for(value))
+    for i in range(40):  # a long run to a partition that does not exist
+        value = b"bad-%d" % i
+        producer.produce(topic, value, partition=9, on_delivery=callback_for(value))
+    assert len(producer) == 640
+    assert producer.flush(timeout=T) == 0  # the callbacks had the failures: nothing to raise
+    assert len(producer) == 0
+    assert len(seen) == 640
+    assert {ident for _, _, ident in seen.values()} == {threading.get_ident()}
+    for i in range(40):
+        error, md, _ = seen[b"bad-%d" % i]
+        assert isinstance(error, errors.UnknownTopicOrPartitionError)
+        assert (md.topic, md.offset) == (topic, -1)
+    for value in sent:
+        error, md, _ = seen[value]
+        assert error is None and md.topic == topic and md.timestamp > 0
+        assert md.partition == 2 or int(value[2:]) < 400
+    for p in range(3):  # every record's offset is where the broker holds it
+        mine = sorted((md.offset, v) for v, (_, md, _) in seen.items() if md.partition == p)
+        assert [offset for offset, _ in mine] == list(range(len(mine)))
+        held = broker_clients.consume_assigned(broker.conf, topic, [p], len(mine), timeout=T)
+        assert held == [v for _, v in mine]
+
+
+def test_a_callback_raising_in_a_long_run_leaves_the_rest_for_the_next_poll(
+    broker: Any, producer_factory: Any
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+
+    class Boom(Exception):
+        pass
+
+    ok: list[int] = []
+
+    def note(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+        assert error is None
+        ok.append(md.offset)
+
+    def explode(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+        raise Boom(md.offset)
+
+    for i in range(100):  # one run of records with callbacks: the bulk path
+        producer.produce(topic, b"%d" % i, partition=0, on_delivery=explode if i == 40 else note)
+    with pytest.raises(Boom) as info:
+        producer.flush(timeout=T)
+    assert info.value.args == (40,)
+    assert ok == list(range(40))
+    assert len(producer) == 59  # their callbacks have not run yet
+    assert producer.flush(timeout=T) == 0
+    assert ok == list(range(40)) + list(range(41, 100))
+    assert len(producer) == 0
