@@ -152,7 +152,7 @@ class Reports:
         self.records_failed += 1
         delivery.settle_records(topic, partition, 1, error)
         if delivery.on_settle is not None:
-            delivery.on_settle(partition, index, 1, -1, delivery.timestamp, error)
+            _call_hook(delivery, partition, index, 1, -1, delivery.timestamp, error)
         self._report_to_flush(topic, partition, 1, error, delivery)
 
     def _report_to_flush(
@@ -190,7 +190,7 @@ class Reports:
                     ts = batch.log_append_time
                     if ts < 0:
                         ts = delivery.timestamp
-                    delivery.on_settle(batch.partition, index, n, offset, ts, error)
+                    _call_hook(delivery, batch.partition, index, n, offset, ts, error)
         if self._on_ack:
             stamps = batch.timestamps or []
             for i, ts in enumerate(stamps):
@@ -312,3 +312,21 @@ class Reports:
 
 
 __all__ = ["Failure", "OnDelivery", "Reports", "record_metadata"]
+
+
+def _call_hook(
+    delivery: BatchDelivery,
+    partition: int,
+    index: int,
+    count: int,
+    offset: int,
+    timestamp: int,
+    error: BaseException | None,
+) -> None:
+    """Run a delivery's ``on_settle``; a hook that raises is logged, the settling goes on."""
+    hook = delivery.on_settle
+    assert hook is not None
+    try:
+        hook(partition, index, count, offset, timestamp, error)
+    except Exception:
+        log.exception("a send_batch on_settle hook raised")

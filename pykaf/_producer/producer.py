@@ -257,6 +257,8 @@ class Producer:
             acc.refuse()
         delivery = BatchDelivery(n)
         delivery.on_settle = on_settle
+        # The hook hears of every failure: they are not kept for flush() too.
+        delivery.observed = on_settle is not None
         if n == 0:
             return delivery
         t = await self._router.ready_topic(topic)

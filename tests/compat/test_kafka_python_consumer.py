@@ -78,6 +78,18 @@ def test_latest_is_the_default_without_a_group(fake_cluster: Any) -> None:
         assert [r.offset for r in got[TP(topic, 0)]] == [3]
 
 
+def test_reset_none_with_no_committed_offset_raises(fake_cluster: Any) -> None:
+    topic = unique("compat-none")
+    fake_cluster.create_topic(topic, 1)
+    with kafka.KafkaConsumer(
+        bootstrap_servers=fake_cluster.bootstrap, auto_offset_reset="none"
+    ) as consumer:
+        with pytest.raises(errors.NoOffsetForPartitionError):
+            consumer.subscribe([topic])
+        with pytest.raises(errors.NoOffsetForPartitionError):
+            consumer.assign([TP(topic, 0)])
+
+
 def test_group_commit_and_resume(fake_cluster: Any) -> None:
     topic = unique("compat-group")
     group = unique("g")

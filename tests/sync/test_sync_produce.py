@@ -371,6 +371,31 @@ def test_runs_of_records_with_callbacks_take_the_bulk_path(
         assert held == [v for _, v in mine]
 
 
+def test_a_broker_failure_of_a_long_run_reaches_its_callbacks_only(
+    mock_cluster: MockCluster, producer_factory: Any
+) -> None:
+    """A run with callbacks the broker refuses: each callback is told once, flush() raises nothing."""
+    mock_cluster.create_topic("refused", 1)
+    mock_cluster.push_request_errors(0, *[errors.TopicAuthorizationError.code] * 50)  # Produce
+    producer = producer_factory(mock_cluster.bootstrap)
+    heard: dict[int, BaseException | None] = {}
+
+    def callback_for(i: int) -> Any:
+        def on_delivery(error: BaseException | None, md: pykaf.RecordMetadata) -> None:
+            assert i not in heard, f"record {i} heard of twice"
+            heard[i] = error
+
+        return on_delivery
+
+    for i in range(40):  # one long run, to the bulk path
+        producer.produce("refused", b"v-%d" % i, partition=0, on_delivery=callback_for(i))
+    assert producer.flush(timeout=T) == 0  # the callbacks had the failures: nothing to raise
+    producer.close()  # nor at close
+    mock_cluster.clear_request_errors(0)
+    assert sorted(heard) == list(range(40))
+    assert all(isinstance(e, errors.TopicAuthorizationError) for e in heard.values())
+
+
 def test_a_callback_raising_in_a_long_run_leaves_the_rest_for_the_next_poll(
     broker: Any, producer_factory: Any
 ) -> None:

@@ -423,7 +423,27 @@ class Consumer:
                             "commits what poll handed out (next offset "
                             f"{self._handed.get((topic, partition), 'none')})",
                         )
+                # pykaf's group commits every partition's handed-out position at
+                # once: naming only some would commit the others' unprocessed
+                # messages too, so without auto commit that is refused.
+                others = []
+                if not self._auto_commit:
+                    mine = {(t, p) for t, ps in self._group.assignment().items() for p in ps}
+                    others = sorted(
+                        tp
+                        for tp, offset in self._handed.items()
+                        if tp in mine and tp not in wanted and self._last_commit.get(tp) != offset
+                    )
+                if others:
+                    raise _fail(
+                        "_INVALID_ARG",
+                        f"commit: {others[0][0]}/{others[0][1]} also has messages handed out "
+                        "and not committed; a group member commits every partition at once: "
+                        "commit() with no arguments, or name every partition's last message "
+                        "(offsets=)",
+                    )
                 self._group.commit()
+                self._last_commit.update(self._handed)
             else:
                 self._admin_client().alter_group_offsets(group_id, dict(wanted))
                 self._last_commit.update(wanted)

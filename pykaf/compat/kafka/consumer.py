@@ -24,6 +24,7 @@ from pykaf.compat.kafka.errors import (
     IllegalStateError,
     KafkaConfigurationError,
     NoBrokersAvailable,
+    NoOffsetForPartitionError,
     UnknownTopicOrPartitionError,
     from_pykaf,
 )
@@ -187,6 +188,11 @@ class KafkaConsumer:
             names = sorted(t for t in self._admin.call("list_topics") if regex.fullmatch(t))
             if not names:
                 raise KafkaConfigurationError(f"no topic matches {pattern!r}")
+        if self._group_id is None and self._reset_start() is None:
+            raise NoOffsetForPartitionError(
+                f"{', '.join(names)}: no committed offset (no group_id) "
+                "and auto_offset_reset='none'"
+            )
         self._subscription = set(names)
         if self._group_id is not None:
             group_id = self._group_id
@@ -195,12 +201,18 @@ class KafkaConsumer:
             self._replace(self._new(lambda: SyncGroup(self._servers, group_id, names, **options)))
             return
         descriptions = self._admin.call("describe_topics", names)
-        start = _RESETS.get(self._options["auto_offset_reset"], NEWEST)
+        start = self._reset_start()
+        assert start is not None  # refused above
         wanted = [
             (name, p.partition, start) for name in names for p in descriptions[name].partitions
         ]
         self._start_consumer(wanted)
         self._assigned = {TopicPartition(t, p) for t, p, _ in wanted}
+
+    def _reset_start(self) -> int | None:
+        """Where a partition with no committed offset starts; None for reset 'none'."""
+        reset = self._options["auto_offset_reset"]
+        return None if reset == "none" else _RESETS[reset]
 
     def _start_consumer(self, wanted: list[tuple[str, int, int]]) -> None:
         reader = self._reader
@@ -251,8 +263,17 @@ class KafkaConsumer:
             committed = {
                 TopicPartition(t, p): om.offset for (t, p), om in found.items() if om.offset >= 0
             }
-        start = _RESETS.get(self._options["auto_offset_reset"], NEWEST)
-        self._start_consumer([(tp.topic, tp.partition, committed.get(tp, start)) for tp in wanted])
+        start = self._reset_start()
+        if start is None:
+            missing = [tp for tp in wanted if tp not in committed]
+            if missing:
+                raise NoOffsetForPartitionError(
+                    f"{missing[0].topic}/{missing[0].partition}: no committed offset "
+                    "and auto_offset_reset='none'"
+                )
+        self._start_consumer(
+            [(tp.topic, tp.partition, committed.get(tp, start or NEWEST)) for tp in wanted]
+        )
         self._assigned = set(wanted)
 
     def assignment(self) -> set[TopicPartition]:
