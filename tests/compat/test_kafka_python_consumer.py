@@ -133,6 +133,33 @@ def test_group_commit_and_resume(fake_cluster: Any) -> None:
     assert [(r.partition, r.offset) for r in rest] == [(0, 4)]
 
 
+def test_assigned_partitions_are_auto_committed_on_close(fake_cluster: Any) -> None:
+    """group_id + assign() + enable_auto_commit (the default): close commits the positions."""
+    topic = unique("compat-assign-ac")
+    group = unique("g")
+    fake_cluster.create_topic(topic, 1)
+    fill(fake_cluster.bootstrap, topic, 1, 5)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=fake_cluster.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        auto_commit_interval_ms=3_600_000,  # only the commit on close can happen
+    )
+    consumer.assign([TP(topic, 0)])
+    got: list[int] = []
+    deadline = time.monotonic() + T
+    while len(got) < 3 and time.monotonic() < deadline:
+        for records in consumer.poll(timeout_ms=500, max_records=3 - len(got)).values():
+            got += [r.offset for r in records]
+    assert got == [0, 1, 2]
+    consumer.close()
+    again = kafka.KafkaConsumer(bootstrap_servers=fake_cluster.bootstrap, group_id=group)
+    try:
+        assert again.committed(TP(topic, 0)) == 3
+    finally:
+        again.close(autocommit=False)
+
+
 def test_assign_seek_position_pause_and_offsets(fake_cluster: Any) -> None:
     topic = unique("compat-assign")
     group = unique("g")

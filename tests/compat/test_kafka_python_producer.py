@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import pykaf
 import pykaf.sync
 from pykaf.compat import kafka
 from pykaf.compat.kafka import errors
@@ -169,6 +170,21 @@ def test_kafka_python_options_reach_pykaf(fake_cluster: Any) -> None:
         assert producer.metrics()["producer-metrics"]["record-error-total"] >= 0
     finally:
         producer.close(T)
+
+
+def test_batch_size_zero_and_large_max_request_size_mean_what_kafka_python_says() -> None:
+    from pykaf.compat.kafka import _config
+
+    options = _config.translate(
+        {"batch_size": 0, "max_request_size": 4_000_000},
+        (_config.CLIENT, _config.PRODUCER),
+        frozenset(),
+        "KafkaProducer",
+    )
+    assert options["flush_bytes"] == 1  # no batching: sent at once, not "only on linger"
+    assert options["max_message_bytes"] == 4_000_000
+    assert options["batch_bytes"] >= 4_000_000 and options["max_request_bytes"] >= 4_000_000
+    pykaf.ProducerConfig(**options)  # a valid pykaf configuration
 
 
 def test_unreachable_bootstrap_is_no_brokers_available() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pykaf import ProducerConfig
 from pykaf.compat.kafka.errors import KafkaConfigurationError
 
 Converter = Callable[[str, Any], Any]
@@ -27,6 +28,14 @@ def seconds(name: str, value: Any) -> float:
             f"{name} must be a number of milliseconds >= 0, not {value!r}"
         )
     return value / 1000.0
+
+
+def batch_size(name: str, value: Any) -> int:
+    """kafka-python's ``batch_size``: 0 turns batching off, so a batch is sent at its first byte.
+
+    (pykaf's ``flush_bytes`` 0 means the opposite, "only on linger".)
+    """
+    return max(count(name, value), 1)
 
 
 def count(name: str, value: Any) -> int:
@@ -96,7 +105,7 @@ PRODUCER: dict[str, tuple[str, Converter]] = {
     "acks": ("acks", acks),
     "compression_type": ("compression", compression),
     "linger_ms": ("linger", seconds),
-    "batch_size": ("flush_bytes", count),
+    "batch_size": ("flush_bytes", batch_size),
     "retries": ("retries", count),
     "max_in_flight_requests_per_connection": ("max_in_flight", count),
     "enable_idempotence": ("idempotence", same),
@@ -209,6 +218,12 @@ def translate(
             if reason is not None:
                 raise KafkaConfigurationError(f"{kind}: {name} is not supported: {reason}")
             raise KafkaConfigurationError(f"{kind}: unknown configuration {name!r}")
+    largest = options.get("max_message_bytes")
+    if isinstance(largest, int):
+        # pykaf's batches and requests must hold the largest message.
+        defaults = ProducerConfig()
+        options["batch_bytes"] = max(defaults.batch_bytes, largest)
+        options.setdefault("max_request_bytes", max(defaults.max_request_bytes, largest))
     return options
 
 

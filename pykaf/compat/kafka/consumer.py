@@ -132,6 +132,12 @@ class KafkaConsumer:
         self._assigned: set[TopicPartition] = set()
         self._paused: set[TopicPartition] = set()
         self._closed = False
+        # Assigned partitions (no group rebalancing) are committed here with
+        # group_id and enable_auto_commit, as kafka-python does: every
+        # auto_commit_interval_ms while polling, and on close.
+        self._commit_every = float(self._group_options.get("auto_commit_interval", 5.0))
+        self._committed_at = time.monotonic()
+        self._last_commit: dict[tuple[str, int], int] = {}
         if topics:
             self.subscribe(list(topics))
 
@@ -344,6 +350,7 @@ class KafkaConsumer:
             raise KafkaConfigurationError("poll(update_offsets=False) is not supported")
         reader = self._active()
         limit = self._max_records if max_records is None else max_records
+        self._auto_commit_assigned()
         try:
             records = reader.consume(limit, timeout=_config.seconds("timeout_ms", timeout_ms))
         except pykaf_errors.PykafError as exc:
@@ -362,6 +369,7 @@ class KafkaConsumer:
 
     def __next__(self) -> ConsumerRecord:
         reader = self._active()
+        self._auto_commit_assigned()
         try:
             record = reader.poll(self._iter_timeout)
         except pykaf_errors.ClosedError:
@@ -512,6 +520,28 @@ class KafkaConsumer:
         if plain:
             self._admin.call("alter_group_offsets", group_id, plain)
 
+    def _auto_commit_assigned(self, force: bool = False) -> None:
+        """Commit assigned partitions' positions (interval due, or ``force``), with auto commit."""
+        reader = self._reader
+        if (
+            not isinstance(reader, SyncConsumer)
+            or self._group_id is None
+            or not self._group_options.get("auto_commit", True)
+        ):
+            return
+        now = time.monotonic()
+        if not force and now - self._committed_at < self._commit_every:
+            return
+        self._committed_at = now
+        changed = {}
+        for tp in self._assigned:
+            position = reader.position(tp.topic, tp.partition)
+            if position >= 0 and self._last_commit.get((tp.topic, tp.partition)) != position:
+                changed[(tp.topic, tp.partition)] = position
+        if changed:
+            self._admin.call("alter_group_offsets", self._group_id, changed)
+            self._last_commit.update(changed)
+
     def committed(
         self, partition: TopicPartition, metadata: bool = False
     ) -> int | OffsetAndMetadata | None:
@@ -649,6 +679,8 @@ class KafkaConsumer:
                 "close(autocommit=False) is not supported with enable_auto_commit: pykaf's group "
                 "commits on close; make the consumer with enable_auto_commit=False instead"
             )
+        if autocommit:
+            self._auto_commit_assigned(force=True)
         self._closed = True
         reader, self._reader = self._reader, None
         try:

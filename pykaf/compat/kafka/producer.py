@@ -321,8 +321,8 @@ class KafkaProducer:
         """A few of Java's producer metrics, from pykaf's statistics (``raw`` is ignored).
 
         ``producer-metrics``: ``record-send-total`` (retries count again),
-        ``record-error-total``, ``record-retry-total`` (batches), and
-        ``batch-size-avg`` in records (Java's is in bytes).
+        ``record-error-total``, ``record-retry-total`` (batches) and
+        ``requests-in-flight``.
         """
         stats = self._producer.statistics()
         return {
