@@ -374,7 +374,7 @@ def test_runs_of_records_with_callbacks_take_the_bulk_path(
 def test_a_broker_failure_of_a_long_run_reaches_its_callbacks_only(
     mock_cluster: MockCluster, producer_factory: Any
 ) -> None:
-    """A run with callbacks the broker refuses: each callback is told once, flush() raises nothing."""
+    """A run with callbacks the broker refuses: each callback is told once, flush() is quiet."""
     mock_cluster.create_topic("refused", 1)
     mock_cluster.push_request_errors(0, *[errors.TopicAuthorizationError.code] * 50)  # Produce
     producer = producer_factory(mock_cluster.bootstrap)
