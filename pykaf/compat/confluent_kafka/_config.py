@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pykaf import ProducerConfig
+from pykaf.compat._options import fit_largest_message
 from pykaf.compat.confluent_kafka._error import LOCAL_CODES, KafkaError, KafkaException
 
 
@@ -297,12 +297,7 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
             options[option.target] = converted
     if not settings.bootstrap:
         raise _invalid("configuration property 'bootstrap.servers' is required")
-    largest = options.get("max_message_bytes")
-    if isinstance(largest, int):
-        # pykaf's batch_bytes must hold the largest message.
-        defaults = ProducerConfig()
-        options["batch_bytes"] = max(defaults.batch_bytes, largest)
-        options.setdefault("max_request_bytes", max(defaults.max_request_bytes, largest))
+    fit_largest_message(options)
     return settings
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pykaf import ProducerConfig
+from pykaf.compat._options import fit_largest_message
 from pykaf.compat.kafka.errors import KafkaConfigurationError
 
 Converter = Callable[[str, Any], Any]
@@ -218,12 +218,7 @@ def translate(
             if reason is not None:
                 raise KafkaConfigurationError(f"{kind}: {name} is not supported: {reason}")
             raise KafkaConfigurationError(f"{kind}: unknown configuration {name!r}")
-    largest = options.get("max_message_bytes")
-    if isinstance(largest, int):
-        # pykaf's batches and requests must hold the largest message.
-        defaults = ProducerConfig()
-        options["batch_bytes"] = max(defaults.batch_bytes, largest)
-        options.setdefault("max_request_bytes", max(defaults.max_request_bytes, largest))
+    fit_largest_message(options)
     return options
 
 
