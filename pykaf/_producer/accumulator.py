@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 
 #: Per-record bytes counted against ``buffer_bytes`` besides key and value.
 RECORD_OVERHEAD = 24
-#: ``fail_alone(topic, partition, error, delivery, index)``: the record at
-#: ``index`` of a ``send_batch`` call failed before it reached a batch (the
-#: delivery stage's).
-FailAlone = Callable[[str, int, BaseException, BatchDelivery, int], None]
+#: ``fail_alone(topic, partition, error, delivery, index, count)``: the
+#: records ``index`` to ``index + count - 1`` of a ``send_batch`` call failed
+#: before they reached a batch (the delivery stage's).
+FailAlone = Callable[[str, int, BaseException, BatchDelivery, int, int], None]
 
 
 class Accumulator:
@@ -236,10 +236,40 @@ class Accumulator:
         Keyed records (without ``partition``) go one by one through
         :meth:`append`, each where its key hashes; the others fill one
         partition's batch after another, a range of records per builder call.
+
+        Raises only while none of the records is buffered. Once some are, an
+        error (the producer closing while this waits for space) fails the
+        rest through ``delivery`` instead, so that the caller knows exactly
+        which records may still be delivered: those are never reported failed.
         """
-        if keys is not None and partition is None:
-            await self._append_keyed(t, values, keys, headers, timestamps, now, delivery)
-            return
+        done = [0]  # records appended (or failed alone) so far
+        try:
+            if keys is not None and partition is None:
+                await self._append_keyed(t, values, keys, headers, timestamps, now, delivery, done)
+            else:
+                await self._append_ranges(
+                    t, values, keys, headers, timestamps, partition, now, delivery, done
+                )
+        except Exception as exc:
+            start, n = done[0], len(values)
+            if start == 0:
+                raise
+            assert self._fail_alone is not None
+            part = -1 if partition is None else partition
+            self._fail_alone(t.name, part, exc, delivery, start, n - start)
+
+    async def _append_ranges(
+        self,
+        t: TopicState,
+        values: Any,
+        keys: Any,
+        headers: Any,
+        timestamps: Any,
+        partition: int | None,
+        now: int,
+        delivery: BatchDelivery,
+        done: list[int],
+    ) -> None:
         n = len(values)
         start = 0
         while start < n:
@@ -269,8 +299,8 @@ class Accumulator:
                     continue
                 # This one record cannot fit any batch: it fails alone, the rest go on.
                 assert self._fail_alone is not None
-                self._fail_alone(t.name, part, exc, delivery, start)
-                start += 1
+                self._fail_alone(t.name, part, exc, delivery, start, 1)
+                start = done[0] = start + 1
                 continue
             added = end - start
             if added:
@@ -290,7 +320,7 @@ class Accumulator:
                         if timestamps is None
                         else [int(ts) for ts in timestamps[start:end]]
                     )
-                start = end
+                start = done[0] = end
             if end < stop or added == 0:
                 self.seal(p)
 
@@ -303,6 +333,7 @@ class Accumulator:
         timestamps: Any,
         now: int,
         delivery: BatchDelivery,
+        done: list[int],
     ) -> None:
         choose = self.partitioner.partition
         name, count, available = t.name, t.count, t.available
@@ -310,15 +341,23 @@ class Accumulator:
             if self.full() or self.closing or self.gated:
                 await self.wait_for_space()  # exact limits; raises ClosedError
             key = keys[i]
-            batch, delta = self.append(
-                t,
-                choose(name, key, count, available),
-                key,
-                values[i],
-                headers[i] if headers is not None else None,
-                now if timestamps is None else int(timestamps[i]),
-            )
-            batch.add_delivery(delivery, 1, delta, i)
+            part = choose(name, key, count, available)
+            try:
+                batch, delta = self.append(
+                    t,
+                    part,
+                    key,
+                    values[i],
+                    headers[i] if headers is not None else None,
+                    now if timestamps is None else int(timestamps[i]),
+                )
+            except errors.RecordTooLargeError as exc:
+                # As in the unkeyed path: this record fails alone, the rest go on.
+                assert self._fail_alone is not None
+                self._fail_alone(name, part, exc, delivery, i, 1)
+            else:
+                batch.add_delivery(delivery, 1, delta, i)
+            done[0] = i + 1
 
     def _choose(self, t: TopicState, key: bytes | None) -> int:
         """Ask the partitioner; remember a sticky partition for null keys."""

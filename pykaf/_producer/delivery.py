@@ -146,14 +146,20 @@ class Reports:
         self._settle(batch, error)
 
     def fail_alone(
-        self, topic: str, partition: int, error: BaseException, delivery: BatchDelivery, index: int
+        self,
+        topic: str,
+        partition: int,
+        error: BaseException,
+        delivery: BatchDelivery,
+        index: int,
+        count: int = 1,
     ) -> None:
-        """The record ``index`` of a ``send_batch`` call failed before it reached a batch."""
-        self.records_failed += 1
-        delivery.settle_records(topic, partition, 1, error)
+        """Records ``index`` to ``index + count - 1`` of a ``send_batch`` call failed unbuffered."""
+        self.records_failed += count
+        delivery.settle_records(topic, partition, count, error)
         if delivery.on_settle is not None:
-            _call_hook(delivery, partition, index, 1, -1, delivery.timestamp, error)
-        self._report_to_flush(topic, partition, 1, error, delivery)
+            _call_hook(delivery, partition, index, count, -1, delivery.timestamp, error)
+        self._report_to_flush(topic, partition, count, error, delivery)
 
     def _report_to_flush(
         self,

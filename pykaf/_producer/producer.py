@@ -237,10 +237,14 @@ class Producer:
 
         Raises:
             ValueError: columns of different lengths.
-            ClosedError, UnknownTopicOrPartitionError.
+            ClosedError, UnknownTopicOrPartitionError: before any record was
+                buffered. Once some are, an error (the producer closing while
+                this waits for space) fails the records not buffered through
+                the delivery instead, so records that may still be delivered
+                are never reported failed.
 
-        A record too large for any batch (over ``batch_bytes``) fails alone:
-        the delivery reports it and the other records go on.
+        A record too large for any batch (over ``batch_bytes``) fails alone,
+        keyed or not: the delivery reports it and the other records go on.
 
         ``on_settle`` becomes the delivery's hook for each range of records as
         it settles, with their partition, offsets and timestamp (see

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
+import trio.testing
 
 from pykaf import errors
 from pykaf._columns import BinaryColumn
@@ -320,3 +323,61 @@ async def test_the_sender_is_woken_when_a_batch_gets_its_first_record() -> None:
     producer.send_nowait("t", b"v", partition=0)
     producer.send_nowait("t", b"v", partition=0)
     assert sender.wakes == 1
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+async def test_send_batch_closed_part_way_fails_only_the_unbuffered_records(keyed: bool) -> None:
+    # The buffer holds 5 of 8 records; the producer closes while send_batch
+    # waits for room. The 5 buffered may still be delivered, so they must not
+    # be reported failed: send_batch returns and the delivery fails the 3 others.
+    producer, _t = _offline_producer(buffer_records=5)
+    settled: list[tuple[int, int, BaseException | None]] = []
+
+    def hook(partition: int, index: int, count: int, offset: int, ts: int, error: Any) -> None:
+        settled.append((index, count, error))
+
+    values = [b"v%d" % i for i in range(8)]
+    keys = [b"k%d" % i for i in range(8)] if keyed else None
+    deliveries = []
+
+    async def send() -> None:
+        deliveries.append(
+            await producer.send_batch("t", values, keys=keys, partition=None, on_settle=hook)
+        )
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(send)
+        await trio.testing.wait_all_tasks_blocked()
+        assert producer.buffered_records == 5 and not deliveries
+        producer._acc.close()
+    (delivery,) = deliveries
+    assert (delivery.pending, delivery.failed) == (5, 3)
+    assert [(i, n) for i, n, _ in settled] == [(5, 3)]
+    assert isinstance(settled[0][2], errors.ClosedError)
+
+
+async def test_send_batch_closed_before_any_record_is_buffered_raises() -> None:
+    producer, _t = _offline_producer(buffer_records=5)
+    for _ in range(5):
+        producer.send_nowait("t", b"v")
+    with trio.move_on_after(5):
+        async with trio.open_nursery() as nursery:
+            outcome: list[BaseException] = []
+
+            async def send() -> None:
+                try:
+                    await producer.send_batch("t", [b"a", b"b"])
+                except errors.ClosedError as exc:
+                    outcome.append(exc)
+
+            nursery.start_soon(send)
+            await trio.testing.wait_all_tasks_blocked()
+            producer._acc.close()
+    assert len(outcome) == 1
+
+
+async def test_keyed_send_batch_fails_only_the_record_too_large() -> None:
+    producer, _t = _offline_producer(batch_bytes=10_000, max_message_bytes=10_000)
+    values = [b"a" * 10, b"b" * 20_000, b"c" * 10]
+    delivery = await producer.send_batch("t", values, keys=[b"1", b"2", b"3"])
+    assert (delivery.failed, delivery.pending) == (1, 2)
