@@ -7,8 +7,8 @@ input; encoders raise ``ValueError``/``TypeError`` on bad arguments and
 :class:`pykaf.errors.RecordTooLargeError` when one record cannot fit a batch.
 """
 
-from collections.abc import Sequence
-from typing import Final, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeAlias
 
 from typing_extensions import Buffer
 
@@ -245,3 +245,57 @@ class ProduceSet:
     ) -> int: ...
     def batch(self, topic: str, partition: int) -> BatchBuilder | None: ...
     def drain(self) -> list[tuple[str, int, BatchBuilder]]: ...
+
+class RecordStager:
+    lock: Any
+    future_type: Callable[[Any], Any]
+    ready: Any
+    queued: int
+    accepted: int
+    futures: int
+    small: int
+    max_pending: int
+    def __init__(
+        self,
+        lock: Any,
+        stage: Callable[..., None],
+        stage_future: Callable[..., Any],
+        poll_wait: Callable[[float | None], int],
+        future_type: Callable[[Any], Any],
+        ready: Any,
+        *,
+        small: int,
+        max_pending: int,
+    ) -> None: ...
+    def reset_lock(self, lock: Any) -> None: ...
+    def open_run(self, topic: str, partition: int | None, values: list[bytes]) -> None: ...
+    def open_callback_run(
+        self, topic: str, partition: int | None, values: list[bytes], callbacks: list[Any]
+    ) -> None: ...
+    def open_future_run(
+        self, topic: str, partition: int | None, values: list[bytes], futures: list[Any]
+    ) -> None: ...
+    def close_runs(self) -> None: ...
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+        on_delivery: Callable[[BaseException | None, Any], object] | None = None,
+    ) -> None: ...
+    def send_async(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+        timeout: float | None = None,
+    ) -> Any: ...
+    def poll(self, timeout: float | None = 0) -> int: ...

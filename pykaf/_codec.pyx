@@ -1631,3 +1631,158 @@ cdef class ProduceSet:
         self._bytes = 0
         self._records = 0
         return out
+
+
+# -- per-record staging -------------------------------------------------------
+
+cdef object _NO_RUN = object()  # no run open: equal to no topic
+
+
+cdef class RecordStager:
+    """Records staged one at a time in any thread, for a producer running in another.
+
+    The per-record half of ``pykaf.sync.Producer``: ``produce`` and
+    ``send_async`` append a plain record (bytes value, no key, headers or
+    timestamp) to the open run of records for its topic and partition (of
+    records without ``on_delivery``, with one, or of ``send_async`` records)
+    under ``lock``, with no Python frame, and return; any other record, or
+    one that opens a run, goes to the slow path the owner passed in
+    (``stage`` / ``stage_future``), which opens runs through
+    :meth:`open_run`, :meth:`open_callback_run` or :meth:`open_future_run`. ``poll(0)`` returns 0 at once while ``ready`` is
+    empty and calls ``poll_wait`` otherwise. ``queued`` counts the records
+    staged, ``accepted`` those the loop has taken over, ``futures`` the
+    ``send_async`` records among them; past ``max_pending`` records in
+    between, every call takes the slow path (which waits for room).
+    """
+
+    cdef readonly object lock
+    cdef object _acquire
+    cdef object _release
+    cdef object _stage
+    cdef object _stage_future
+    cdef object _poll_wait
+    cdef public object future_type
+    cdef public object ready
+    cdef public Py_ssize_t queued
+    cdef public Py_ssize_t accepted
+    cdef public Py_ssize_t futures
+    cdef public Py_ssize_t small
+    cdef public Py_ssize_t max_pending
+    cdef object _run_topic
+    cdef object _run_partition
+    cdef list _run_values
+    cdef object _callback_topic
+    cdef object _callback_partition
+    cdef list _callback_values
+    cdef list _callback_list
+    cdef object _future_topic
+    cdef object _future_partition
+    cdef list _future_values
+    cdef list _future_list
+
+    def __init__(self, lock, stage, stage_future, poll_wait, future_type, ready, *,
+                 Py_ssize_t small, Py_ssize_t max_pending):
+        self.reset_lock(lock)
+        self._stage = stage
+        self._stage_future = stage_future
+        self._poll_wait = poll_wait
+        self.future_type = future_type
+        self.ready = ready
+        self.small = small
+        self.max_pending = max_pending
+        self.queued = 0
+        self.accepted = 0
+        self.futures = 0
+        self.close_runs()
+
+    def reset_lock(self, lock):
+        """Use ``lock`` from now on (a fresh one in a forked child)."""
+        self.lock = lock
+        self._acquire = lock.acquire
+        self._release = lock.release
+
+    def open_run(self, topic, partition, list values):
+        """Under ``lock``: plain ``produce`` records to ``topic``/``partition`` join ``values``."""
+        self.close_runs()
+        self._run_topic = topic
+        self._run_partition = partition
+        self._run_values = values
+
+    def open_callback_run(self, topic, partition, list values, list callbacks):
+        """Under ``lock``: plain records with ``on_delivery`` join ``values``, it ``callbacks``."""
+        self.close_runs()
+        self._callback_topic = topic
+        self._callback_partition = partition
+        self._callback_values = values
+        self._callback_list = callbacks
+
+    def open_future_run(self, topic, partition, list values, list futures):
+        """Under ``lock``: plain ``send_async`` records join ``values``, futures ``futures``."""
+        self.close_runs()
+        self._future_topic = topic
+        self._future_partition = partition
+        self._future_values = values
+        self._future_list = futures
+
+    def close_runs(self):
+        """Under ``lock``: no open run; the next record takes the slow path."""
+        self._run_topic = _NO_RUN
+        self._callback_topic = _NO_RUN
+        self._future_topic = _NO_RUN
+        self._run_values = None
+        self._callback_values = None
+        self._callback_list = None
+        self._future_values = None
+        self._future_list = None
+
+    def produce(self, topic, value, *, key=None, partition=None, headers=None,
+                timestamp=None, on_delivery=None):
+        """Stage one record; see ``pykaf.sync.Producer.produce``."""
+        if (key is None and headers is None and timestamp is None
+                and type(value) is bytes
+                and (partition is None or type(partition) is int)
+                and self.queued - self.accepted < self.max_pending
+                and PyBytes_GET_SIZE(value) <= self.small):
+            self._acquire()
+            try:
+                if on_delivery is None:
+                    if topic == self._run_topic and partition == self._run_partition:
+                        self._run_values.append(value)
+                        self.queued += 1
+                        return None
+                elif topic == self._callback_topic and partition == self._callback_partition:
+                    self._callback_values.append(value)
+                    self._callback_list.append(on_delivery)
+                    self.queued += 1
+                    return None
+            finally:
+                self._release()
+        self._stage(topic, value, key, partition, headers, timestamp, on_delivery)
+
+    def send_async(self, topic, value, *, key=None, partition=None, headers=None,
+                   timestamp=None, timeout=None):
+        """Stage one record with a future; see ``pykaf.sync.Producer.send_async``."""
+        future = self.future_type(self)
+        if (key is None and headers is None and timestamp is None
+                and type(value) is bytes
+                and (partition is None or type(partition) is int)
+                and self.queued - self.accepted < self.max_pending
+                and PyBytes_GET_SIZE(value) <= self.small):
+            self._acquire()
+            try:
+                if topic == self._future_topic and partition == self._future_partition:
+                    self._future_values.append(value)
+                    self._future_list.append(future)
+                    self.queued += 1
+                    self.futures += 1
+                    return future
+            finally:
+                self._release()
+        return self._stage_future(future, topic, value, key, partition, headers, timestamp,
+                                  timeout)
+
+    def poll(self, timeout=0):
+        """Run ready callbacks; see ``pykaf.sync.Producer.poll``."""
+        if timeout == 0 and not self.ready:
+            return 0
+        return self._poll_wait(timeout)

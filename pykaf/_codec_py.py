@@ -11,7 +11,7 @@ import operator
 import struct
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from crc32c import crc32c as _crc32c
@@ -1315,3 +1315,175 @@ class ProduceSet:
         self._bytes = 0
         self._records = 0
         return out
+
+
+# -- per-record staging -------------------------------------------------------
+
+_NO_RUN = object()  # no run open: equal to no topic
+
+
+class RecordStager:
+    """Records staged one at a time in any thread, for a producer running in another.
+
+    The per-record half of ``pykaf.sync.Producer``: ``produce`` and
+    ``send_async`` append a plain record (bytes value, no key, headers or
+    timestamp) to the open run of records for its topic and partition (of
+    records without ``on_delivery``, with one, or of ``send_async`` records)
+    under ``lock`` and return; any other record, or one that opens a run,
+    goes to the slow path the owner passed in (``stage`` / ``stage_future``),
+    which opens runs through :meth:`open_run`, :meth:`open_callback_run` or
+    :meth:`open_future_run`.
+    ``poll(0)`` returns 0 at once while ``ready`` is empty and calls
+    ``poll_wait`` otherwise. ``queued`` counts the records staged,
+    ``accepted`` those the loop has taken over, ``futures`` the
+    ``send_async`` records among them; past ``max_pending`` records in
+    between, every call takes the slow path (which waits for room).
+    """
+
+    def __init__(
+        self,
+        lock: Any,
+        stage: Callable[..., None],
+        stage_future: Callable[..., Any],
+        poll_wait: Callable[[float | None], int],
+        future_type: Callable[[Any], Any],
+        ready: Any,
+        *,
+        small: int,
+        max_pending: int,
+    ) -> None:
+        self.reset_lock(lock)
+        self._stage = stage
+        self._stage_future = stage_future
+        self._poll_wait = poll_wait
+        self.future_type = future_type
+        self.ready = ready
+        self.small = small
+        self.max_pending = max_pending
+        self.queued = 0
+        self.accepted = 0
+        self.futures = 0
+        self._run_topic: object = _NO_RUN
+        self._run_partition: int | None = None
+        self._run_values: list[bytes] = []
+        self._callback_topic: object = _NO_RUN
+        self._callback_partition: int | None = None
+        self._callback_values: list[bytes] = []
+        self._callback_list: list[Any] = []
+        self._future_topic: object = _NO_RUN
+        self._future_partition: int | None = None
+        self._future_values: list[bytes] = []
+        self._future_list: list[Any] = []
+
+    def reset_lock(self, lock: Any) -> None:
+        """Use ``lock`` from now on (a fresh one in a forked child)."""
+        self.lock = lock
+
+    def open_run(self, topic: str, partition: int | None, values: list[bytes]) -> None:
+        """Under ``lock``: plain ``produce`` records to ``topic``/``partition`` join ``values``."""
+        self.close_runs()
+        self._run_topic = topic
+        self._run_partition = partition
+        self._run_values = values
+
+    def open_callback_run(
+        self, topic: str, partition: int | None, values: list[bytes], callbacks: list[Any]
+    ) -> None:
+        """Under ``lock``: plain records with ``on_delivery`` join ``values``, it ``callbacks``."""
+        self.close_runs()
+        self._callback_topic = topic
+        self._callback_partition = partition
+        self._callback_values = values
+        self._callback_list = callbacks
+
+    def open_future_run(
+        self, topic: str, partition: int | None, values: list[bytes], futures: list[Any]
+    ) -> None:
+        """Under ``lock``: plain ``send_async`` records join ``values``, futures ``futures``."""
+        self.close_runs()
+        self._future_topic = topic
+        self._future_partition = partition
+        self._future_values = values
+        self._future_list = futures
+
+    def close_runs(self) -> None:
+        """Under ``lock``: no open run; the next record takes the slow path."""
+        self._run_topic = _NO_RUN
+        self._callback_topic = _NO_RUN
+        self._future_topic = _NO_RUN
+        self._run_values = []
+        self._callback_values = []
+        self._callback_list = []
+        self._future_values = []
+        self._future_list = []
+
+    def produce(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+        on_delivery: Callable[[BaseException | None, Any], object] | None = None,
+    ) -> None:
+        """Stage one record; see ``pykaf.sync.Producer.produce``."""
+        if (
+            key is None
+            and headers is None
+            and timestamp is None
+            and type(value) is bytes
+            and (partition is None or type(partition) is int)
+            and self.queued - self.accepted < self.max_pending
+            and len(value) <= self.small
+        ):
+            with self.lock:
+                if on_delivery is None:
+                    if topic == self._run_topic and partition == self._run_partition:
+                        self._run_values.append(value)
+                        self.queued += 1
+                        return
+                elif topic == self._callback_topic and partition == self._callback_partition:
+                    self._callback_values.append(value)
+                    self._callback_list.append(on_delivery)
+                    self.queued += 1
+                    return
+        self._stage(topic, value, key, partition, headers, timestamp, on_delivery)
+
+    def send_async(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+        timestamp: int | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Stage one record with a future; see ``pykaf.sync.Producer.send_async``."""
+        future = self.future_type(self)
+        if (
+            key is None
+            and headers is None
+            and timestamp is None
+            and type(value) is bytes
+            and (partition is None or type(partition) is int)
+            and self.queued - self.accepted < self.max_pending
+            and len(value) <= self.small
+        ):
+            with self.lock:
+                if topic == self._future_topic and partition == self._future_partition:
+                    self._future_values.append(value)
+                    self._future_list.append(future)
+                    self.queued += 1
+                    self.futures += 1
+                    return future
+        return self._stage_future(future, topic, value, key, partition, headers, timestamp, timeout)
+
+    def poll(self, timeout: float | None = 0) -> int:
+        """Run ready callbacks; see ``pykaf.sync.Producer.poll``."""
+        if timeout == 0 and not self.ready:
+            return 0
+        return self._poll_wait(timeout)

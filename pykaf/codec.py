@@ -58,6 +58,7 @@ BatchBuilder = _impl.BatchBuilder
 ProduceSet = _impl.ProduceSet
 encode_control_batch = _impl.encode_control_batch
 encode_legacy_message_set = _impl.encode_legacy_message_set
+RecordStager = _impl.RecordStager
 
 
 def compression_code(name: str | int | None) -> int:
@@ -100,6 +101,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "RecordSet",
+    "RecordStager",
     "compression_code",
     "crc32c",
     "decode_batches",

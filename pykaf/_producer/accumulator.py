@@ -444,7 +444,11 @@ def column(values: Any) -> Any:
 def _column_bytes(col: Any, start: int, stop: int) -> int:
     if isinstance(col, BinaryColumn):
         return col.span_bytes(start, stop)
-    return sum(0 if v is None else len(v) for v in col[start:stop])
+    part = col[start:stop]
+    try:
+        return sum(map(len, part))  # in C: the usual column has no None
+    except TypeError:
+        return sum(0 if v is None else len(v) for v in part)
 
 
 __all__ = ["RECORD_OVERHEAD", "Accumulator", "column"]

@@ -13,16 +13,21 @@ from concurrent.futures import _base as _futures  # the states a Future moves th
 from contextlib import suppress
 from functools import partial
 from types import TracebackType
-from typing import Any, overload
+from typing import Any, cast, overload
 
 import trio
 
 from pykaf._config import bootstrap_argument
 from pykaf._producer.producer import Producer as AsyncProducer
 from pykaf._producer.producer import open_producer
-from pykaf._producer.records import BatchDelivery, ProducerStatistics, RecordMetadata
+from pykaf._producer.records import (
+    BatchDelivery,
+    ProducerStatistics,
+    RecordMetadata,
+)
 from pykaf._sync.portal import ContextHandle, Portal, get_portal, wait_future
 from pykaf._txn.manager import Offsets, TxnStatus
+from pykaf.codec import RecordStager
 from pykaf.errors import (
     BufferFullError,
     ClosedError,
@@ -50,7 +55,6 @@ DEFAULT_PRODUCE_BLOCK_TIMEOUT = 5.0
 BULK_RUN = 16
 
 Headers = Sequence[tuple[str, bytes | None]]
-_NO_RUN = object()  # no run is open: equal to no topic
 _DONE = (_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED, _futures.FINISHED)
 OnDelivery = Callable[[BaseException | None, RecordMetadata], object]
 Failure = tuple[str, int, int, BaseException]
@@ -87,12 +91,13 @@ class _Run:
 
     Callers append to ``values`` (and ``keys``, and ``callbacks`` when the
     records have an ``on_delivery``: all of a run's records have one, or none
-    has) under the feeder's lock while the run is the last thing staged; the
-    loop hands a long run to ``send_batch`` whole. ``start`` is how many of
-    them the loop has buffered.
+    has; with ``futures`` they are all ``send_async`` futures) under the
+    feeder's lock while the run is the last thing staged; the loop hands a
+    long run to ``send_batch`` whole. ``start`` is how many of them the loop
+    has buffered.
     """
 
-    __slots__ = ("callbacks", "keys", "partition", "start", "topic", "values")
+    __slots__ = ("callbacks", "futures", "keys", "partition", "start", "topic", "values")
 
     def __init__(
         self,
@@ -101,12 +106,14 @@ class _Run:
         value: bytes,
         key: bytes | None,
         callback: OnDelivery | None,
+        futures: bool,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.values = [value]
         self.keys: list[bytes] | None = None if key is None else [key]
         self.callbacks: list[OnDelivery] | None = None if callback is None else [callback]
+        self.futures = futures  # the callbacks are send_async futures
         self.start = 0
 
 
@@ -164,6 +171,84 @@ class _RunSettled:
         self.ignore = True
         start = self.start
         return [start + i for i, done in enumerate(self.settled) if not done]
+
+
+class _RunResolved:
+    """``send_batch``'s ``on_settle`` for a run of ``send_async`` records.
+
+    In the loop, resolves the futures of each settled range at once, under
+    one hold of the shared condition: what ``Future.set_result`` /
+    ``set_exception`` do for each, their metadata made here. It stays in the
+    feeder's ``open_hooks`` until every future is resolved, for ``fail_all``.
+    """
+
+    __slots__ = ("feeder", "futures", "left", "topic")
+
+    def __init__(self, feeder: _Feeder, run: _Run) -> None:
+        assert run.callbacks is not None
+        self.feeder = feeder
+        self.topic = run.topic
+        self.futures: list[_DeliveryFuture] = run.callbacks[run.start :]  # type: ignore[assignment]
+        self.left = len(self.futures)
+        feeder.open_hooks.add(self)
+
+    def __call__(
+        self,
+        partition: int,
+        index: int,
+        count: int,
+        offset: int,
+        timestamp: int,
+        error: BaseException | None,
+    ) -> None:
+        feeder = self.feeder
+        futures = self.futures[index : index + count]
+        running, finished = _futures.RUNNING, _futures.FINISHED
+        noted: list[_DeliveryFuture] = []  # with waiters or done-callbacks
+        with feeder.condition:
+            if error is not None:
+                for future in futures:
+                    if future._state is running:
+                        future._exception = error
+                        future._state = finished
+                        if future._lazy_waiters or future._lazy_callbacks:
+                            noted.append(future)
+            else:
+                where = (self.topic, partition, timestamp)
+                step = 1 if offset >= 0 else 0  # acks=0: no offsets
+                for i, future in enumerate(futures):
+                    if future._state is running:
+                        future._where = where
+                        future._offset = offset + step * i
+                        future._state = finished
+                        if future._lazy_waiters or future._lazy_callbacks:
+                            noted.append(future)
+            if noted:
+                _tell_waiters(noted)
+            feeder.condition.notify_all()
+        self.left -= count
+        if self.left <= 0:
+            feeder.open_hooks.discard(self)
+        for future in noted:
+            if future._lazy_callbacks:
+                future._invoke_callbacks()  # type: ignore[attr-defined]
+
+    def fail(self, error: BaseException) -> None:
+        """Fail the futures not resolved yet (the producer closed or was abandoned)."""
+        self.feeder.open_hooks.discard(self)
+        for future in self.futures:
+            _settle(future, error)
+
+
+def _tell_waiters(futures: list[_DeliveryFuture]) -> None:
+    """Under the condition: the ``wait``/``as_completed`` waiters of finished futures."""
+    for future in futures:
+        failed = future._exception is not None
+        for waiter in future._lazy_waiters or ():
+            if failed:
+                waiter.add_exception(future)
+            else:
+                waiter.add_result(future)
 
 
 class _Settled:
@@ -229,23 +314,55 @@ class _DeliveryFuture(Future[RecordMetadata]):
     garbage collector, which otherwise costs as much as the rest of the path.
     """
 
-    __slots__ = ("_feeder", "_lazy_callbacks", "_lazy_waiters")
+    # Future's own fields as slots too (they shadow the instance dict): a
+    # smaller object, quicker to make.
+    __slots__ = (
+        "_condition",
+        "_exception",
+        "_feeder",
+        "_lazy_callbacks",
+        "_lazy_waiters",
+        "_metadata",
+        "_offset",
+        "_state",
+        "_where",
+    )
 
     def __init__(self, feeder: _Feeder) -> None:
         # Future.__init__ is not called: it would build a Condition of its own.
         self._condition = feeder.condition
         self._state = _futures.PENDING
-        self._result: RecordMetadata | None = None
+        self._metadata: RecordMetadata | None = None
+        self._where: tuple[str, int, int] | None = None
+        self._offset = -1
         self._exception: BaseException | None = None
         self._feeder = feeder
+        self._lazy_waiters: list[Any] | None = None
+        self._lazy_callbacks: list[Callable[[Future[RecordMetadata]], object]] | None = None
+
+    @property
+    def _result(self) -> RecordMetadata | None:
+        """The metadata, made when first read.
+
+        Resolving a settled batch's futures gives each only a shared
+        ``(topic, partition, timestamp)`` and its offset, so that it allocates
+        nothing the cyclic garbage collector would track.
+        """
+        metadata = self._metadata
+        if metadata is None and self._where is not None:
+            topic, partition, timestamp = self._where
+            metadata = self._metadata = RecordMetadata(topic, partition, self._offset, timestamp)
+        return metadata
+
+    @_result.setter
+    def _result(self, metadata: RecordMetadata | None) -> None:
+        self._metadata = metadata
 
     @property
     def _waiters(self) -> list[Any]:
-        try:
-            return self._lazy_waiters
-        except AttributeError:
-            self._lazy_waiters: list[Any] = []
-            return self._lazy_waiters
+        if self._lazy_waiters is None:
+            self._lazy_waiters = []
+        return self._lazy_waiters
 
     @_waiters.setter
     def _waiters(self, waiters: list[Any]) -> None:
@@ -253,11 +370,9 @@ class _DeliveryFuture(Future[RecordMetadata]):
 
     @property
     def _done_callbacks(self) -> list[Callable[[Future[RecordMetadata]], object]]:
-        try:
-            return self._lazy_callbacks
-        except AttributeError:
-            self._lazy_callbacks: list[Callable[[Future[RecordMetadata]], object]] = []
-            return self._lazy_callbacks
+        if self._lazy_callbacks is None:
+            self._lazy_callbacks = []
+        return self._lazy_callbacks
 
     @_done_callbacks.setter
     def _done_callbacks(self, callbacks: list[Callable[[Future[RecordMetadata]], object]]) -> None:
@@ -338,7 +453,7 @@ def _settle(future: Future[Any], error: BaseException | None, result: Any = None
         pass
 
 
-class _Feeder:
+class _Feeder(RecordStager):
     """Hands records from plain threads to the async producer, in order, in the loop.
 
     Threads append to ``incoming`` (under ``lock``) and schedule one ``take``
@@ -359,46 +474,51 @@ class _Feeder:
     without either are kept in ``unreported`` for the next ``flush``.
     """
 
-    def __init__(self, portal: Portal, producer: AsyncProducer) -> None:
+    ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata] | _Settled]
+
+    def __init__(self, portal: Portal, producer: AsyncProducer, block: float) -> None:
+        # The per-record fast path (RecordStager, compiled): a plain record
+        # for the open run (its topic and partition, a produce run without
+        # callbacks or a keyless send_async run) is appended under ``lock``
+        # with no Python frame; every other call comes to stage() or
+        # stage_future(). Records not yet in the async producer's buffer =
+        # queued - accepted. Each counter has one writer (threads under
+        # ``lock``; the loop), so neither needs a lock of its own.
+        super().__init__(
+            threading.Lock(),
+            self.stage,
+            self.stage_future,
+            self.poll_wait,
+            _DeliveryFuture,
+            deque(),
+            small=max(producer.config.max_message_bytes // 2 - 1024, 0),
+            max_pending=MAX_PENDING,
+        )
         self.portal = portal
         self.producer = producer
-        self.lock = threading.Lock()
+        self.block = block  # produce's wait for room (produce_block_timeout)
         self.incoming: list[_Item] = []
         self.run: _Run | None = None  # the last item of ``incoming``, if it is a run
-        # The same run when it is keyless, for Producer.produce's fast path: a
-        # plain record to this topic and partition is appended to ``run_values``.
-        self.run_topic: object = _NO_RUN
-        self.run_partition: int | None = None
-        self.run_values: list[bytes] = []
         self.scheduled = False
         self.closed = False  # no more records (set by Producer.close, under lock)
-        # Records not yet in the async producer's buffer = queued - accepted.
-        # Each counter has one writer (threads under ``lock``; the loop), so
-        # neither needs a lock of its own on the per-record path.
-        self.queued = 0
-        self.accepted = 0
         self.room = threading.Event()
         self.waiting = False
         # produce records not yet delivered = queued - futures - settled - served:
         # ``futures`` (send_async records) is written under ``lock``, ``settled``
         # by the loop (records without a callback, once settled), ``served``
         # under ``ready_lock`` (callbacks run by poll/flush).
-        self.futures = 0
         self.settled = 0
         self.served = 0
-        self.ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata] | _Settled] = (
-            deque()
-        )
         self.ready_lock = threading.Lock()
         self.ready_event = threading.Event()
         self.pollers = 0  # threads waiting in poll (under ready_lock)
         self.unreported: list[Failure] = []
-        self.small = max(producer.config.max_message_bytes // 2 - 1024, 0)
         self._deliver: _Deliver | None = None  # the last callback's wrapper, reused
         # Loop side:
         self.backlog: deque[_Item] = deque()
         self.draining = False
         self.unsettled: set[Future[Any]] = set()
+        self.open_hooks: set[_RunResolved] = set()  # send_async runs not all resolved
         self.condition = threading.Condition()  # shared by the send_async futures
         self.settled_futures: list[_DeliveryFuture] = []  # settled, not resolved yet
         self.staged_futures: list[_DeliveryFuture] = []  # since the last take (under lock)
@@ -420,7 +540,7 @@ class _Feeder:
             self.scheduled = True
         self._schedule(item)
 
-    def produce(
+    def stage(
         self,
         topic: str,
         value: Any,
@@ -429,8 +549,44 @@ class _Feeder:
         headers: Headers | None,
         timestamp: int | None,
         on_delivery: OnDelivery | None,
-        block: float,
-        deadline: float | None = None,
+    ) -> None:
+        """``produce`` records the fast path does not take (any thread)."""
+        self.stage_record(topic, value, key, partition, headers, timestamp, on_delivery, None)
+
+    def stage_future(
+        self,
+        future: _DeliveryFuture,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Headers | None,
+        timestamp: int | None,
+        timeout: float | None,
+    ) -> _DeliveryFuture:
+        """``send_async`` records the fast path does not take (any thread)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self.stage_record(topic, value, key, partition, headers, timestamp, future, deadline)
+        return future
+
+    def poll_wait(self, timeout: float | None) -> int:
+        """``poll`` unless it has nothing to do at once: wait up to ``timeout``, serve."""
+        if not self.ready:
+            if timeout == 0:
+                return 0
+            self.wait_ready(timeout)
+        return self.serve()
+
+    def stage_record(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Headers | None,
+        timestamp: int | None,
+        on_delivery: OnDelivery | None,
+        deadline: float | None,
     ) -> None:
         """Stage one record (any thread); wake the loop if it is idle.
 
@@ -443,24 +599,23 @@ class _Feeder:
             if future:
                 self._wait_for_room(deadline)
             else:
-                self._wait_for_room(time.monotonic() + block, full=True)
+                self._wait_for_room(time.monotonic() + self.block, full=True)
+        plain = (
+            type(value) is bytes
+            and headers is None
+            and timestamp is None
+            and (key is None or type(key) is bytes)
+            and (partition is None or type(partition) is int)
+            and len(value) <= self.small
+            and (key is None or len(key) <= self.small)
+        )
         with self.lock:
             if self.closed:
                 raise ClosedError("the producer is closed")
             self.queued += 1
             if future:
                 self.futures += 1
-                self.staged_futures.append(on_delivery)  # type: ignore[arg-type]
-            if (
-                not future
-                and type(value) is bytes
-                and headers is None
-                and timestamp is None
-                and (key is None or type(key) is bytes)
-                and (partition is None or type(partition) is int)
-                and len(value) <= self.small
-                and (key is None or len(key) <= self.small)
-            ):
+            if plain:
                 run = self.run
                 if (
                     run is not None
@@ -468,6 +623,7 @@ class _Feeder:
                     and run.partition == partition
                     and (run.keys is None) is (key is None)
                     and (run.callbacks is None) is (on_delivery is None)
+                    and run.futures is future
                 ):
                     run.values.append(value)
                     if key is not None:
@@ -475,15 +631,19 @@ class _Feeder:
                     if on_delivery is not None:
                         run.callbacks.append(on_delivery)  # type: ignore[union-attr]
                 else:
-                    run = self.run = _Run(topic, partition, value, key, on_delivery)
+                    run = self.run = _Run(topic, partition, value, key, on_delivery, future)
                     self.incoming.append(run)
-                    if key is None and on_delivery is None:
-                        self.run_topic = topic
-                        self.run_partition = partition
-                        self.run_values = run.values
+                    if key is not None:
+                        self.close_runs()
+                    elif on_delivery is None:
+                        self.open_run(topic, partition, run.values)
+                    elif future:
+                        self.open_future_run(topic, partition, run.values, run.callbacks)  # type: ignore[arg-type]
                     else:
-                        self.run_topic = _NO_RUN
+                        self.open_callback_run(topic, partition, run.values, run.callbacks)  # type: ignore[arg-type]
             else:
+                if future:  # started with the others when the loop takes them
+                    self.staged_futures.append(on_delivery)  # type: ignore[arg-type]
                 self.incoming.append(
                     (topic, value, key, partition, headers, timestamp, on_delivery)
                 )
@@ -492,25 +652,52 @@ class _Feeder:
                 return
             self.scheduled = True
             item = self.incoming[-1]
-        self._schedule(item)
+            index = len(item.values) - 1 if type(item) is _Run else -1
+        self._schedule(item, index)
 
-    def _schedule(self, item: _Item) -> None:
+    def _schedule(self, own: _Item, index: int = -1) -> None:
+        """Ask the loop to take what is staged; ``own`` is the caller's item.
+
+        ``index`` is the caller's record in ``own`` when it is a run. Should
+        the portal refuse (it has shut down), the caller's record is
+        withdrawn (the caller gets the error) and every other record staged
+        meanwhile by other threads fails through its callback, future or the
+        next ``flush``: none is dropped unreported.
+        """
         try:
             self.portal.call_soon(self.take)
-        except BaseException:
-            with self.lock:
-                self.scheduled = False
-                if item in self.incoming:
-                    self.incoming.remove(item)
-                    if self.run is item:
-                        self.end_run()
-                    count = _count(item)
-                    self.queued -= count
-                    future = _future_of(item)
-                    if future is not None:
-                        self.futures -= count
-                        self.staged_futures.remove(future)
+        except BaseException as exc:
+            self._unstage(own, index, exc)
             raise
+
+    def _unstage(self, own: _Item, index: int, exc: BaseException) -> None:
+        with self.lock:
+            self.scheduled = False
+            items, self.incoming = self.incoming, []
+            self.staged_futures = []
+            self.end_run()
+            if index >= 0:
+                assert isinstance(own, _Run)
+                del own.values[index]
+                if own.keys is not None:
+                    del own.keys[index]
+                if own.callbacks is not None:
+                    del own.callbacks[index]
+                self.queued -= 1
+                if own.futures:
+                    self.futures -= 1
+                if not own.values:
+                    items = [item for item in items if item is not own]
+            else:
+                items = [item for item in items if item is not own]
+                self.queued -= _count(own)
+                if _future_of(own) is not None:
+                    self.futures -= 1
+        if items:
+            error = ClosedError("the pykaf portal shut down before the record was sent")
+            error.__cause__ = exc
+            for item in items:
+                self._fail(item, error)
 
     def _wait_for_room(self, deadline: float | None, full: bool = False) -> None:
         if self.portal.in_loop_thread():  # waiting here would stop the loop that makes room
@@ -537,7 +724,7 @@ class _Feeder:
     def end_run(self) -> None:
         """Under ``lock``: the next plain record starts a new run."""
         self.run = None
-        self.run_topic = _NO_RUN
+        self.close_runs()
 
     def serve(self) -> int:
         """Run the callbacks of delivered records in this thread; return how many ran.
@@ -706,20 +893,14 @@ class _Feeder:
                 if future._state != running:  # failed already (the producer closed)
                     continue
                 future._state = finished
-                waiters = getattr(future, "_lazy_waiters", None)  # made by a wait() only
-                if waiters:
-                    failed = future._exception is not None
-                    for waiter in waiters:
-                        if failed:
-                            waiter.add_exception(future)
-                        else:
-                            waiter.add_result(future)
-                if getattr(future, "_lazy_callbacks", None):
+                if future._lazy_waiters or future._lazy_callbacks:  # made when used
                     with_callbacks.append(future)
+            _tell_waiters(with_callbacks)
             self.condition.notify_all()
         self.unsettled.difference_update(items)
         for future in with_callbacks:
-            future._invoke_callbacks()  # type: ignore[attr-defined]
+            if future._lazy_callbacks:
+                future._invoke_callbacks()  # type: ignore[attr-defined]
 
     def _settled_one(self, error: BaseException | None, metadata: RecordMetadata) -> None:
         """The async producer's ``on_delivery`` for a ``produce`` record without a callback."""
@@ -804,13 +985,19 @@ class _Feeder:
         """Buffer a run's records one by one; False when the buffer filled first."""
         send = self.producer.send_nowait
         topic, partition, values, keys = run.topic, run.partition, run.values, run.keys
-        callbacks = run.callbacks
+        callbacks, futures = run.callbacks, run.futures
         target: OnDelivery = self._settled_one
+        running = _futures.RUNNING
         start = done = run.start
         try:
             for i in range(start, len(values)):
                 if callbacks is not None:
-                    target = self._callback(callbacks[i])
+                    target = callbacks[i]
+                    if not futures:
+                        target = self._callback(target)
+                    elif target._state != running and not target.start():  # type: ignore[attr-defined]
+                        done = i + 1  # cancelled while it waited
+                        continue
                 try:
                     send(
                         topic,
@@ -836,12 +1023,19 @@ class _Feeder:
 
     async def _send_run(self, run: _Run) -> None:
         """Hand a long run to ``send_batch``; watch its delivery for ``len`` and ``flush``."""
+        hook: _RunSettled | _RunResolved | None = None
+        if run.futures:
+            self._done_with(self._start_run(run))
+            if not run.values:
+                return
+            hook = _RunResolved(self, run)
+        elif run.callbacks is not None:
+            hook = _RunSettled(self, run)
         values, keys = run.values, run.keys
         if run.start:
             values = values[run.start :]
             keys = None if keys is None else keys[run.start :]
         count = len(values)
-        hook = None if run.callbacks is None else _RunSettled(self, run)
         try:
             delivery = await self.producer.send_batch(
                 run.topic, values, keys=keys, partition=run.partition, on_settle=hook
@@ -869,12 +1063,55 @@ class _Feeder:
                 self.watching = False
                 raise
 
-    def _fail_run(self, run: _Run, error: BaseException, hook: _RunSettled | None = None) -> None:
+    def _start_run(self, run: _Run) -> int:
+        """Start the futures of a ``send_async`` run; drop the cancelled ones, return how many.
+
+        What ``set_running_or_notify_cancel`` does for each, under one hold of
+        the shared condition.
+        """
+        every = cast("list[_DeliveryFuture]", run.callbacks)
+        futures = every[run.start :]
+        pending, running = _futures.PENDING, _futures.RUNNING
+        cancelled = False
+        with self.condition:
+            for future in futures:
+                state = future._state
+                if state == pending:
+                    future._state = running
+                elif state != running:
+                    cancelled = True
+            if cancelled:
+                for future in futures:
+                    if future._state != running:
+                        future.set_running_or_notify_cancel()
+        if not cancelled:
+            return 0
+        keep = [i for i in range(run.start, len(run.values)) if every[i]._state == running]
+        dropped = len(run.values) - run.start - len(keep)
+        run.values = [run.values[i] for i in keep]
+        if run.keys is not None:
+            run.keys = [run.keys[i] for i in keep]
+        run.callbacks = [every[i] for i in keep]
+        run.start = 0
+        return dropped
+
+    def _fail_run(
+        self, run: _Run, error: BaseException, hook: _RunSettled | _RunResolved | None = None
+    ) -> None:
         """The records of ``run`` not buffered yet (not settled, with ``hook``) failed."""
         callbacks = run.callbacks
         if callbacks is None:
             self._failed(run.topic, run.partition, len(run.values) - run.start, error)
             return
+        if run.futures:  # those resolved already keep their outcome
+            if isinstance(hook, _RunResolved):
+                hook.fail(error)
+                return
+            for future in callbacks[run.start :]:
+                self.unsettled.discard(future)
+                _settle(future, error)  # type: ignore[arg-type]
+            return
+        assert not isinstance(hook, _RunResolved)
         md = RecordMetadata(run.topic, -1 if run.partition is None else run.partition, -1, -1)
         if hook is None:
             self.ready.extend([(cb, error, md) for cb in callbacks[run.start :]])
@@ -1027,6 +1264,8 @@ class _Feeder:
         unsettled, self.unsettled = self.unsettled, set()
         for future in unsettled:
             _settle(future, error)
+        for hook in list(self.open_hooks):
+            hook.fail(error)
 
 
 class Producer:
@@ -1068,14 +1307,19 @@ class Producer:
                 f"produce_block_timeout must be a number of seconds >= 0, "
                 f"not {produce_block_timeout!r}"
             )
-        self._block = float(produce_block_timeout)
         self._portal = get_portal()
         servers = bootstrap_argument(bootstrap_servers)
         producer, handle = self._portal.start_context(partial(open_producer, servers, **config))
         self._producer: AsyncProducer = producer
         self._handle: ContextHandle[AsyncProducer] = handle
-        self._feeder = _Feeder(self._portal, producer)
-        _feeders.add(self._feeder)
+        self._feeder = feeder = _Feeder(self._portal, producer, float(produce_block_timeout))
+        _feeders.add(feeder)
+        # The per-record calls go straight to the feeder's compiled fast path
+        # (these shadow the methods below, which do the same with one more
+        # Python frame).
+        self.produce = feeder.produce  # type: ignore[method-assign]
+        self.poll = feeder.poll  # type: ignore[method-assign]
+        self.send_async = feeder.send_async  # type: ignore[method-assign]
         # Records still queued for the buffer go out before the producer
         # closes, also when it is closed at interpreter exit.
         handle.before_exit = self._feeder.wait_backlog
@@ -1157,10 +1401,15 @@ class Producer:
             KafkaTimeoutError: no room within ``timeout``.
             ClosedError: the producer is closed.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        feeder = self._feeder
-        future = _DeliveryFuture(feeder)
-        feeder.produce(topic, value, key, partition, headers, timestamp, future, 0.0, deadline)
+        future: Future[RecordMetadata] = self._feeder.send_async(
+            topic,
+            value,
+            key=key,
+            partition=partition,
+            headers=headers,
+            timestamp=timestamp,
+            timeout=timeout,
+        )
         return future
 
     def _send_async(
@@ -1175,7 +1424,7 @@ class Producer:
     ) -> Future[RecordMetadata]:
         feeder = self._feeder
         future = _DeliveryFuture(feeder)
-        feeder.produce(topic, value, key, partition, headers, timestamp, future, 0.0, deadline)
+        feeder.stage_record(topic, value, key, partition, headers, timestamp, future, deadline)
         return future
 
     def produce(
@@ -1206,29 +1455,15 @@ class Producer:
                 seconds (:data:`MAX_PENDING` records wait ahead of a full buffer).
             ClosedError: the producer is closed.
         """
-        feeder = self._feeder
-        if (
-            key is None
-            and headers is None
-            and timestamp is None
-            and on_delivery is None
-            and type(value) is bytes
-            and (partition is None or type(partition) is int)
-            and feeder.queued - feeder.accepted < MAX_PENDING
-        ):
-            with feeder.lock:
-                # A plain record going where the open run goes joins it: the
-                # run is staged and the loop already called (a closed feeder
-                # has no run).
-                if (
-                    topic == feeder.run_topic
-                    and partition == feeder.run_partition
-                    and len(value) <= feeder.small
-                ):
-                    feeder.run_values.append(value)
-                    feeder.queued += 1
-                    return
-        feeder.produce(topic, value, key, partition, headers, timestamp, on_delivery, self._block)
+        self._feeder.produce(
+            topic,
+            value,
+            key=key,
+            partition=partition,
+            headers=headers,
+            timestamp=timestamp,
+            on_delivery=on_delivery,
+        )
 
     def poll(self, timeout: float | None = 0) -> int:
         """Run the ``on_delivery`` callbacks of delivered records, in this thread.
@@ -1244,12 +1479,7 @@ class Producer:
         Raises:
             Whatever a callback raised (the callbacks after it run at the next call).
         """
-        feeder = self._feeder
-        if not feeder.ready:
-            if timeout == 0:
-                return 0
-            feeder.wait_ready(timeout)
-        return feeder.serve()
+        return self._feeder.poll(timeout)
 
     def __len__(self) -> int:
         """``produce`` records not yet delivered, or whose callback has not run yet."""
@@ -1544,9 +1774,12 @@ def _after_fork_in_child() -> None:
     # which raises RuntimeError in the child. The lock may have been held by
     # a thread that does not exist here.
     for feeder in list(_feeders):
-        feeder.lock = threading.Lock()
+        feeder.reset_lock(threading.Lock())
         feeder.end_run()
         feeder.scheduled = False
+        # The parent's staged records are the parent's to send and report.
+        feeder.incoming = []
+        feeder.staged_futures = []
 
 
 if hasattr(os, "register_at_fork"):

@@ -238,7 +238,7 @@ def test_a_full_buffer_blocks_produce_then_raises(
 
     thread = threading.Thread(target=blocked)
     with monkeypatch.context() as m:
-        m.setattr(producer, "_block", T)
+        m.setattr(producer._feeder, "block", T)
         thread.start()
         mock_cluster.set_rtt(1, 0)
         thread.join(T)
@@ -424,3 +424,71 @@ def test_a_callback_raising_in_a_long_run_leaves_the_rest_for_the_next_poll(
     assert producer.flush(timeout=T) == 0
     assert ok == list(range(40)) + list(range(41, 100))
     assert len(producer) == 0
+
+
+def test_cancelled_send_async_futures_are_withdrawn_while_they_wait(
+    mock_cluster: MockCluster, producer_factory: Any
+) -> None:
+    # Mock only: the buffer is kept full by delaying the broker's answers.
+    mock_cluster.create_topic("withdraw", 1, 1)
+    mock_cluster.set_partition_leader("withdraw", 0, 1)
+    producer = producer_factory(mock_cluster.bootstrap, buffer_records=2)
+    assert producer.send("withdraw", b"warm", timeout=T).offset == 0
+    mock_cluster.set_rtt(1, 10_000)
+    ahead = producer.send_many_async("withdraw", [b"a%d" % i for i in range(5)])
+    # Behind the batch (which waits for buffer space), a long run and a short one.
+    futures = [producer.send_async("withdraw", b"%d" % i) for i in range(40)]
+    producer.produce("withdraw", b"keyed", key=b"k")  # ends the run
+    futures += [producer.send_async("withdraw", b"%d" % i) for i in range(40, 45)]
+    cancelled = {i for i in [*range(10, 20), 41, 43] if futures[i].cancel()}
+    assert cancelled == {*range(10, 20), 41, 43}
+    mock_cluster.set_rtt(1, 0)
+    assert ahead.result(T) == 5
+    assert producer.flush(timeout=T) == 0
+    kept = [i for i in range(45) if i not in cancelled]
+    assert all(futures[i].cancelled() for i in cancelled)
+    assert [futures[i].result(0).offset for i in kept] == [
+        *range(6, 36),
+        *range(37, 37 + len(kept) - 30),
+    ]
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    count = 1 + 5 + len(kept) + 1
+    values = broker_clients.consume_assigned(conf, "withdraw", [0], count, timeout=T)
+    assert values[6:36] == [b"%d" % i for i in kept[:30]]
+    assert values[36] == b"keyed"
+    assert values[37:] == [b"%d" % i for i in kept[30:]]
+
+
+def test_records_staged_when_the_portal_refuses_fail_reported_never_dropped(
+    broker: Any, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+    feeder = producer._feeder
+    heard: list[BaseException | None] = []
+    # Other threads' records staged while a take is scheduled (none is asked for)...
+    feeder.scheduled = True
+    producer.produce(topic, b"cb", on_delivery=lambda e, md: heard.append(e))
+    producer.produce(topic, b"plain")
+    early = producer.send_async(topic, b"future")
+    # ...then this caller's record finds the portal shut down.
+    feeder.scheduled = False
+
+    def refuse(*args: Any) -> None:
+        raise errors.ClosedError("the pykaf portal has shut down")
+
+    with monkeypatch.context() as m:
+        m.setattr(feeder.portal, "call_soon", refuse)
+        with pytest.raises(errors.ClosedError):
+            producer.produce(topic, b"mine", on_delivery=lambda e, md: heard.append(e))
+    assert isinstance(early.exception(T), errors.ClosedError)
+    assert producer.poll(0) == 1
+    assert len(heard) == 1 and isinstance(heard[0], errors.ClosedError)  # not "mine"'s
+    with pytest.raises(errors.DeliveryError) as info:
+        producer.flush(timeout=T)
+    assert info.value.records == 1  # "plain"
+    assert len(producer) == 0
+    # The producer goes on once the portal takes calls again.
+    producer.produce(topic, b"after")
+    assert producer.flush(timeout=T) == 0
+    assert broker_clients.consume_assigned(broker.conf, topic, [0], 1, timeout=T) == [b"after"]
