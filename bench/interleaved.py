@@ -13,7 +13,9 @@ client's median records/s and its ratio to confluent-kafka's
 
 Clients: ``confluent-kafka[poll]`` (the peer), ``pykaf[sync_produce]``
 (``produce()`` + ``poll(0)`` per record, ``flush()``), ``pykaf[sync]``
-(``send_async()`` per record, every future kept and checked, ``flush()``).
+(``send_async()`` per record, every future kept and checked, ``flush()``);
+with a delivery callback per record, ``pykaf[sync_produce_cb]`` against
+``confluent-kafka[poll_cb]``.
 """
 
 from __future__ import annotations
@@ -32,10 +34,14 @@ from bench._support import bulk_values
 
 CLIENTS = {
     "confluent-kafka[poll]": prod.ConfluentPollRound,
+    "confluent-kafka[poll_cb]": prod.ConfluentPollCallbackRound,
     "pykaf[sync_produce]": prod.PykafSyncProduceRound,
+    "pykaf[sync_produce_cb]": prod.PykafSyncProduceCallbackRound,
     "pykaf[sync]": prod.PykafSyncRound,
 }
 PEER = "confluent-kafka[poll]"
+#: Each pykaf client's peer, where it is not PEER: the same idiom on confluent-kafka.
+PEERS = {"pykaf[sync_produce_cb]": "confluent-kafka[poll_cb]"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.clients:
         rate = len(values) / statistics.median(seconds[name])
         line = f"{name:24} {rate:12,.0f} records/s"
-        if PEER in seconds and name != PEER:
-            ratios = [p / s for p, s in zip(seconds[PEER], seconds[name], strict=True)]
-            line += f"  {statistics.median(ratios):.2f}x {PEER} (rounds: "
+        peer = PEERS.get(name, PEER)
+        if peer in seconds and name.startswith("pykaf"):
+            ratios = [p / s for p, s in zip(seconds[peer], seconds[name], strict=True)]
+            line += f"  {statistics.median(ratios):.2f}x {peer} (rounds: "
             line += ", ".join(f"{r:.2f}" for r in ratios) + ")"
         print(line)
     return 0
