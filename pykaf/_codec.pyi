@@ -268,12 +268,28 @@ class RecordStager:
         max_pending: int,
     ) -> None: ...
     def reset_lock(self, lock: Any) -> None: ...
-    def open_run(self, topic: str, partition: int | None, values: list[bytes]) -> None: ...
+    def open_run(
+        self,
+        topic: str,
+        partition: int | None,
+        values: list[bytes],
+        keys: list[bytes] | None = None,
+    ) -> None: ...
     def open_callback_run(
-        self, topic: str, partition: int | None, values: list[bytes], callbacks: list[Any]
+        self,
+        topic: str,
+        partition: int | None,
+        values: list[bytes],
+        callbacks: list[Any],
+        keys: list[bytes] | None = None,
     ) -> None: ...
     def open_future_run(
-        self, topic: str, partition: int | None, values: list[bytes], futures: list[Any]
+        self,
+        topic: str,
+        partition: int | None,
+        values: list[bytes],
+        futures: list[Any],
+        keys: list[bytes] | None = None,
     ) -> None: ...
     def close_runs(self) -> None: ...
     def produce(

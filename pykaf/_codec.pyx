@@ -1642,17 +1642,19 @@ cdef class RecordStager:
     """Records staged one at a time in any thread, for a producer running in another.
 
     The per-record half of ``pykaf.sync.Producer``: ``produce`` and
-    ``send_async`` append a plain record (bytes value, no key, headers or
-    timestamp) to the open run of records for its topic and partition (of
-    records without ``on_delivery``, with one, or of ``send_async`` records)
-    under ``lock``, with no Python frame, and return; any other record, or
-    one that opens a run, goes to the slow path the owner passed in
-    (``stage`` / ``stage_future``), which opens runs through
-    :meth:`open_run`, :meth:`open_callback_run` or :meth:`open_future_run`. ``poll(0)`` returns 0 at once while ``ready`` is
-    empty and calls ``poll_wait`` otherwise. ``queued`` counts the records
-    staged, ``accepted`` those the loop has taken over, ``futures`` the
-    ``send_async`` records among them; past ``max_pending`` records in
-    between, every call takes the slow path (which waits for room).
+    ``send_async`` append a plain record (a bytes value and key, or no key;
+    no headers or timestamp; both within ``small`` bytes) to the open run of
+    records for its topic and partition (of records without ``on_delivery``,
+    with one, or of ``send_async`` records; keyed or not) under ``lock``,
+    with no Python frame, and return; any other record, or one that opens a
+    run, goes to the slow path the owner passed in (``stage`` /
+    ``stage_future``), which opens runs through :meth:`open_run`,
+    :meth:`open_callback_run` or :meth:`open_future_run`. ``poll(0)``
+    returns 0 at once while ``ready`` is empty and calls ``poll_wait``
+    otherwise. ``queued`` counts the records staged, ``accepted`` those the
+    loop has taken over, ``futures`` the ``send_async`` records among them;
+    past ``max_pending`` records in between, every call takes the slow path
+    (which waits for room).
     """
 
     cdef readonly object lock
@@ -1668,17 +1670,14 @@ cdef class RecordStager:
     cdef public Py_ssize_t futures
     cdef public Py_ssize_t small
     cdef public Py_ssize_t max_pending
-    cdef object _run_topic
-    cdef object _run_partition
-    cdef list _run_values
-    cdef object _callback_topic
-    cdef object _callback_partition
-    cdef list _callback_values
-    cdef list _callback_list
-    cdef object _future_topic
-    cdef object _future_partition
-    cdef list _future_values
-    cdef list _future_list
+    # The open run: its kind (0 none, 1 plain, 2 with callbacks, 3 futures),
+    # where it goes, its lists (keys None for a keyless run).
+    cdef int _kind
+    cdef object _topic
+    cdef object _partition
+    cdef list _values
+    cdef list _keys
+    cdef list _targets
 
     def __init__(self, lock, stage, stage_future, poll_wait, future_type, ready, *,
                  Py_ssize_t small, Py_ssize_t max_pending):
@@ -1701,79 +1700,75 @@ cdef class RecordStager:
         self._acquire = lock.acquire
         self._release = lock.release
 
-    def open_run(self, topic, partition, list values):
-        """Under ``lock``: plain ``produce`` records to ``topic``/``partition`` join ``values``."""
-        self.close_runs()
-        self._run_topic = topic
-        self._run_partition = partition
-        self._run_values = values
+    cdef _open(self, int kind, topic, partition, list values, list keys, list targets):
+        self._kind = kind
+        self._topic = topic
+        self._partition = partition
+        self._values = values
+        self._keys = keys
+        self._targets = targets
 
-    def open_callback_run(self, topic, partition, list values, list callbacks):
-        """Under ``lock``: plain records with ``on_delivery`` join ``values``, it ``callbacks``."""
-        self.close_runs()
-        self._callback_topic = topic
-        self._callback_partition = partition
-        self._callback_values = values
-        self._callback_list = callbacks
+    def open_run(self, topic, partition, list values, list keys=None):
+        """Under ``lock``: records without ``on_delivery`` join ``values`` (and ``keys``)."""
+        self._open(1, topic, partition, values, keys, None)
 
-    def open_future_run(self, topic, partition, list values, list futures):
-        """Under ``lock``: plain ``send_async`` records join ``values``, futures ``futures``."""
-        self.close_runs()
-        self._future_topic = topic
-        self._future_partition = partition
-        self._future_values = values
-        self._future_list = futures
+    def open_callback_run(self, topic, partition, list values, list callbacks, list keys=None):
+        """Under ``lock``: records with ``on_delivery`` join ``values``, it ``callbacks``."""
+        self._open(2, topic, partition, values, keys, callbacks)
+
+    def open_future_run(self, topic, partition, list values, list futures, list keys=None):
+        """Under ``lock``: ``send_async`` records join ``values``, their futures ``futures``."""
+        self._open(3, topic, partition, values, keys, futures)
 
     def close_runs(self):
         """Under ``lock``: no open run; the next record takes the slow path."""
-        self._run_topic = _NO_RUN
-        self._callback_topic = _NO_RUN
-        self._future_topic = _NO_RUN
-        self._run_values = None
-        self._callback_values = None
-        self._callback_list = None
-        self._future_values = None
-        self._future_list = None
+        self._open(0, _NO_RUN, None, None, None, None)
+
+    cdef bint _plain(self, key, value, partition, headers, timestamp):
+        """Whether the record may join a run (without looking at the run)."""
+        return (headers is None and timestamp is None
+                and type(value) is bytes
+                and PyBytes_GET_SIZE(value) <= self.small
+                and (key is None or (type(key) is bytes and PyBytes_GET_SIZE(key) <= self.small))
+                and (partition is None or type(partition) is int)
+                and self.queued - self.accepted < self.max_pending)
+
+    cdef bint _join(self, int kind, topic, partition, value, key, target):
+        """Under the lock: append the record to the open run if it is of it."""
+        if self._kind != kind or (self._keys is None) != (key is None):
+            return False
+        if not (topic == self._topic and partition == self._partition):
+            return False
+        self._values.append(value)
+        if key is not None:
+            self._keys.append(key)
+        if target is not None:
+            self._targets.append(target)
+        self.queued += 1
+        return True
 
     def produce(self, topic, value, *, key=None, partition=None, headers=None,
                 timestamp=None, on_delivery=None):
         """Stage one record; see ``pykaf.sync.Producer.produce``."""
-        if (key is None and headers is None and timestamp is None
-                and type(value) is bytes
-                and (partition is None or type(partition) is int)
-                and self.queued - self.accepted < self.max_pending
-                and PyBytes_GET_SIZE(value) <= self.small):
+        cdef bint joined = False
+        if self._plain(key, value, partition, headers, timestamp):
             self._acquire()
             try:
-                if on_delivery is None:
-                    if topic == self._run_topic and partition == self._run_partition:
-                        self._run_values.append(value)
-                        self.queued += 1
-                        return None
-                elif topic == self._callback_topic and partition == self._callback_partition:
-                    self._callback_values.append(value)
-                    self._callback_list.append(on_delivery)
-                    self.queued += 1
-                    return None
+                joined = self._join(1 if on_delivery is None else 2, topic, partition, value,
+                                    key, on_delivery)
             finally:
                 self._release()
-        self._stage(topic, value, key, partition, headers, timestamp, on_delivery)
+        if not joined:
+            self._stage(topic, value, key, partition, headers, timestamp, on_delivery)
 
     def send_async(self, topic, value, *, key=None, partition=None, headers=None,
                    timestamp=None, timeout=None):
         """Stage one record with a future; see ``pykaf.sync.Producer.send_async``."""
         future = self.future_type(self)
-        if (key is None and headers is None and timestamp is None
-                and type(value) is bytes
-                and (partition is None or type(partition) is int)
-                and self.queued - self.accepted < self.max_pending
-                and PyBytes_GET_SIZE(value) <= self.small):
+        if self._plain(key, value, partition, headers, timestamp):
             self._acquire()
             try:
-                if topic == self._future_topic and partition == self._future_partition:
-                    self._future_values.append(value)
-                    self._future_list.append(future)
-                    self.queued += 1
+                if self._join(3, topic, partition, value, key, future):
                     self.futures += 1
                     return future
             finally:

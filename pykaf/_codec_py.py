@@ -1326,16 +1326,16 @@ class RecordStager:
     """Records staged one at a time in any thread, for a producer running in another.
 
     The per-record half of ``pykaf.sync.Producer``: ``produce`` and
-    ``send_async`` append a plain record (bytes value, no key, headers or
-    timestamp) to the open run of records for its topic and partition (of
-    records without ``on_delivery``, with one, or of ``send_async`` records)
-    under ``lock`` and return; any other record, or one that opens a run,
-    goes to the slow path the owner passed in (``stage`` / ``stage_future``),
-    which opens runs through :meth:`open_run`, :meth:`open_callback_run` or
-    :meth:`open_future_run`.
-    ``poll(0)`` returns 0 at once while ``ready`` is empty and calls
-    ``poll_wait`` otherwise. ``queued`` counts the records staged,
-    ``accepted`` those the loop has taken over, ``futures`` the
+    ``send_async`` append a plain record (a bytes value and key, or no key;
+    no headers or timestamp; both within ``small`` bytes) to the open run of
+    records for its topic and partition (of records without ``on_delivery``,
+    with one, or of ``send_async`` records; keyed or not) under ``lock`` and
+    return; any other record, or one that opens a run, goes to the slow path
+    the owner passed in (``stage`` / ``stage_future``), which opens runs
+    through :meth:`open_run`, :meth:`open_callback_run` or
+    :meth:`open_future_run`. ``poll(0)`` returns 0 at once while ``ready`` is
+    empty and calls ``poll_wait`` otherwise. ``queued`` counts the records
+    staged, ``accepted`` those the loop has taken over, ``futures`` the
     ``send_async`` records among them; past ``max_pending`` records in
     between, every call takes the slow path (which waits for room).
     """
@@ -1363,59 +1363,100 @@ class RecordStager:
         self.queued = 0
         self.accepted = 0
         self.futures = 0
-        self._run_topic: object = _NO_RUN
-        self._run_partition: int | None = None
-        self._run_values: list[bytes] = []
-        self._callback_topic: object = _NO_RUN
-        self._callback_partition: int | None = None
-        self._callback_values: list[bytes] = []
-        self._callback_list: list[Any] = []
-        self._future_topic: object = _NO_RUN
-        self._future_partition: int | None = None
-        self._future_values: list[bytes] = []
-        self._future_list: list[Any] = []
+        # The open run: its kind (0 none, 1 plain, 2 with callbacks, 3
+        # futures), where it goes, its lists (keys None for a keyless run).
+        self._kind = 0
+        self._topic: object = _NO_RUN
+        self._partition: int | None = None
+        self._values: list[bytes] = []
+        self._keys: list[bytes] | None = None
+        self._targets: list[Any] | None = None
 
     def reset_lock(self, lock: Any) -> None:
         """Use ``lock`` from now on (a fresh one in a forked child)."""
         self.lock = lock
 
-    def open_run(self, topic: str, partition: int | None, values: list[bytes]) -> None:
-        """Under ``lock``: plain ``produce`` records to ``topic``/``partition`` join ``values``."""
-        self.close_runs()
-        self._run_topic = topic
-        self._run_partition = partition
-        self._run_values = values
+    def _open(
+        self,
+        kind: int,
+        topic: object,
+        partition: int | None,
+        values: list[bytes],
+        keys: list[bytes] | None,
+        targets: list[Any] | None,
+    ) -> None:
+        self._kind = kind
+        self._topic = topic
+        self._partition = partition
+        self._values = values
+        self._keys = keys
+        self._targets = targets
+
+    def open_run(
+        self,
+        topic: str,
+        partition: int | None,
+        values: list[bytes],
+        keys: list[bytes] | None = None,
+    ) -> None:
+        """Under ``lock``: records without ``on_delivery`` join ``values`` (and ``keys``)."""
+        self._open(1, topic, partition, values, keys, None)
 
     def open_callback_run(
-        self, topic: str, partition: int | None, values: list[bytes], callbacks: list[Any]
+        self,
+        topic: str,
+        partition: int | None,
+        values: list[bytes],
+        callbacks: list[Any],
+        keys: list[bytes] | None = None,
     ) -> None:
-        """Under ``lock``: plain records with ``on_delivery`` join ``values``, it ``callbacks``."""
-        self.close_runs()
-        self._callback_topic = topic
-        self._callback_partition = partition
-        self._callback_values = values
-        self._callback_list = callbacks
+        """Under ``lock``: records with ``on_delivery`` join ``values``, it ``callbacks``."""
+        self._open(2, topic, partition, values, keys, callbacks)
 
     def open_future_run(
-        self, topic: str, partition: int | None, values: list[bytes], futures: list[Any]
+        self,
+        topic: str,
+        partition: int | None,
+        values: list[bytes],
+        futures: list[Any],
+        keys: list[bytes] | None = None,
     ) -> None:
-        """Under ``lock``: plain ``send_async`` records join ``values``, futures ``futures``."""
-        self.close_runs()
-        self._future_topic = topic
-        self._future_partition = partition
-        self._future_values = values
-        self._future_list = futures
+        """Under ``lock``: ``send_async`` records join ``values``, their futures ``futures``."""
+        self._open(3, topic, partition, values, keys, futures)
 
     def close_runs(self) -> None:
         """Under ``lock``: no open run; the next record takes the slow path."""
-        self._run_topic = _NO_RUN
-        self._callback_topic = _NO_RUN
-        self._future_topic = _NO_RUN
-        self._run_values = []
-        self._callback_values = []
-        self._callback_list = []
-        self._future_values = []
-        self._future_list = []
+        self._open(0, _NO_RUN, None, [], None, None)
+
+    def _plain(self, key: Any, value: Any, partition: Any, headers: Any, timestamp: Any) -> bool:
+        """Whether the record may join a run (without looking at the run)."""
+        return (
+            headers is None
+            and timestamp is None
+            and type(value) is bytes
+            and len(value) <= self.small
+            and (key is None or (type(key) is bytes and len(key) <= self.small))
+            and (partition is None or type(partition) is int)
+            and self.queued - self.accepted < self.max_pending
+        )
+
+    def _join(
+        self, kind: int, topic: str, partition: int | None, value: bytes, key: Any, target: Any
+    ) -> bool:
+        """Under the lock: append the record to the open run if it is of it."""
+        if self._kind != kind or (self._keys is None) != (key is None):
+            return False
+        if not (topic == self._topic and partition == self._partition):
+            return False
+        self._values.append(value)
+        if key is not None:
+            assert self._keys is not None
+            self._keys.append(key)
+        if target is not None:
+            assert self._targets is not None
+            self._targets.append(target)
+        self.queued += 1
+        return True
 
     def produce(
         self,
@@ -1429,25 +1470,10 @@ class RecordStager:
         on_delivery: Callable[[BaseException | None, Any], object] | None = None,
     ) -> None:
         """Stage one record; see ``pykaf.sync.Producer.produce``."""
-        if (
-            key is None
-            and headers is None
-            and timestamp is None
-            and type(value) is bytes
-            and (partition is None or type(partition) is int)
-            and self.queued - self.accepted < self.max_pending
-            and len(value) <= self.small
-        ):
+        if self._plain(key, value, partition, headers, timestamp):
             with self.lock:
-                if on_delivery is None:
-                    if topic == self._run_topic and partition == self._run_partition:
-                        self._run_values.append(value)
-                        self.queued += 1
-                        return
-                elif topic == self._callback_topic and partition == self._callback_partition:
-                    self._callback_values.append(value)
-                    self._callback_list.append(on_delivery)
-                    self.queued += 1
+                kind = 1 if on_delivery is None else 2
+                if self._join(kind, topic, partition, value, key, on_delivery):  # type: ignore[arg-type]
                     return
         self._stage(topic, value, key, partition, headers, timestamp, on_delivery)
 
@@ -1464,20 +1490,9 @@ class RecordStager:
     ) -> Any:
         """Stage one record with a future; see ``pykaf.sync.Producer.send_async``."""
         future = self.future_type(self)
-        if (
-            key is None
-            and headers is None
-            and timestamp is None
-            and type(value) is bytes
-            and (partition is None or type(partition) is int)
-            and self.queued - self.accepted < self.max_pending
-            and len(value) <= self.small
-        ):
+        if self._plain(key, value, partition, headers, timestamp):
             with self.lock:
-                if topic == self._future_topic and partition == self._future_partition:
-                    self._future_values.append(value)
-                    self._future_list.append(future)
-                    self.queued += 1
+                if self._join(3, topic, partition, value, key, future):  # type: ignore[arg-type]
                     self.futures += 1
                     return future
         return self._stage_future(future, topic, value, key, partition, headers, timestamp, timeout)

@@ -11,6 +11,7 @@ into their partition's send queue. Nothing here awaits a broker.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -21,13 +22,14 @@ from pykaf._columns import BinaryColumn
 from pykaf._producer.batch import ORDINAL_STEP, ProducerBatch
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.partitioner import (
+    Murmur2Partitioner,
     Partitioner,
     partitioner_from_config,
     sticky_for_null_keys,
 )
 from pykaf._producer.records import BatchDelivery
 from pykaf._producer.state import PartitionState, TopicState
-from pykaf.codec import BatchBuilder, record_size
+from pykaf.codec import BatchBuilder, murmur2, record_size
 from pykaf.errors import PartitionerError
 
 if TYPE_CHECKING:
@@ -233,9 +235,12 @@ class Accumulator:
     ) -> None:
         """Append ``send_batch``'s columns, waiting for buffer space as needed.
 
-        Keyed records (without ``partition``) go one by one through
-        :meth:`append`, each where its key hashes; the others fill one
-        partition's batch after another, a range of records per builder call.
+        Keyed records (without ``partition``) are grouped by the partition
+        their key hashes to (stable: each partition's records keep their
+        order; ``delivery.order`` maps the grouped positions back to the
+        call's), then each group goes in ranges like unkeyed records; the
+        others fill one partition's batch after another, a range of records
+        per builder call.
 
         Raises only while none of the records is buffered. Once some are, an
         error (the producer closing while this waits for space) fails the
@@ -269,9 +274,12 @@ class Accumulator:
         now: int,
         delivery: BatchDelivery,
         done: list[int],
+        start: int = 0,
+        n: int | None = None,
     ) -> None:
-        n = len(values)
-        start = 0
+        """Records ``start`` to ``n - 1`` of the columns (to their end by default)."""
+        if n is None:
+            n = len(values)
         while start < n:
             await self.wait_for_space()
             part = partition
@@ -335,9 +343,37 @@ class Accumulator:
         delivery: BatchDelivery,
         done: list[int],
     ) -> None:
+        n = len(values)
+        if (
+            type(keys) in (list, tuple)
+            and type(values) in (list, tuple)
+            and (headers is None or type(headers) in (list, tuple))
+            and (timestamps is None or type(timestamps) in (list, tuple))
+            and None not in keys  # null keys: sticky, batch by batch (below)
+        ):
+            parts = self._key_partitions(t, keys)
+            order = sorted(range(n), key=parts.__getitem__)  # stable
+            delivery.order = order
+            grouped = [parts[i] for i in order]
+            gather = order.__iter__
+            values = [values[i] for i in gather()]
+            keys = [keys[i] for i in gather()]
+            if headers is not None:
+                headers = [headers[i] for i in gather()]
+            if timestamps is not None:
+                timestamps = [timestamps[i] for i in gather()]
+            start = 0
+            while start < n:
+                part = grouped[start]
+                stop = bisect_right(grouped, part, start)
+                await self._append_ranges(
+                    t, values, keys, headers, timestamps, part, now, delivery, done, start, stop
+                )
+                start = stop
+            return
         choose = self.partitioner.partition
         name, count, available = t.name, t.count, t.available
-        for i in range(len(values)):
+        for i in range(n):
             if self.full() or self.closing or self.gated:
                 await self.wait_for_space()  # exact limits; raises ClosedError
             key = keys[i]
@@ -358,6 +394,21 @@ class Accumulator:
             else:
                 batch.add_delivery(delivery, 1, delta, i)
             done[0] = i + 1
+
+    def _key_partitions(self, t: TopicState, keys: Sequence[bytes]) -> list[int]:
+        """Each key's partition, checked before any record is buffered."""
+        count = t.count
+        if type(self.partitioner) is Murmur2Partitioner and count > 0:
+            parts = [(murmur2(key) & 0x7FFFFFFF) % count for key in keys]  # its rule, inline
+        else:
+            choose, name, available = self.partitioner.partition, t.name, t.available
+            parts = [choose(name, key, count, available) for key in keys]
+            if set(map(type, parts)) != {int} or min(parts) < 0 or max(parts) >= count:
+                bad = next(p for p in parts if type(p) is not int or not 0 <= p < count)
+                raise PartitionerError(
+                    f"the partitioner chose {bad!r} for topic {t.name!r} with {count} partitions"
+                )
+        return parts
 
     def _choose(self, t: TopicState, key: bytes | None) -> int:
         """Ask the partitioner; remember a sticky partition for null keys."""

@@ -329,10 +329,28 @@ def _call_hook(
     timestamp: int,
     error: BaseException | None,
 ) -> None:
-    """Run a delivery's ``on_settle``; a hook that raises is logged, the settling goes on."""
+    """Run a delivery's ``on_settle``; a hook that raises is logged, the settling goes on.
+
+    ``index`` is a position in the records as appended; where they were
+    grouped by partition (``delivery.order``), the hook hears of the call's
+    own indices, once per run of consecutive ones.
+    """
     hook = delivery.on_settle
     assert hook is not None
-    try:
-        hook(partition, index, count, offset, timestamp, error)
-    except Exception:
-        log.exception("a send_batch on_settle hook raised")
+    order = delivery.order
+    if order is None:
+        runs = [(index, index, count)]
+    else:
+        runs = []
+        i, end = index, index + count
+        while i < end:
+            j = i + 1
+            while j < end and order[j] == order[j - 1] + 1:
+                j += 1
+            runs.append((i, order[i], j - i))
+            i = j
+    for at, first, n in runs:
+        try:
+            hook(partition, first, n, offset + at - index if offset >= 0 else -1, timestamp, error)
+        except Exception:
+            log.exception("a send_batch on_settle hook raised")

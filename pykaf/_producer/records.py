@@ -139,6 +139,7 @@ class BatchDelivery:
         "failed",
         "observed",
         "on_settle",
+        "order",
         "pending",
         "timestamp",
         "total",
@@ -151,6 +152,9 @@ class BatchDelivery:
         self.failed = 0
         self.observed = False
         self.on_settle: SettleHook | None = None
+        # Where the records were grouped by partition (keyed, in the
+        # accumulator): the call's index of each grouped position.
+        self.order: list[int] | None = None
         self.timestamp = -1  # the records' timestamp (ms) when send_batch stamped them
         self._failures: list[tuple[str, int, int, BaseException]] = []
         self._event: trio.Event | None = None

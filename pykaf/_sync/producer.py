@@ -633,14 +633,13 @@ class _Feeder(RecordStager):
                 else:
                     run = self.run = _Run(topic, partition, value, key, on_delivery, future)
                     self.incoming.append(run)
-                    if key is not None:
-                        self.close_runs()
-                    elif on_delivery is None:
-                        self.open_run(topic, partition, run.values)
+                    targets = cast("list[Any]", run.callbacks)
+                    if on_delivery is None:
+                        self.open_run(topic, partition, run.values, run.keys)
                     elif future:
-                        self.open_future_run(topic, partition, run.values, run.callbacks)  # type: ignore[arg-type]
+                        self.open_future_run(topic, partition, run.values, targets, run.keys)
                     else:
-                        self.open_callback_run(topic, partition, run.values, run.callbacks)  # type: ignore[arg-type]
+                        self.open_callback_run(topic, partition, run.values, targets, run.keys)
             else:
                 if future:  # started with the others when the loop takes them
                     self.staged_futures.append(on_delivery)  # type: ignore[arg-type]

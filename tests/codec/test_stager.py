@@ -203,3 +203,24 @@ def test_reset_lock_takes_the_new_lock(codec: ModuleType) -> None:
     stager.open_run("t", None, values)
     stager.produce("t", b"v")
     assert values == [b"v"] and not lock.locked()
+
+
+def test_keyed_records_join_only_a_keyed_run(codec: ModuleType) -> None:
+    stager, owner = _stager(codec)
+    values: list[bytes] = []
+    keys: list[bytes] = []
+    stager.open_run("t", None, values, keys)
+    stager.produce("t", b"a", key=b"1")
+    stager.produce("t", b"b")  # keyless: not this run
+    stager.produce("t", b"c", key="2")  # type: ignore[arg-type]  # not bytes
+    stager.produce("t", b"d", key=b"k" * 101)  # over small
+    assert values == [b"a"] and keys == [b"1"]
+    assert [call[1] for call in owner.staged] == [b"b", b"c", b"d"]
+    callbacks: list[Any] = []
+    stager.open_callback_run("t", 3, values, callbacks, keys)
+    stager.produce("t", b"e", key=b"2", partition=3, on_delivery=print)
+    futures: list[Any] = []
+    stager.open_future_run("t", 3, values, futures, keys)
+    future = stager.send_async("t", b"f", key=b"3", partition=3)
+    assert values == [b"a", b"e", b"f"] and keys == [b"1", b"2", b"3"]
+    assert callbacks == [print] and futures == [future]

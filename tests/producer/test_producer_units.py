@@ -12,6 +12,7 @@ from pykaf import errors
 from pykaf._columns import BinaryColumn
 from pykaf._producer.batch import ORDINAL_STEP, ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
+from pykaf._producer.delivery import _call_hook
 from pykaf._producer.partitioner import PartitionerError
 from pykaf._producer.producer import Producer
 from pykaf._producer.records import BatchDelivery
@@ -352,8 +353,11 @@ async def test_send_batch_closed_part_way_fails_only_the_unbuffered_records(keye
         producer._acc.close()
     (delivery,) = deliveries
     assert (delivery.pending, delivery.failed) == (5, 3)
-    assert [(i, n) for i, n, _ in settled] == [(5, 3)]
-    assert isinstance(settled[0][2], errors.ClosedError)
+    failed = sorted(i for index, n, _ in settled for i in range(index, index + n))
+    assert len(failed) == 3
+    if not keyed:  # keyed records are buffered grouped by partition: any 3 of them
+        assert failed == [5, 6, 7]
+    assert all(isinstance(error, errors.ClosedError) for _, _, error in settled)
 
 
 async def test_send_batch_closed_before_any_record_is_buffered_raises() -> None:
@@ -381,3 +385,40 @@ async def test_keyed_send_batch_fails_only_the_record_too_large() -> None:
     values = [b"a" * 10, b"b" * 20_000, b"c" * 10]
     delivery = await producer.send_batch("t", values, keys=[b"1", b"2", b"3"])
     assert (delivery.failed, delivery.pending) == (1, 2)
+
+
+async def test_keyed_send_batch_groups_by_partition_and_maps_indices_back() -> None:
+    producer, t = _offline_producer()
+    settled: list[tuple[int, int, int]] = []
+
+    def hook(partition: int, index: int, count: int, offset: int, ts: int, error: Any) -> None:
+        settled.append((partition, index, count))
+
+    keys = [b"k%d" % (i % 5) for i in range(40)]
+    delivery = await producer.send_batch(
+        "t", [b"v%d" % i for i in range(40)], keys=keys, on_settle=hook
+    )
+    assert delivery.order is not None and sorted(delivery.order) == list(range(40))
+    want = [(murmur2(k) & 0x7FFFFFFF) % 4 for k in keys]
+    for p in t.parts:
+        for b in p.batches():
+            assert b.count == want.count(p.partition)
+    # Fail every batch: the hook hears each call index once, in runs of consecutive ones.
+    for p in t.parts:
+        for b in p.batches():
+            for delivery_, n, _first, index in b.deliveries or []:
+                _call_hook(delivery_, p.partition, index, n, -1, -1, errors.ClosedError("x"))
+    heard = sorted(i for _, index, count in settled for i in range(index, index + count))
+    assert heard == list(range(40))
+    assert all(want[index] == partition for partition, index, _ in settled)
+
+
+async def test_keyed_send_batch_refuses_a_bad_partition_before_buffering_any() -> None:
+    class Bad:
+        def partition(self, topic: str, key: Any, partitions: int, available: Any) -> int:
+            return 9 if key == b"bad" else 0
+
+    producer, _t = _offline_producer(partitioner=Bad())
+    with pytest.raises(PartitionerError):
+        await producer.send_batch("t", [b"a", b"b"], keys=[b"good", b"bad"])
+    assert producer.buffered_records == 0

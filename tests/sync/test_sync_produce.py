@@ -492,3 +492,38 @@ def test_records_staged_when_the_portal_refuses_fail_reported_never_dropped(
     producer.produce(topic, b"after")
     assert producer.flush(timeout=T) == 0
     assert broker_clients.consume_assigned(broker.conf, topic, [0], 1, timeout=T) == [b"after"]
+
+
+def test_keyed_records_take_the_bulk_path_and_each_callback_hears_of_its_own(
+    broker: Any, producer_factory: Any
+) -> None:
+    from pykaf.codec import murmur2
+
+    topic = create_topic(broker, 3)
+    producer = producer_factory(broker.bootstrap)
+    heard: dict[int, tuple[BaseException | None, pykaf.RecordMetadata]] = {}
+
+    def callback_for(i: int) -> Any:
+        return lambda error, md: heard.__setitem__(i, (error, md))
+
+    keys = [b"key-%d" % (i % 7) for i in range(300)]
+    for i, key in enumerate(keys):  # one keyed run: grouped by partition in the loop
+        producer.produce(topic, b"%d" % i, key=key, on_delivery=callback_for(i))
+    for i, key in enumerate(keys):  # and a keyed run without callbacks
+        producer.produce(topic, b"plain-%d" % i, key=key)
+    assert producer.flush(timeout=T) == 0
+    assert sorted(heard) == list(range(300))
+    offsets: dict[int, list[int]] = {}
+    for i in range(300):
+        error, md = heard[i]
+        assert error is None
+        assert md.partition == (murmur2(keys[i]) & 0x7FFFFFFF) % 3
+        offsets.setdefault(md.partition, []).append(md.offset)
+    for got in offsets.values():  # each partition's records in the order produced
+        assert got == list(range(len(got)))
+    for partition, got in offsets.items():
+        values = broker_clients.consume_assigned(
+            broker.conf, topic, [partition], 2 * len(got), timeout=T
+        )
+        mine = [i for i in range(300) if heard[i][1].partition == partition]
+        assert values == [b"%d" % i for i in mine] + [b"plain-%d" % i for i in mine]
