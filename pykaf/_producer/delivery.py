@@ -310,6 +310,11 @@ class Reports:
         """Drop the failures kept for ``flush()`` (a transaction's error told them)."""
         self.unreported.clear()  # cleared in place: deliveries hold this list
 
+    def forget_purged(self) -> None:
+        """Drop the failures kept for ``flush()`` that a purge caused (its caller was told)."""
+        kept = [f for f in self.unreported if not isinstance(f[3], errors.PurgedError)]
+        self.unreported[:] = kept  # in place: deliveries hold this list
+
 
 __all__ = ["Failure", "OnDelivery", "Reports", "record_metadata"]
 

@@ -323,6 +323,44 @@ class Producer:
         await self._sinks.flush()
         self._reports.raise_unreported()
 
+    def purge(self, *, in_queue: bool = True, in_flight: bool = True) -> int:
+        """Give up records not acknowledged yet; return how many were purged.
+
+        librdkafka's ``rd_kafka_purge``. Each purged record fails with
+        :class:`~pykaf.errors.PurgedError`, reported at once as any failure is
+        (its ``on_delivery``, ``send()``'s waiter, ``send_batch``'s delivery,
+        ``errors()``); the purge itself tells of those nobody waits for, so
+        ``flush()`` and ``aclose()`` do not raise them again.
+
+        Args:
+            in_queue: purge the records not in a request now: buffered
+                (``PurgedError.in_flight`` False), those waiting for their
+                topic's metadata, and batches waiting to be retried (an
+                earlier attempt of such a batch may have been written).
+            in_flight: purge the records of Produce requests written and not
+                answered yet (``in_flight`` True): the request is not taken
+                back, its answer is ignored, so the broker may have written
+                them and sending them again may duplicate them.
+
+        With idempotence, a purged batch that held sequence numbers (in
+        flight, or waiting to be retried) leaves a gap the broker would
+        refuse, so the producer bumps its epoch (KIP-360) before it sends
+        anything else: it waits until every request in flight is answered,
+        as an epoch bump after a failure does. In a transaction, purging
+        makes the transaction fail (``TransactionAbortableError``): it must
+        be aborted. Messages still in the ``input()`` channel, not taken by
+        the producer yet, are not purged.
+
+        Call it from the producer's trio loop; it does not wait.
+        """
+        if self.closed:
+            return 0
+        purged = self._sinks.purge(
+            queued=in_queue, in_flight=in_flight, fail_parked=self._router.fail_parked
+        )
+        self._reports.forget_purged()
+        return purged
+
     def statistics(self) -> ProducerStatistics:
         """Buffers, in-flight requests and counters, per producer and per broker."""
         acc, sinks, reports, ids = self._acc, self._sinks, self._reports, self._ids
