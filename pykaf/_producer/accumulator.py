@@ -35,10 +35,10 @@ if TYPE_CHECKING:
 
 #: Per-record bytes counted against ``buffer_bytes`` besides key and value.
 RECORD_OVERHEAD = 24
-#: ``fail_alone(topic, partition, error, delivery, index)``: the record at
-#: ``index`` of a ``send_batch`` call failed before it reached a batch (the
-#: delivery stage's).
-FailAlone = Callable[[str, int, BaseException, BatchDelivery, int], None]
+#: ``fail_alone(topic, partition, error, delivery, index, count)``: the
+#: ``count`` records from ``index`` on of a ``send_batch`` call failed before
+#: they reached a batch (the delivery stage's).
+FailAlone = Callable[[str, int, BaseException, BatchDelivery, int, int], None]
 
 
 class Accumulator:
@@ -79,6 +79,9 @@ class Accumulator:
         self.closing = False
         #: No record is accepted now: a transactional producer outside a transaction.
         self.gated = txn is not None
+        #: How many purges ran (``Producer.purge``): a ``send_batch`` call that
+        #: waited for space through one fails the records it had not appended.
+        self.purges = 0
         self._space = trio.lowlevel.ParkingLot()
 
     def connect(self, fail_alone: FailAlone) -> None:
@@ -242,8 +245,12 @@ class Accumulator:
             return
         n = len(values)
         start = 0
+        purges = self.purges
         while start < n:
             await self.wait_for_space()
+            if self.purges != purges:
+                self._purged_rest(t, partition, delivery, start, n)
+                return
             part = partition
             if part is None:
                 part = self.partitioner.partition(t.name, None, t.count, t.available)
@@ -269,7 +276,7 @@ class Accumulator:
                     continue
                 # This one record cannot fit any batch: it fails alone, the rest go on.
                 assert self._fail_alone is not None
-                self._fail_alone(t.name, part, exc, delivery, start)
+                self._fail_alone(t.name, part, exc, delivery, start, 1)
                 start += 1
                 continue
             added = end - start
@@ -306,9 +313,13 @@ class Accumulator:
     ) -> None:
         choose = self.partitioner.partition
         name, count, available = t.name, t.count, t.available
+        purges = self.purges
         for i in range(len(values)):
             if self.full() or self.closing or self.gated:
                 await self.wait_for_space()  # exact limits; raises ClosedError
+                if self.purges != purges:
+                    self._purged_rest(t, None, delivery, i, len(values))
+                    return
             key = keys[i]
             batch, delta = self.append(
                 t,
@@ -319,6 +330,22 @@ class Accumulator:
                 now if timestamps is None else int(timestamps[i]),
             )
             batch.add_delivery(delivery, 1, delta, i)
+
+    def _purged_rest(
+        self,
+        t: TopicState,
+        partition: int | None,
+        delivery: BatchDelivery,
+        start: int,
+        stop: int,
+    ) -> None:
+        """A purge ran while a ``send_batch`` call waited: its records ``start:stop`` fail."""
+        assert self._fail_alone is not None
+        error = errors.PurgedError("purged from the producer before it was sent")
+        part = -1 if partition is None else partition
+        if self._txn is not None:
+            self._txn.record_failed(error)  # they belonged to the transaction
+        self._fail_alone(t.name, part, error, delivery, start, stop - start)
 
     def _choose(self, t: TopicState, key: bytes | None) -> int:
         """Ask the partitioner; remember a sticky partition for null keys."""

@@ -141,19 +141,25 @@ class Reports:
             for delivery, n, _, _ in batch.deliveries:
                 unobserved -= n
                 self._report_to_flush(batch.topic, batch.partition, n, error, delivery)
-        if unobserved > 0:
+        if unobserved > 0 and not isinstance(error, errors.PurgedError):
             self.unreported.append((batch.topic, batch.partition, unobserved, error))
         self._settle(batch, error)
 
     def fail_alone(
-        self, topic: str, partition: int, error: BaseException, delivery: BatchDelivery, index: int
+        self,
+        topic: str,
+        partition: int,
+        error: BaseException,
+        delivery: BatchDelivery,
+        index: int,
+        count: int = 1,
     ) -> None:
-        """The record ``index`` of a ``send_batch`` call failed before it reached a batch."""
-        self.records_failed += 1
-        delivery.settle_records(topic, partition, 1, error)
+        """``count`` records of a ``send_batch`` call from ``index`` on failed outside any batch."""
+        self.records_failed += count
+        delivery.settle_records(topic, partition, count, error)
         if delivery.on_settle is not None:
-            _call_hook(delivery, partition, index, 1, -1, delivery.timestamp, error)
-        self._report_to_flush(topic, partition, 1, error, delivery)
+            _call_hook(delivery, partition, index, count, -1, delivery.timestamp, error)
+        self._report_to_flush(topic, partition, count, error, delivery)
 
     def _report_to_flush(
         self,
@@ -163,8 +169,11 @@ class Reports:
         error: BaseException,
         delivery: BatchDelivery,
     ) -> None:
-        """Keep a send_batch failure for flush() unless its delivery is (or gets) awaited."""
-        if delivery.observed:
+        """Keep a send_batch failure for flush() unless its delivery is (or gets) awaited.
+
+        Nor is a purge's: the caller of ``purge()`` was told.
+        """
+        if delivery.observed or isinstance(error, errors.PurgedError):
             return
         entry = (topic, partition, records, error)
         self.unreported.append(entry)
@@ -274,7 +283,8 @@ class Reports:
             except Exception:
                 log.exception("on_delivery callback failed")
             return
-        self.unreported.append((topic, md.partition, 1, error))
+        if not isinstance(error, errors.PurgedError):  # purge() told of it
+            self.unreported.append((topic, md.partition, 1, error))
 
     def refused(self, msg: ProducerMessage, error: BaseException) -> None:
         """An ``input()`` message was refused before it reached a batch."""
@@ -309,11 +319,6 @@ class Reports:
     def forget_unreported(self) -> None:
         """Drop the failures kept for ``flush()`` (a transaction's error told them)."""
         self.unreported.clear()  # cleared in place: deliveries hold this list
-
-    def forget_purged(self) -> None:
-        """Drop the failures kept for ``flush()`` that a purge caused (its caller was told)."""
-        kept = [f for f in self.unreported if not isinstance(f[3], errors.PurgedError)]
-        self.unreported[:] = kept  # in place: deliveries hold this list
 
 
 __all__ = ["Failure", "OnDelivery", "Reports", "record_metadata"]

@@ -348,18 +348,20 @@ class Producer:
         anything else: it waits until every request in flight is answered,
         as an epoch bump after a failure does. In a transaction, purging
         makes the transaction fail (``TransactionAbortableError``): it must
-        be aborted. Messages still in the ``input()`` channel, not taken by
+        be aborted. A ``send_batch`` call waiting for buffer space fails the
+        records it has not buffered yet with ``PurgedError`` too (with
+        ``in_queue``). Messages still in the ``input()`` channel, not taken by
         the producer yet, are not purged.
 
         Call it from the producer's trio loop; it does not wait.
         """
         if self.closed:
             return 0
-        purged = self._sinks.purge(
+        if in_queue:
+            self._acc.purges += 1
+        return self._sinks.purge(
             queued=in_queue, in_flight=in_flight, fail_parked=self._router.fail_parked
         )
-        self._reports.forget_purged()
-        return purged
 
     def statistics(self) -> ProducerStatistics:
         """Buffers, in-flight requests and counters, per producer and per broker."""

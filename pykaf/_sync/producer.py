@@ -1028,6 +1028,57 @@ class _Feeder:
         for future in unsettled:
             _settle(future, error)
 
+    async def purge(self, in_queue: bool, in_flight: bool) -> int:
+        """In the loop: ``Producer.purge``; how many records were purged.
+
+        With ``in_queue``, what is staged here fails first with ``PurgedError``
+        (``incoming``, then the ``backlog``), then the async producer purges
+        its own. While the drainer runs, the backlog's first item stays when
+        ``send_batch`` may be taking it now (a ``send_many`` batch it started,
+        a long run): what of it is buffered is purged there, and a
+        ``send_batch`` waiting for space fails the rest (the async purge);
+        one the drainer had not started yet is sent whole. A purged item of
+        the backlog leaves a marker in its place, so the drainer pops the
+        slot it is working on. Purged failures of records without a callback
+        are not kept for ``flush`` (those of a run still being handed over
+        settle later and are).
+        """
+        # Imported here: this file's import block is being rewritten elsewhere.
+        from pykaf.errors import PurgedError
+
+        def records(item: _Item) -> int:
+            if isinstance(item, _Batch):
+                return len(item.values)
+            return len(item.values) - item.start if isinstance(item, _Run) else _count(item)
+
+        purged = 0
+        if in_queue:
+            error = PurgedError("purged from the producer before it was sent")
+            with self.lock:
+                items, self.incoming = self.incoming, []
+                self.staged_futures = []  # the futures of ``items``: failed below, never started
+                self.end_run()
+            for item in items:
+                purged += records(item)
+                self._fail(item, error)
+            first = 0
+            if self.draining and self.backlog:
+                head = self.backlog[0]
+                busy = isinstance(head, _Batch) and head.future.running()
+                if busy or (isinstance(head, _Run) and len(head.values) - head.start >= BULK_RUN):
+                    first = 1
+            for i in range(first, len(self.backlog)):
+                item = self.backlog[i]
+                if isinstance(item, trio.Event):
+                    continue
+                purged += records(item)
+                self._fail(item, error)
+                self.backlog[i] = trio.Event()
+        purged += self.producer.purge(in_queue=in_queue, in_flight=in_flight)
+        await self.collect_runs()
+        self.unreported[:] = [f for f in self.unreported if not isinstance(f[3], PurgedError)]
+        return purged
+
 
 class Producer:
     """A blocking Kafka producer: :func:`pykaf.open_producer` for plain threads.
@@ -1371,6 +1422,36 @@ class Producer:
         error = _merged(feeder, None)
         if error is not None:
             raise error
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True) -> int:
+        """Give up records not delivered yet (librdkafka's purge); return how many.
+
+        Each purged record fails with :class:`~pykaf.errors.PurgedError`: its
+        ``on_delivery`` runs at the next :meth:`poll` or :meth:`flush`, its
+        future raises it; a purged record without either is not reported by
+        :meth:`flush` (this call told of it).
+
+        Args:
+            in_queue: purge records not in a request now: those staged in this
+                object and not handed to the loop yet, and those buffered in
+                the async producer (``PurgedError.in_flight`` False).
+            in_flight: purge the records of Produce requests already written:
+                they fail now with ``in_flight`` True and the broker's answer
+                is ignored, so the broker may have written them (sending them
+                again may duplicate them).
+
+        As :meth:`pykaf.Producer.purge`: an idempotent producer bumps its
+        epoch after purging batches that held sequence numbers, and a
+        transaction with purged records must be aborted. One exception: a
+        ``send_many`` batch or a long run of ``produce`` records that the
+        loop may be handing to a full buffer at that moment; what of it was
+        buffered, or waited for space, is purged, but if its hand-over had
+        not begun it is sent whole. Returns once the purge is done.
+        """
+        self._portal.check_caller()
+        if self.closed:
+            return 0
+        return self._portal.run(self._feeder.purge, in_queue, in_flight)
 
     # -- transactions ------------------------------------------------------------
 

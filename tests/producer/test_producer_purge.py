@@ -167,3 +167,28 @@ async def test_purge_of_a_closed_producer_purges_nothing() -> None:
         async with pykaf.open_producer(cluster.bootstrap) as producer:
             pass
         assert producer.purge() == 0
+
+
+async def test_a_send_batch_waiting_for_space_fails_the_records_it_had_not_buffered() -> None:
+    async with open_fake_cluster(1) as cluster:
+        cluster.create_topic("t", 1)
+        async with (
+            pykaf.open_producer(cluster.bootstrap, buffer_records=10, **HELD) as producer,
+            trio.open_nursery() as nursery,
+        ):
+            deliveries: list[pykaf.BatchDelivery] = []
+
+            async def send_batch() -> None:
+                values = [b"%d" % i for i in range(25)]
+                deliveries.append(await producer.send_batch("t", values, partition=0))
+
+            nursery.start_soon(send_batch)
+            with trio.fail_after(5):
+                while producer.buffered_records < 10:
+                    await trio.sleep(0.005)
+            assert producer.purge() == 10
+        with pytest.raises(errors.DeliveryError) as caught:
+            await deliveries[0].wait()
+        assert caught.value.records == 25
+        assert all(isinstance(f[3], errors.PurgedError) for f in caught.value.failures)
+        assert cluster.high_watermark("t", 0) == 0
