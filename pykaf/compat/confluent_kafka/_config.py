@@ -193,7 +193,7 @@ SHIM_KEYS: dict[str, str] = {
     "enable.partition.eof": "false only (the default): no _PARTITION_EOF events",
     "enable.auto.offset.store": "true (the default): what poll hands out is stored for the "
     "next commit; false: only store_offsets stores (pykaf.sync.ConsumerGroup's auto_mark=False "
-    "and mark; stored offsets only move forward)",
+    "and mark; a group member's stored offsets only move forward)",
 }
 
 #: Known keys refused, and why.
