@@ -193,9 +193,12 @@ class Producer:
         Raises:
             the record's own error: ``RecordTooLargeError``, ``ClosedError``,
             ``UnknownTopicOrPartitionError``, or the broker's error once
-            retries are exhausted or the delivery timeout passes.
+            retries are exhausted or the delivery timeout passes;
+            ``PurgedError`` when :meth:`purge` gave it up (also while it
+            waited for buffer space or its topic).
         """
         acc = self._acc
+        purges = acc.purges
         await acc.wait_for_space()
         if self._on_send:
             topic, value, key, partition, headers, timestamp = self._intercept(
@@ -206,6 +209,8 @@ class Producer:
         t = await self._router.ready_topic(topic)
         # Again: other senders may have filled the buffer while the topic was looked up.
         await acc.wait_for_space()
+        if acc.purges != purges:
+            raise errors.PurgedError("purged from the producer before it was sent")
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
         batch.add_waiter(delta)
         await batch.wait()
@@ -329,8 +334,8 @@ class Producer:
         librdkafka's ``rd_kafka_purge``. Each purged record fails with
         :class:`~pykaf.errors.PurgedError`, reported at once as any failure is
         (its ``on_delivery``, ``send()``'s waiter, ``send_batch``'s delivery,
-        ``errors()``); the purge itself tells of those nobody waits for, so
-        ``flush()`` and ``aclose()`` do not raise them again.
+        ``errors()``); one nobody waits for is not kept for ``flush()`` or
+        ``aclose()``: this call told of it.
 
         Args:
             in_queue: purge the records not in a request now: buffered
@@ -348,10 +353,11 @@ class Producer:
         anything else: it waits until every request in flight is answered,
         as an epoch bump after a failure does. In a transaction, purging
         makes the transaction fail (``TransactionAbortableError``): it must
-        be aborted. A ``send_batch`` call waiting for buffer space fails the
-        records it has not buffered yet with ``PurgedError`` too (with
-        ``in_queue``). Messages still in the ``input()`` channel, not taken by
-        the producer yet, are not purged.
+        be aborted. With ``in_queue``, calls waiting for buffer space give
+        up too: ``send()`` raises ``PurgedError``, and ``send_batch`` fails
+        the records it has not buffered yet (as they wake; they are not in
+        the count returned). Messages still in the ``input()`` channel, not
+        taken by the producer yet, are not purged.
 
         Call it from the producer's trio loop; it does not wait.
         """

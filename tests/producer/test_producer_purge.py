@@ -192,3 +192,22 @@ async def test_a_send_batch_waiting_for_space_fails_the_records_it_had_not_buffe
         assert caught.value.records == 25
         assert all(isinstance(f[3], errors.PurgedError) for f in caught.value.failures)
         assert cluster.high_watermark("t", 0) == 0
+
+
+async def test_a_send_waiting_for_buffer_space_raises_purged_error() -> None:
+    async with open_fake_cluster(1) as cluster:
+        cluster.create_topic("t", 1)
+        async with (
+            pykaf.open_producer(cluster.bootstrap, buffer_records=1, **HELD) as producer,
+            trio.open_nursery() as nursery,
+        ):
+            producer.send_nowait("t", b"buffered", partition=0)
+
+            async def send() -> None:
+                with pytest.raises(errors.PurgedError):
+                    await producer.send("t", b"waiting", partition=0)
+
+            nursery.start_soon(send)
+            await trio.testing.wait_all_tasks_blocked()
+            assert producer.purge() == 1  # the buffered record; the waiting one fails as it wakes
+        assert cluster.high_watermark("t", 0) == 0
