@@ -80,6 +80,7 @@ from pykaf.errors import (
     CommitError,
     ConsumerError,
     PartitionerError,
+    PurgedError,
     TransactionAbortedError,
     TransactionStateError,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "ProducerError",
     "ProducerMessage",
     "ProducerStatistics",
+    "PurgedError",
     "RangeAssignor",
     "RecordMetadata",
     "RequestEvent",

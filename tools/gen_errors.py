@@ -43,6 +43,7 @@ generator, not this file. The tree::
     ├── DeliveryError               records that failed, reported together by flush()
     ├── PartitionerError            no valid partition could be chosen for a record
     ├── TransactionAbortedError     the record's transaction was aborted before it was sent
+    ├── PurgedError                 the record was purged from the producer (``purge()``)
     ├── ConsumerError               one partition consumer's error (``.error``)
     ├── CommitError                 an OffsetCommit failed for some partitions
     ├── GroupStateError             a group member's state moved where its table does not go
@@ -139,6 +140,25 @@ class PartitionerError(PykafError):
 
 class TransactionAbortedError(PykafError):
     """The record's transaction was aborted before the record was sent."""
+
+
+class PurgedError(PykafError):
+    """The record was purged from the producer (``Producer.purge()``) before it settled.
+
+    Not retriable: the producer gave the record up because its caller asked.
+
+    Attributes:
+        in_flight: True when the record was in a Produce request already
+            written to its broker: the broker may have written it (its answer
+            is ignored), so sending it again may duplicate it. False when the
+            record was still buffered: this purge did not send it (a batch
+            waiting to be retried may have been written by an earlier attempt
+            that timed out).
+    """
+
+    def __init__(self, message: str, *, in_flight: bool = False) -> None:
+        super().__init__(message)
+        self.in_flight = in_flight
 
 
 class ConsumerError(PykafError):
@@ -406,6 +426,7 @@ def render(rows: list[dict[str, str]]) -> str:
         "GroupStateError",
         "MalformedMessageError",
         "PartitionerError",
+        "PurgedError",
         "TransactionAbortedError",
         "TransactionStateError",
         "DeliveryError",

@@ -43,6 +43,10 @@ RECORD_OVERHEAD = 24
 FailAlone = Callable[[str, int, BaseException, BatchDelivery, int, int], None]
 
 
+class _Purged(Exception):
+    """A purge ran while a ``send_batch`` call waited for space: the rest of it fails."""
+
+
 class Accumulator:
     """Open batches per partition, and the producer's buffer.
 
@@ -81,6 +85,9 @@ class Accumulator:
         self.closing = False
         #: No record is accepted now: a transactional producer outside a transaction.
         self.gated = txn is not None
+        #: How many purges ran (``Producer.purge``): a ``send_batch`` call that
+        #: waited for space through one fails the records it had not appended.
+        self.purges = 0
         self._space = trio.lowlevel.ParkingLot()
 
     def connect(self, fail_alone: FailAlone) -> None:
@@ -232,8 +239,13 @@ class Accumulator:
         partition: int | None,
         now: int,
         delivery: BatchDelivery,
+        purges: int | None = None,
     ) -> None:
         """Append ``send_batch``'s columns, waiting for buffer space as needed.
+
+        ``purges`` is :attr:`purges` when the call began (now by default): if
+        a purge has run since, the records not buffered yet fail with
+        ``PurgedError`` through ``delivery``.
 
         Keyed records (without ``partition``) are grouped by the partition
         their key hashes to (stable: each partition's records keep their
@@ -247,7 +259,8 @@ class Accumulator:
         rest through ``delivery`` instead, so that the caller knows exactly
         which records may still be delivered: those are never reported failed.
         """
-        done = [0]  # records appended (or failed alone) so far
+        # Records appended (or failed alone) so far; the purges seen.
+        done = [0, self.purges if purges is None else purges]
         try:
             if keys is not None and partition is None:
                 await self._append_keyed(t, values, keys, headers, timestamps, now, delivery, done)
@@ -255,6 +268,8 @@ class Accumulator:
                 await self._append_ranges(
                     t, values, keys, headers, timestamps, partition, now, delivery, done
                 )
+        except _Purged:
+            self._purged_rest(t, partition, delivery, done[0], len(values))
         except Exception as exc:
             start, n = done[0], len(values)
             if start == 0:
@@ -282,6 +297,8 @@ class Accumulator:
             n = len(values)
         while start < n:
             await self.wait_for_space()
+            if self.purges != done[1]:
+                raise _Purged
             part = partition
             if part is None:
                 part = self.partitioner.partition(t.name, None, t.count, t.available)
@@ -376,6 +393,8 @@ class Accumulator:
         for i in range(n):
             if self.full() or self.closing or self.gated:
                 await self.wait_for_space()  # exact limits; raises ClosedError
+                if self.purges != done[1]:
+                    raise _Purged
             key = keys[i]
             part = choose(name, key, count, available)
             try:
@@ -409,6 +428,22 @@ class Accumulator:
                     f"the partitioner chose {bad!r} for topic {t.name!r} with {count} partitions"
                 )
         return parts
+
+    def _purged_rest(
+        self,
+        t: TopicState,
+        partition: int | None,
+        delivery: BatchDelivery,
+        start: int,
+        stop: int,
+    ) -> None:
+        """A purge ran while a ``send_batch`` call waited: its records ``start:stop`` fail."""
+        assert self._fail_alone is not None
+        error = errors.PurgedError("purged from the producer before it was sent")
+        part = -1 if partition is None else partition
+        if self._txn is not None:
+            self._txn.record_failed(error)  # they belonged to the transaction
+        self._fail_alone(t.name, part, error, delivery, start, stop - start)
 
     def _choose(self, t: TopicState, key: bytes | None) -> int:
         """Ask the partitioner; remember a sticky partition for null keys."""

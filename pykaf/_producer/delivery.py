@@ -141,7 +141,7 @@ class Reports:
             for delivery, n, _, _ in batch.deliveries:
                 unobserved -= n
                 self._report_to_flush(batch.topic, batch.partition, n, error, delivery)
-        if unobserved > 0:
+        if unobserved > 0 and not isinstance(error, errors.PurgedError):
             self.unreported.append((batch.topic, batch.partition, unobserved, error))
         self._settle(batch, error)
 
@@ -169,8 +169,11 @@ class Reports:
         error: BaseException,
         delivery: BatchDelivery,
     ) -> None:
-        """Keep a send_batch failure for flush() unless its delivery is (or gets) awaited."""
-        if delivery.observed:
+        """Keep a send_batch failure for flush() unless its delivery is (or gets) awaited.
+
+        Nor is a purge's: the caller of ``purge()`` was told.
+        """
+        if delivery.observed or isinstance(error, errors.PurgedError):
             return
         entry = (topic, partition, records, error)
         self.unreported.append(entry)
@@ -280,7 +283,8 @@ class Reports:
             except Exception:
                 log.exception("on_delivery callback failed")
             return
-        self.unreported.append((topic, md.partition, 1, error))
+        if not isinstance(error, errors.PurgedError):  # purge() told of it
+            self.unreported.append((topic, md.partition, 1, error))
 
     def refused(self, msg: ProducerMessage, error: BaseException) -> None:
         """An ``input()`` message was refused before it reached a batch."""

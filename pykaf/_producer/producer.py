@@ -193,9 +193,12 @@ class Producer:
         Raises:
             the record's own error: ``RecordTooLargeError``, ``ClosedError``,
             ``UnknownTopicOrPartitionError``, or the broker's error once
-            retries are exhausted or the delivery timeout passes.
+            retries are exhausted or the delivery timeout passes;
+            ``PurgedError`` when :meth:`purge` gave it up (also while it
+            waited for buffer space or its topic).
         """
         acc = self._acc
+        purges = acc.purges
         await acc.wait_for_space()
         if self._on_send:
             topic, value, key, partition, headers, timestamp = self._intercept(
@@ -206,6 +209,8 @@ class Producer:
         t = await self._router.ready_topic(topic)
         # Again: other senders may have filled the buffer while the topic was looked up.
         await acc.wait_for_space()
+        if acc.purges != purges:
+            raise errors.PurgedError("purged from the producer before it was sent")
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
         batch.add_waiter(delta)
         await batch.wait()
@@ -265,13 +270,16 @@ class Producer:
         delivery.observed = on_settle is not None
         if n == 0:
             return delivery
+        purges = acc.purges  # a purge while this waits for metadata purges these too
         t = await self._router.ready_topic(topic)
         if partition is not None:
             acc.check_partition(t, partition)
         now = _now_ms()
         if timestamps is None:
             delivery.timestamp = now
-        await acc.append_columns(t, values, keys, headers, timestamps, partition, now, delivery)
+        await acc.append_columns(
+            t, values, keys, headers, timestamps, partition, now, delivery, purges
+        )
         return delivery
 
     def _intercept(self, *record: Any) -> tuple[Any, ...]:
@@ -326,6 +334,47 @@ class Producer:
         """
         await self._sinks.flush()
         self._reports.raise_unreported()
+
+    def purge(self, *, in_queue: bool = True, in_flight: bool = True) -> int:
+        """Give up records not acknowledged yet; return how many were purged.
+
+        librdkafka's ``rd_kafka_purge``. Each purged record fails with
+        :class:`~pykaf.errors.PurgedError`, reported at once as any failure is
+        (its ``on_delivery``, ``send()``'s waiter, ``send_batch``'s delivery,
+        ``errors()``); one nobody waits for is not kept for ``flush()`` or
+        ``aclose()``: this call told of it.
+
+        Args:
+            in_queue: purge the records not in a request now: buffered
+                (``PurgedError.in_flight`` False), those waiting for their
+                topic's metadata, and batches waiting to be retried (an
+                earlier attempt of such a batch may have been written).
+            in_flight: purge the records of Produce requests written and not
+                answered yet (``in_flight`` True): the request is not taken
+                back, its answer is ignored, so the broker may have written
+                them and sending them again may duplicate them.
+
+        With idempotence, a purged batch that held sequence numbers (in
+        flight, or waiting to be retried) leaves a gap the broker would
+        refuse, so the producer bumps its epoch (KIP-360) before it sends
+        anything else: it waits until every request in flight is answered,
+        as an epoch bump after a failure does. In a transaction, purging
+        makes the transaction fail (``TransactionAbortableError``): it must
+        be aborted. With ``in_queue``, calls waiting for buffer space give
+        up too: ``send()`` raises ``PurgedError``, and ``send_batch`` fails
+        the records it has not buffered yet (as they wake; they are not in
+        the count returned). Messages still in the ``input()`` channel, not
+        taken by the producer yet, are not purged.
+
+        Call it from the producer's trio loop; it does not wait.
+        """
+        if self.closed:
+            return 0
+        if in_queue:
+            self._acc.purges += 1
+        return self._sinks.purge(
+            queued=in_queue, in_flight=in_flight, fail_parked=self._router.fail_parked
+        )
 
     def statistics(self) -> ProducerStatistics:
         """Buffers, in-flight requests and counters, per producer and per broker."""

@@ -213,6 +213,59 @@ class Sinks:
             self.resume()
         return lost
 
+    def purge(
+        self,
+        *,
+        queued: bool,
+        in_flight: bool,
+        fail_parked: Callable[[TopicState, BaseException], None],
+    ) -> int:
+        """``Producer.purge``'s part: fail buffered and/or in-flight records; how many.
+
+        ``queued``: every batch not in a request now (open, sealed, waiting
+        for a retry) and the records parked for their topic fail with
+        ``PurgedError(in_flight=False)``. ``in_flight``: the batches of the
+        requests written and not answered fail with ``PurgedError(in_flight=True)``;
+        they stay in their partition's ``inflight`` until the answer comes
+        (which :meth:`settle` ignores for a settled batch), so the per-partition
+        request limit still holds. With idempotence, a purged batch that
+        held sequence numbers leaves a gap the broker would refuse: the epoch
+        is bumped (after every request in flight is answered, and before
+        anything else is sent), or the transaction must abort.
+        """
+        unsent = errors.PurgedError("purged from the producer before it was sent")
+        abandoned = errors.PurgedError(
+            "purged while its Produce request was in flight: the broker may have written it",
+            in_flight=True,
+        )
+        purged = 0
+        lost = False
+        for t in list(self._topics.values()):
+            if queued and t.pending:
+                purged += len(t.pending)
+                fail_parked(t, unsent)
+            for p in t.parts:
+                if in_flight:
+                    for batch in p.inflight:
+                        if not batch.done:
+                            purged += batch.count
+                            lost = True
+                            self.reports.fail(batch, abandoned)
+                if queued:
+                    if p.retrying and not p.inflight:
+                        self._finish_retry(p)  # its retried batches back in its queue
+                    for batch in list(p.retry):
+                        purged += batch.count
+                        lost = lost or batch.raw is not None
+                        self.drop(p, batch, unsent)
+                    purged += sum(b.count for b in p.queue)
+                    if p.open is not None:
+                        purged += p.open.count
+                    lost = self.drop_unsent(p, unsent) or lost
+        if lost and self.ids.enabled:
+            self.ids.request_bump(abandoned if in_flight else unsent)
+        return purged
+
     # ------------------------------------------------------------------ gating
 
     def expire_queued(self, p: PartitionState, now: float) -> bool:

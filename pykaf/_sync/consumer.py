@@ -883,10 +883,17 @@ class ConsumerGroup(_Reader):
     ``auto_commit=False`` only :meth:`commit` commits (or a transaction:
     ``producer.send_offsets_to_transaction(offsets, group.group_metadata())``).
 
+    With ``auto_mark=False`` nothing counts as done until the caller says so
+    with :meth:`mark` (librdkafka's ``enable.auto.offset.store=false`` and
+    ``store_offsets``): auto-commits, :meth:`commit`, revokes and close then
+    commit the marked offsets only.
+
     Args:
         bootstrap_servers: ``"host:port,..."`` or a list of ``"host:port"``.
         group_id: the group to join.
         topics: the topics to consume.
+        auto_mark: mark records done as they are handed out (the default);
+            False: only :meth:`mark` marks.
         **config: options of :class:`pykaf.GroupConfig` (consumer and client
             options too): ``assignors``, ``session_timeout``,
             ``heartbeat_interval``, ``auto_commit``, ``auto_commit_interval``,
@@ -904,9 +911,14 @@ class ConsumerGroup(_Reader):
         bootstrap_servers: str | Sequence[str],
         group_id: str,
         topics: Sequence[str],
+        *,
+        auto_mark: bool = True,
         **config: Any,
     ) -> None:
         super().__init__()
+        #: Whether records are marked done as they are handed out (else only :meth:`mark`).
+        self.auto_mark = auto_mark
+        self._track_marks = auto_mark
         topic_list: Any = topics if isinstance(topics, str) else list(topics)
         loop, handle = self._portal.start_context(
             partial(
@@ -927,7 +939,8 @@ class ConsumerGroup(_Reader):
 
         Marks all records handed out as done (the last one included), then
         commits; without a commit, they are committed on the next
-        auto-commit, revoke or close anyway.
+        auto-commit, revoke or close anyway. With ``auto_mark=False`` it
+        commits what :meth:`mark` marked, and nothing else.
 
         Raises:
             CommitError: the coordinator refused some partitions.
@@ -940,6 +953,30 @@ class ConsumerGroup(_Reader):
                 raise ClosedError("the consumer group is closed")
             self._mark_handed()
         self._portal.run(self._loop.commit, timeout=timeout)
+
+    def mark(self, topic: str, partition: int, offset: int) -> None:
+        """Mark ``offset`` as the next offset to consume of an assigned partition.
+
+        What the next commit (auto-commit, :meth:`commit`, a revoke, close)
+        commits for it: the caller is done with the records before
+        ``offset``. Marks only move forward (a lower one is ignored), and
+        count while the partition stays assigned to this member. Needed with
+        ``auto_mark=False``; with auto marking, handing records out marks too.
+
+        Raises:
+            ConfigError: the partition is not assigned to this member.
+            ClosedError: the group is closed.
+        """
+        self._portal.check_caller()
+
+        def store() -> None:
+            part = self._loop.parts.get((topic, partition))
+            if part is None or not part.live:
+                raise ConfigError(f"{topic}/{partition} is not assigned to this member")
+            if offset > part.marked:
+                part.marked = offset
+
+        self._run_sync(store)
 
     def assignment(self) -> dict[str, list[int]]:
         """The partitions this member consumes now: topic -> sorted partitions."""

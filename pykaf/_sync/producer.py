@@ -34,6 +34,7 @@ from pykaf.errors import (
     ConfigError,
     DeliveryError,
     KafkaTimeoutError,
+    PurgedError,
 )
 
 __all__ = ["DEFAULT_PRODUCE_BLOCK_TIMEOUT", "MAX_PENDING", "Producer"]
@@ -517,6 +518,7 @@ class _Feeder(RecordStager):
         # Loop side:
         self.backlog: deque[_Item] = deque()
         self.draining = False
+        self.sending: _Item | None = None  # the backlog item the drainer hands to send_batch
         self.unsettled: set[Future[Any]] = set()
         self.open_hooks: set[_RunResolved] = set()  # send_async runs not all resolved
         self.condition = threading.Condition()  # shared by the send_async futures
@@ -1153,7 +1155,11 @@ class _Feeder(RecordStager):
                 item = self.backlog[0]
                 if isinstance(item, _Run):
                     if len(item.values) - item.start >= BULK_RUN:
-                        await self._send_run(item)
+                        self.sending = item
+                        try:
+                            await self._send_run(item)
+                        finally:
+                            self.sending = None
                     elif not self._offer_run(item):
                         if not await self._wait_for_space():
                             return
@@ -1164,7 +1170,11 @@ class _Feeder(RecordStager):
                             return
                         continue
                 elif isinstance(item, _Batch):
-                    await self._send_batch(item)
+                    self.sending = item
+                    try:
+                        await self._send_batch(item)
+                    finally:
+                        self.sending = None
                 else:
                     item.set()
                 self.backlog.popleft()
@@ -1265,6 +1275,51 @@ class _Feeder(RecordStager):
             _settle(future, error)
         for hook in list(self.open_hooks):
             hook.fail(error)
+
+    async def purge(self, in_queue: bool, in_flight: bool) -> int:
+        """In the loop: ``Producer.purge``; how many records were purged.
+
+        With ``in_queue``, what is staged here fails first with ``PurgedError``
+        (``incoming``, then the ``backlog``), then the async producer purges
+        its own. The backlog's first item stays when the drainer is handing
+        it to ``send_batch`` at that moment (``sending``): what of it is
+        buffered is purged there, and a ``send_batch`` waiting for space
+        fails the rest (the async purge). A purged item of the backlog leaves
+        a marker in its place, so the drainer pops the slot it is working on.
+        Purged failures of records without a callback are not kept for
+        ``flush`` (those of a run still being handed over settle later and
+        are).
+        """
+
+        def records(item: _Item) -> int:
+            if isinstance(item, _Batch):
+                return len(item.values)
+            return len(item.values) - item.start if isinstance(item, _Run) else _count(item)
+
+        purged = 0
+        if in_queue:
+            error = PurgedError("purged from the producer before it was sent")
+            with self.lock:
+                items, self.incoming = self.incoming, []
+                self.staged_futures = []  # the futures of ``items``: failed below, never started
+                self.end_run()
+            for item in items:
+                purged += records(item)
+                self._fail(item, error)
+            # The item the drainer is handing to send_batch now stays: the
+            # async purge fails what of it is buffered or waits for space.
+            first = 1 if self.backlog and self.backlog[0] is self.sending else 0
+            for i in range(first, len(self.backlog)):
+                item = self.backlog[i]
+                if isinstance(item, trio.Event):
+                    continue
+                purged += records(item)
+                self._fail(item, error)
+                self.backlog[i] = trio.Event()
+        purged += self.producer.purge(in_queue=in_queue, in_flight=in_flight)
+        await self.collect_runs()
+        self.unreported[:] = [f for f in self.unreported if not isinstance(f[3], PurgedError)]
+        return purged
 
 
 class Producer:
@@ -1600,6 +1655,35 @@ class Producer:
         error = _merged(feeder, None)
         if error is not None:
             raise error
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True) -> int:
+        """Give up records not delivered yet (librdkafka's purge); return how many.
+
+        Each purged record fails with :class:`~pykaf.errors.PurgedError`: its
+        ``on_delivery`` runs at the next :meth:`poll` or :meth:`flush`, its
+        future raises it; a purged record without either is not reported by
+        :meth:`flush` (this call told of it).
+
+        Args:
+            in_queue: purge records not in a request now: those staged in this
+                object and not handed to the loop yet, and those buffered in
+                the async producer (``PurgedError.in_flight`` False).
+            in_flight: purge the records of Produce requests already written:
+                they fail now with ``in_flight`` True and the broker's answer
+                is ignored, so the broker may have written them (sending them
+                again may duplicate them).
+
+        As :meth:`pykaf.Producer.purge`: an idempotent producer bumps its
+        epoch after purging batches that held sequence numbers, and a
+        transaction with purged records must be aborted. A ``send_many``
+        batch or a long run of ``produce`` records the loop is handing to a
+        full buffer at that moment is purged too: what of it was buffered,
+        and the rest of it. Returns once the purge is done.
+        """
+        self._portal.check_caller()
+        if self.closed:
+            return 0
+        return self._portal.run(self._feeder.purge, in_queue, in_flight)
 
     # -- transactions ------------------------------------------------------------
 

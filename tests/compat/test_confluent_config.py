@@ -167,8 +167,14 @@ def test_shim_keys() -> None:
     assert "callable" in _refused({**B, "on_delivery": 5}, "producer")
     assert translate({**B, "enable.partition.eof": False}, "consumer").options == {}
     assert "enable.partition.eof" in _refused({**B, "enable.partition.eof": True}, "consumer")
-    assert translate({**B, "enable.auto.offset.store": True}, "consumer").options == {}
-    assert "store_offsets" in _refused({**B, "enable.auto.offset.store": False}, "consumer")
+    stored = translate({**B, "enable.auto.offset.store": True}, "consumer")
+    assert (stored.options, stored.auto_offset_store) == ({}, True)
+    manual = translate({**B, "enable.auto.offset.store": "false"}, "consumer")
+    assert (manual.options, manual.auto_offset_store) == ({}, False)
+    assert translate(B, "consumer").auto_offset_store
+    assert "enable.auto.offset.store" in _refused(
+        {**B, "enable.auto.offset.store": "maybe"}, "consumer"
+    )
 
 
 def test_message_max_bytes_raises_the_batch_size() -> None:

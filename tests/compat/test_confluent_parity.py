@@ -354,3 +354,185 @@ def test_transaction_calls_need_a_transactional_id(ck: ModuleType, admin_broker:
     with pytest.raises(ck.KafkaException) as info:
         p.begin_transaction()
     assert info.value.args[0].code() == ck.KafkaError._NOT_CONFIGURED
+
+
+# -- Producer.purge ------------------------------------------------------------------
+
+
+def _report(reports: list[Any]) -> Any:
+    return lambda err, msg: reports.append((err, msg))
+
+
+@pytest.mark.broker
+def test_purge_fails_queued_records_with_purge_queue(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("purge")
+    compat_broker.create(topic, 1)
+    reports: list[Any] = []
+    # Nothing is sent before 10 s: the records stay queued.
+    p = ck.Producer(_conf(ck, compat_broker, **{"linger.ms": 10_000}))
+    try:
+        for i in range(5):
+            p.produce(topic, b"q%d" % i, partition=0, on_delivery=_report(reports))
+        p.produce(topic, b"no callback", partition=0)
+        assert len(p) == 6
+        p.purge(in_flight=False)
+        assert p.flush(30) == 0  # serves the reports; the record without a callback is dropped
+        assert len(p) == 0
+        assert [(e.code(), e.name(), e.retriable()) for e, _ in reports] == [
+            (ck.KafkaError._PURGE_QUEUE, "_PURGE_QUEUE", False)
+        ] * 5
+        assert [m.value() for _, m in reports] == [b"q%d" % i for i in range(5)]
+        assert {(m.topic(), m.partition(), m.offset()) for _, m in reports} == {(topic, 0, None)}
+        reports.clear()
+        p.produce(topic, b"after", partition=0, on_delivery=_report(reports))
+        assert p.flush(30) == 0
+        assert [(e, m.offset()) for e, m in reports] == [(None, 0)]  # nothing else was written
+        p.purge()  # nothing left: a no-op
+    finally:
+        if hasattr(p, "close"):
+            p.close()
+
+
+@pytest.fixture(params=["fake", "mock"])
+def slow_broker(request: pytest.FixtureRequest) -> Any:
+    """A fake cluster or a librdkafka mock, with ``set_rtt(ms)`` on every broker."""
+    cluster = request.getfixturevalue(f"{request.param}_cluster")
+
+    def set_rtt(ms: int) -> None:
+        for node in (1, 2, 3):
+            cluster.set_rtt(node, ms)
+
+    cluster.slow = set_rtt
+    return cluster
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("idempotence", [False, True], ids=["plain", "idempotent"])
+def test_purge_fails_in_flight_records_with_purge_inflight(
+    ck: ModuleType, slow_broker: Any, idempotence: bool
+) -> None:
+    topic = bc.unique("purge")
+    slow_broker.create_topic(topic, 1)
+    reports: list[Any] = []
+    conf = {"linger.ms": 0, "enable.idempotence": idempotence}
+    p = ck.Producer(_conf(ck, slow_broker, **conf))
+    try:
+        p.produce(topic, b"warm-up", partition=0, on_delivery=_report(reports))
+        assert p.flush(30) == 0  # connected, metadata known
+        slow_broker.slow(3000)
+        p.produce(topic, b"a", partition=0, on_delivery=_report(reports))
+        deadline = time.monotonic() + 0.5  # sent at once, answered in 3 s
+        while time.monotonic() < deadline:
+            p.poll(0.05)
+        p.purge()
+        assert p.flush(30) == 0
+        assert [(e.code(), e.name()) for e, _ in reports[1:]] == [
+            (ck.KafkaError._PURGE_INFLIGHT, "_PURGE_INFLIGHT")
+        ]
+        slow_broker.slow(0)
+        del reports[:]
+        p.produce(topic, b"b", partition=0, on_delivery=_report(reports))
+        assert p.flush(30) == 0
+        assert [e for e, _ in reports] == [None]  # the producer goes on
+    finally:
+        if hasattr(p, "close"):
+            p.close()
+
+
+# -- enable.auto.offset.store=false and store_offsets ------------------------------
+
+
+def _committed(ck: ModuleType, consumer: Any, topic: str) -> int:
+    return int(consumer.committed([ck.TopicPartition(topic, 0)], timeout=10)[0].offset)
+
+
+def _wait_committed(ck: ModuleType, consumer: Any, topic: str, offset: int) -> None:
+    deadline = time.monotonic() + 30
+    while _committed(ck, consumer, topic) != offset:  # committed on the interval
+        assert time.monotonic() < deadline
+        consumer.poll(0.3)  # (the shim commits from poll, librdkafka in a thread)
+
+
+@pytest.mark.broker
+def test_a_group_member_commits_what_was_stored(ck: ModuleType, compat_broker: Any) -> None:
+    topic, group = bc.unique("store"), bc.unique("store-group")
+    compat_broker.create(topic, 1)
+    _produce(ck, compat_broker, topic, 0, 6)
+    conf = {
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+    }
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        c.subscribe([topic])
+        msgs = _poll(c, 4)
+        assert [m.offset() for m in msgs] == [0, 1, 2, 3]
+        with pytest.raises(ValueError):
+            c.store_offsets()
+        with pytest.raises(ck.KafkaException) as info:
+            c.store_offsets(offsets=[ck.TopicPartition(topic, 7, 1)])
+        assert info.value.args[0].code() == ck.KafkaError._STATE
+        with pytest.raises(ck.KafkaException) as info:
+            c.store_offsets(offsets=[ck.TopicPartition(bc.unique("other"), 0, 1)])
+        assert info.value.args[0].code() == ck.KafkaError._UNKNOWN_PARTITION
+        c.store_offsets(message=msgs[1])
+        committed = c.commit(asynchronous=False)
+        assert [(tp.topic, tp.partition, tp.offset) for tp in committed] == [(topic, 0, 2)]
+        assert _committed(ck, c, topic) == 2  # not 4: only what was stored
+        with pytest.raises(ck.KafkaException) as info:
+            c.commit(asynchronous=False)  # nothing stored since
+        assert info.value.args[0].code() == ck.KafkaError._NO_OFFSET
+        c.store_offsets(offsets=[ck.TopicPartition(topic, 0, 3)])
+        c.commit(asynchronous=False)
+        assert _committed(ck, c, topic) == 3
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_the_auto_commit_and_close_commit_what_was_stored(
+    ck: ModuleType, compat_broker: Any
+) -> None:
+    topic, group = bc.unique("store"), bc.unique("store-group")
+    compat_broker.create(topic, 1)
+    _produce(ck, compat_broker, topic, 0, 6)
+    conf = {
+        "group.id": group,
+        "auto.commit.interval.ms": 200,
+        "enable.auto.offset.store": False,
+    }
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        msgs = _poll(c, 5)
+        assert [m.offset() for m in msgs] == [0, 1, 2, 3, 4]
+        c.store_offsets(message=msgs[0])
+        _wait_committed(ck, c, topic, 1)
+        c.store_offsets(offsets=[ck.TopicPartition(topic, 0, 3)])
+    finally:
+        c.close()  # commits the stored 3, not the 5 handed out
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    try:
+        assert _committed(ck, c, topic) == 3
+        c.assign([ck.TopicPartition(topic, 0)])  # from the committed offset
+        assert [m.offset() for m in _poll(c, 3)] == [3, 4, 5]
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+def test_store_offsets_needs_auto_offset_store_off(ck: ModuleType, compat_broker: Any) -> None:
+    topic = bc.unique("store")
+    compat_broker.create(topic, 1)
+    _produce(ck, compat_broker, topic, 0, 1)
+    c = ck.Consumer(_conf(ck, compat_broker, **{"group.id": bc.unique("g")}))
+    try:
+        c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+        [msg] = _poll(c, 1)
+        with pytest.raises(ck.KafkaException) as info:
+            c.store_offsets(message=msg)
+        assert info.value.args[0].code() == ck.KafkaError._INVALID_ARG
+    finally:
+        c.close()

@@ -487,3 +487,56 @@ def test_commit_covers_what_was_handed_out_and_a_new_member_resumes(
         assert second.poll(timeout=0.3) is None
         wait_until(lambda: committed() == 30, "the auto-commit of 29")
         assert second.statistics().lag == 0
+
+
+# -- auto_mark=False and mark: only marked offsets are committed --------------------
+
+
+def _committed(fake: Any, group_id: str) -> int:
+    with pykaf.sync.Admin(fake.bootstrap) as admin:
+        found = admin.list_group_offsets(group_id, [("t", 0)])
+    meta = found.get(("t", 0))
+    return -1 if meta is None else meta.offset
+
+
+@pytest.fixture
+def fake() -> Any:
+    """A fake cluster whose one-partition topic "t" holds 10 records."""
+    from pykaf.testing import FakeClusterThread
+
+    with FakeClusterThread(1) as cluster:
+        cluster.create_topic("t", 1)
+        with pykaf.sync.Producer(cluster.bootstrap, linger=0.002) as producer:
+            producer.send_many("t", [b"%d" % i for i in range(10)], partition=0)
+        yield cluster
+
+
+def test_without_auto_mark_commits_carry_only_the_marked_offsets(fake: Any) -> None:
+    with pykaf.sync.ConsumerGroup(
+        fake.bootstrap, "manual", ["t"], auto_mark=False, auto_commit=False, **GROUP
+    ) as group:
+        assert [r.offset for r in poll_n(group, 6)] == list(range(6))
+        group.mark("t", 0, 3)
+        group.mark("t", 0, 2)  # marks only move forward
+        group.commit(timeout=T)
+        assert _committed(fake, "manual") == 3
+        with pytest.raises(errors.ConfigError):
+            group.mark("t", 1, 1)  # not assigned: the topic has one partition
+    # Closing commits the mark, not what was handed out.
+    assert _committed(fake, "manual") == 3
+
+
+def test_without_auto_mark_auto_commit_commits_the_marks(fake: Any) -> None:
+    with pykaf.sync.ConsumerGroup(fake.bootstrap, "auto", ["t"], auto_mark=False, **GROUP) as group:
+        poll_n(group, 8)
+        group.poll(timeout=0.3)  # asking for more marks nothing without auto_mark
+        group.mark("t", 0, 5)
+        wait_until(lambda: _committed(fake, "auto") == 5, "the auto-commit of the mark")
+    assert _committed(fake, "auto") == 5
+
+
+def test_with_auto_mark_what_was_handed_out_is_committed(fake: Any) -> None:
+    with pykaf.sync.ConsumerGroup(fake.bootstrap, "default", ["t"], **GROUP) as group:
+        poll_n(group, 4)
+        group.commit(timeout=T)
+        assert _committed(fake, "default") == 4

@@ -191,7 +191,9 @@ SHIM_KEYS: dict[str, str] = {
     "records without a delivery callback that failed, by the consumer's poll and consume for "
     "a client error (not a partition's); not taken by the admin client",
     "enable.partition.eof": "false only (the default): no _PARTITION_EOF events",
-    "enable.auto.offset.store": "true only (the default): what poll hands out is stored",
+    "enable.auto.offset.store": "true (the default): what poll hands out is stored for the "
+    "next commit; false: only store_offsets stores (pykaf.sync.ConsumerGroup's auto_mark=False "
+    "and mark; a group member's stored offsets only move forward)",
 }
 
 #: Known keys refused, and why.
@@ -224,6 +226,8 @@ class Settings:
         group_id: ``group.id``, if given.
         on_delivery: the default delivery callback, if given.
         error_cb: called with a KafkaError for errors not raised (see SHIM_KEYS).
+        auto_offset_store: ``enable.auto.offset.store``: what poll hands out is
+            stored for the next commit (else only ``store_offsets`` stores).
     """
 
     bootstrap: str
@@ -231,6 +235,7 @@ class Settings:
     group_id: str | None = None
     on_delivery: Callable[..., Any] | None = None
     error_cb: Callable[[Any], Any] | None = None
+    auto_offset_store: bool = True
 
 
 def _invalid(message: str) -> KafkaException:
@@ -275,11 +280,7 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
                 )
             continue
         if key == "enable.auto.offset.store" and role == "consumer":
-            if not _checked(key, value, _bool):
-                raise _invalid(
-                    "enable.auto.offset.store=false is not supported: pykaf's groups commit "
-                    "what poll handed out (store_offsets is not supported either)"
-                )
+            settings.auto_offset_store = _checked(key, value, _bool)
             continue
         option = OPTIONS.get(key)
         if option is None or not _fits(option, role):

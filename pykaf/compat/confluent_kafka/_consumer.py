@@ -93,6 +93,10 @@ class Consumer:
         self._reader: pykaf.sync.Consumer | None = None
         self._admin: pykaf.sync.Admin | None = None
         self._handed: dict[tuple[str, int], int] = {}
+        # enable.auto.offset.store: what poll hands out is stored (``_handed``);
+        # false: only store_offsets stores (``_stored``).
+        self._auto_store = settings.auto_offset_store
+        self._stored: dict[tuple[str, int], int] = {}
         self._error_cb = settings.error_cb
         self._on_assign: RebalanceCallback | None = None
         self._on_revoke: RebalanceCallback | None = None
@@ -137,14 +141,18 @@ class Consumer:
             raise _fail("_STATE", f"{call}: no partitions are assigned")
         return self._reader
 
+    def _store(self) -> dict[tuple[str, int], int]:
+        """The stored offsets: handed out, or (auto offset store off) given to store_offsets."""
+        return self._handed if self._auto_store else self._stored
+
     def _auto_commit_assigned(self, force: bool = False) -> None:
-        """Commit what was handed out of assigned partitions, once per interval (or now)."""
+        """Commit the stored offsets of assigned partitions, once per interval (or now)."""
         if not self._auto_commit or self._reader is None or self._group_id is None:
             return
         if not force and time.monotonic() - self._committed_at < self._commit_every:
             return
         self._committed_at = time.monotonic()
-        changed = {tp: o for tp, o in self._handed.items() if self._last_commit.get(tp) != o}
+        changed = {tp: o for tp, o in self._store().items() if self._last_commit.get(tp) != o}
         if not changed:
             return
         try:
@@ -191,7 +199,11 @@ class Consumer:
         self.unsubscribe()
         try:
             self._group = pykaf.sync.ConsumerGroup(
-                self._bootstrap, group_id, list(topics), **self._options
+                self._bootstrap,
+                group_id,
+                list(topics),
+                auto_mark=self._auto_store,
+                **self._options,
             )
         except errors.PykafError as exc:
             raise KafkaException(from_pykaf(exc)) from exc
@@ -207,6 +219,7 @@ class Consumer:
             group.close()
             self._known = set()
             self._handed.clear()
+            self._stored.clear()
 
     def _changed(self, now: set[tuple[str, int]]) -> None:
         gone, new = self._known - now, now - self._known
@@ -408,13 +421,22 @@ class Consumer:
             wanted = {key: int(message.offset() or 0) + 1}
         elif offsets is not None:
             wanted = {(tp.topic, tp.partition): tp.offset for tp in _partitions(offsets, "commit")}
-        else:
+        elif self._auto_store:
             wanted = dict(self._handed)
+        else:  # the offsets stored and not committed yet
+            wanted = {tp: o for tp, o in self._stored.items() if self._last_commit.get(tp) != o}
         if not wanted:
             raise _fail("_NO_OFFSET", "commit: no offsets to commit")
         group_id = self._need_group_id()
         try:
-            if self._group is not None:
+            if self._group is not None and not self._auto_store:
+                # pykaf's group commits its marks: the offsets are marked, then
+                # committed (with the other partitions' stored offsets).
+                for (topic, partition), offset in wanted.items():
+                    self._group.mark(topic, partition, offset)
+                self._group.commit()
+                self._last_commit.update(wanted)
+            elif self._group is not None:
                 for (topic, partition), offset in wanted.items():
                     if self._handed.get((topic, partition)) != offset:
                         raise _fail(
@@ -452,6 +474,71 @@ class Consumer:
         if asynchronous:
             return None
         return [TopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())]
+
+    def store_offsets(
+        self, message: Message | None = None, offsets: list[TopicPartition] | None = None
+    ) -> None:
+        """Store ``message``'s offset + 1, or ``offsets``, for the next commit.
+
+        Needs ``enable.auto.offset.store=false``: the next auto commit (with
+        ``enable.auto.commit``), :meth:`commit` without arguments and
+        :meth:`close` commit what was stored, and nothing else. For a group
+        member (:meth:`subscribe`) a stored offset only moves forward (a
+        lower one is ignored: pykaf's group marks); with :meth:`assign` it is
+        stored as given.
+
+        Raises:
+            KafkaException: ``_INVALID_ARG`` with ``enable.auto.offset.store``
+                true (as librdkafka), for an error event or a negative offset;
+                ``_STATE`` for a partition not assigned (``_UNKNOWN_PARTITION``
+                when its topic is not read at all).
+            ValueError: neither ``message`` nor ``offsets``, or both.
+        """
+        self._check_open()
+        if (message is None) == (offsets is None):
+            raise ValueError("store_offsets takes either message or offsets")
+        if self._auto_store:
+            raise _fail(
+                "_INVALID_ARG",
+                "store_offsets needs enable.auto.offset.store=false: with true, what poll "
+                "hands out is stored",
+            )
+        if message is not None:
+            if message.error() is not None or message.offset() is None:
+                raise _fail("_INVALID_ARG", "store_offsets: the message is an error event")
+            tp = (str(message.topic()), int(message.partition() or 0))
+            wanted = {tp: int(message.offset() or 0) + 1}
+        else:
+            parts = _partitions(offsets, "store_offsets")
+            wanted = {(tp.topic, tp.partition): tp.offset for tp in parts}
+        for (topic, partition), offset in wanted.items():
+            if offset < 0:
+                raise _fail("_INVALID_ARG", f"store_offsets: {topic}/{partition} offset {offset}")
+            if self._group is None and (topic, partition) not in self._known:
+                raise self._not_assigned(topic, partition)
+        if self._group is None:
+            self._stored.update(wanted)
+            return
+        for (topic, partition), offset in wanted.items():
+            try:
+                self._group.mark(topic, partition, offset)
+            except errors.ConfigError as exc:
+                raise self._not_assigned(topic, partition) from exc
+            except errors.PykafError as exc:
+                raise KafkaException(from_pykaf(exc)) from exc
+            tp = (topic, partition)
+            self._stored[tp] = max(offset, self._stored.get(tp, -1))
+
+    def _not_assigned(self, topic: str, partition: int) -> KafkaException:
+        """store_offsets' error for a partition not assigned, as librdkafka's.
+
+        ``_STATE`` for a partition of a topic read now, else ``_UNKNOWN_PARTITION``.
+        """
+        topics = {t for t, _ in self._known}
+        if self._group is not None:
+            topics = set(self._group.assignment())
+        code = "_STATE" if topic in topics else "_UNKNOWN_PARTITION"
+        return _fail(code, f"store_offsets: {topic}/{partition} is not assigned")
 
     def committed(
         self, partitions: list[TopicPartition], timeout: float | None = None

@@ -27,6 +27,8 @@ LOCAL_CODES: dict[str, int] = {
     "_AUTHENTICATION": -169,
     "_NO_OFFSET": -168,
     "_FATAL": -150,
+    "_PURGE_INFLIGHT": -151,
+    "_PURGE_QUEUE": -152,
     "_NOT_CONFIGURED": -145,
     "_FENCED": -144,
 }
@@ -175,6 +177,8 @@ def from_pykaf(exc: BaseException) -> KafkaError:
         return from_pykaf(exc.failures[0][3])
     if isinstance(exc, errors.KafkaError):
         return KafkaError(exc.code, text, retriable=exc.retriable)
+    if isinstance(exc, errors.PurgedError):
+        return KafkaError(LOCAL_CODES["_PURGE_INFLIGHT" if exc.in_flight else "_PURGE_QUEUE"], text)
     if isinstance(exc, errors.KafkaTimeoutError):
         return KafkaError(LOCAL_CODES["_TIMED_OUT"], text)
     if isinstance(exc, errors.KafkaConnectionError):

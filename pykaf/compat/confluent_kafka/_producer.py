@@ -177,7 +177,8 @@ class Producer:
                 msg = Message(
                     metadata.topic,
                     metadata.partition,
-                    metadata.offset,
+                    # None when unknown (a failed record; acks=0), as confluent-kafka's
+                    metadata.offset if metadata.offset >= 0 else None,
                     key_bytes,
                     value_bytes,
                     None,  # as confluent-kafka's delivery reports: no headers
@@ -232,6 +233,28 @@ class Producer:
 
     def __len__(self) -> int:
         return len(self._producer)
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True, blocking: bool = True) -> None:
+        """Give up records not delivered yet (librdkafka's ``rd_kafka_purge``).
+
+        Their delivery callbacks run from the next :meth:`poll` or
+        :meth:`flush` with ``KafkaError._PURGE_QUEUE`` (still buffered) or
+        ``KafkaError._PURGE_INFLIGHT`` (in a request already sent: the broker
+        may have written them, so producing them again may duplicate them).
+        A purged record without a callback is dropped, as librdkafka does.
+        ``blocking`` is taken and has no effect: the purge is always done
+        when the call returns. An idempotent producer bumps its epoch after
+        purging records that held sequence numbers; in a transaction, purged
+        records make ``commit_transaction`` fail: abort it.
+
+        Raises:
+            KafkaException: pykaf's purge failed (with its error's code);
+                a closed producer has nothing to purge and raises nothing.
+        """
+        try:
+            self._producer.purge(in_queue=in_queue, in_flight=in_flight)
+        except errors.PykafError as exc:
+            raise KafkaException(from_pykaf(exc)) from exc
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The cluster's brokers and topics (or only ``topic``).
