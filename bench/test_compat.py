@@ -23,6 +23,11 @@ Pairs (peer, then the pykaf shim, each built from the module named):
   ``pykaf[compat_confluent_cb]``: the same with ``callback=`` a delivery
   callback per record (as confluent-kafka's README), which must hear of every
   record acknowledged and no error.
+* For reference, the pykaf path under the confluent-kafka shim, in the same
+  groups and params: ``pykaf[sync_produce]`` and ``pykaf[sync_produce_cb]``
+  (``pykaf.sync.Producer.produce()`` + ``poll(0)``, without and with
+  ``on_delivery=``; ``bench/test_producer.py``'s rounds), so the run shows
+  what the shim's layer costs over it.
 * ``api=kafka-python``: ``kafka-python[send]`` (``kafka``) and
   ``pykaf[compat_kafka]`` (``pykaf.compat.kafka``): ``KafkaProducer(...)``,
   ``send()`` per record (its future kept), ``flush()``; every future must
@@ -52,56 +57,26 @@ from bench._support import (
     note_rate,
     tag,
 )
+from bench.test_producer import (
+    LINGER_S,
+    PARTITIONS,
+    RECORDS,
+    ROUND_TIMEOUT_S,
+    ROUNDS,
+    VALUE_SIZE,
+    PykafSyncProduceCallbackRound,
+    PykafSyncProduceRound,
+    Round,
+    _DeliveryCounter,
+)
 
 CONFLUENT = "confluent-kafka"
-RECORDS = 1_000_000
-VALUE_SIZE = 100
-PARTITIONS = 4
-ROUNDS = 5
-LINGER_MS = 5
-TIMEOUT_S = 120.0
+LINGER_MS = round(LINGER_S * 1000)
 
 _topic_ids = itertools.count()
 
 
-class _Counter:
-    """A delivery callback: counts acknowledged records, keeps the first error."""
-
-    def __init__(self) -> None:
-        self.acked = 0
-        self.error: Any = None
-
-    def __call__(self, error: Any, message: Any) -> None:
-        if error is None:
-            self.acked += 1
-        elif self.error is None:
-            self.error = error
-
-
-class CompatRound:
-    """One round: a producer of ``module`` opened and warmed up, used once, closed."""
-
-    module = ""
-
-    def __init__(self, bootstrap: str, topic: str, values: list[bytes]) -> None:
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.values = values
-
-    def start(self) -> None:
-        """Open the producer, send one record to each partition and wait for them."""
-        raise NotImplementedError
-
-    def run(self) -> None:
-        """Send ``values``; return once every record is acknowledged (the timed part)."""
-        raise NotImplementedError
-
-    def stop(self) -> int:
-        """Close the producer; return how many of ``values`` it says were acknowledged."""
-        raise NotImplementedError
-
-
-class ConfluentApiRound(CompatRound):
+class ConfluentApiRound(Round):
     """confluent-kafka's API: ``produce()`` + ``poll(0)`` per record, ``flush()``."""
 
     module = "confluent_kafka"
@@ -119,13 +94,13 @@ class ConfluentApiRound(CompatRound):
         warm = self.values[0]
         for partition in range(PARTITIONS):
             self.producer.produce(self.topic, warm, partition=partition)
-        if self.producer.flush(TIMEOUT_S) != 0:
+        if self.producer.flush(ROUND_TIMEOUT_S) != 0:
             raise AssertionError(f"{self.module}: the warm-up records were not acknowledged")
-        self.counter = _Counter() if self.with_callback else None
+        self.counter = _DeliveryCounter() if self.with_callback else None
 
     def run(self) -> None:
         confluent_produce_idiom(self.producer, self.topic, self.values, self.counter)
-        self.left = self.producer.flush(TIMEOUT_S)
+        self.left = self.producer.flush(ROUND_TIMEOUT_S)
 
     def stop(self) -> int:
         self.producer.close()
@@ -148,7 +123,7 @@ class ConfluentShimCallbackRound(ConfluentApiCallbackRound):
     module = "pykaf.compat.confluent_kafka"
 
 
-class KafkaPythonApiRound(CompatRound):
+class KafkaPythonApiRound(Round):
     """kafka-python's API: ``send()`` per record (futures kept), ``flush()``."""
 
     module = "kafka"
@@ -163,15 +138,15 @@ class KafkaPythonApiRound(CompatRound):
         )
         warm = self.values[0]
         for partition in range(PARTITIONS):
-            self.producer.send(self.topic, warm, partition=partition).get(TIMEOUT_S)
+            self.producer.send(self.topic, warm, partition=partition).get(ROUND_TIMEOUT_S)
 
     def run(self) -> None:
         topic, send = self.topic, self.producer.send
         self.futures = [send(topic, value) for value in self.values]
-        self.producer.flush(TIMEOUT_S)
+        self.producer.flush(ROUND_TIMEOUT_S)
 
     def stop(self) -> int:
-        self.producer.close(TIMEOUT_S)
+        self.producer.close(ROUND_TIMEOUT_S)
         failed = [f for f in self.futures if not f.succeeded()]
         assert not failed, (
             f"{self.module}: {len(failed)} records not acknowledged, first {failed[0].exception!r}"
@@ -184,9 +159,10 @@ class KafkaShimRound(KafkaPythonApiRound):
 
 
 # (client, variant, params, the round, the module a skip needs) in the order each group runs them.
-CASES: list[tuple[str, str, str, Callable[..., CompatRound], str]] = [
+CASES: list[tuple[str, str, str, Callable[..., Round], str]] = [
     (CONFLUENT, "poll", "api=confluent-kafka", ConfluentApiRound, "confluent_kafka"),
     (PYKAF, "compat_confluent", "api=confluent-kafka", ConfluentShimRound, "confluent_kafka"),
+    (PYKAF, "sync_produce", "api=confluent-kafka", PykafSyncProduceRound, "confluent_kafka"),
     (
         CONFLUENT,
         "poll_cb",
@@ -199,6 +175,13 @@ CASES: list[tuple[str, str, str, Callable[..., CompatRound], str]] = [
         "compat_confluent_cb",
         "api=confluent-kafka,callback",
         ConfluentShimCallbackRound,
+        "confluent_kafka",
+    ),
+    (
+        PYKAF,
+        "sync_produce_cb",
+        "api=confluent-kafka,callback",
+        PykafSyncProduceCallbackRound,
         "confluent_kafka",
     ),
     (KAFKA_PYTHON, "send", "api=kafka-python", KafkaPythonApiRound, "kafka"),
@@ -223,7 +206,7 @@ def test_compat_produce(
     client: str,
     variant: str,
     params: str,
-    make_round: Callable[..., CompatRound],
+    make_round: Callable[..., Round],
     needs: str,
 ) -> None:
     # The shims are timed only where their peer can run: a ratio needs both.
@@ -243,10 +226,10 @@ def test_compat_produce(
         linger_ms=LINGER_MS,
         idempotence=True,
     )
-    open_rounds: list[CompatRound] = []
+    open_rounds: list[Round] = []
     acknowledged: list[int] = []
 
-    def setup() -> tuple[tuple[CompatRound], dict[str, Any]]:
+    def setup() -> tuple[tuple[Round], dict[str, Any]]:
         topic = f"bench-compat-{broker_name}-{variant}-{next(_topic_ids)}"
         broker.create_topic(topic, PARTITIONS)
         one = make_round(broker.bootstrap, topic, values)
@@ -254,7 +237,7 @@ def test_compat_produce(
         one.start()
         return (one,), {}
 
-    def teardown(one: CompatRound) -> None:
+    def teardown(one: Round) -> None:
         open_rounds.remove(one)
         acknowledged.append(one.stop())
         total = sum(broker.high_watermarks(one.topic).values())
@@ -263,7 +246,7 @@ def test_compat_produce(
         )
         broker.delete_topic(one.topic)
 
-    def one_round(one: CompatRound) -> None:
+    def one_round(one: Round) -> None:
         one.run()
 
     benchmark.pedantic(one_round, setup=setup, teardown=teardown, rounds=ROUNDS, iterations=1)
