@@ -27,6 +27,10 @@ in the same run, local[2] Spark):
     again on ``BufferError``), ``flush()``, which must leave nothing.
 
   Both count their rows in a Spark accumulator, which must reach 1,000,000.
+  ``extra_info["iterate_only_s"]`` holds the median of ``ROUNDS`` passes of
+  a ``foreachPartition`` that only reads every row's value (no producing):
+  the part of a round that is Spark handing the rows to Python, which no
+  producer can make faster.
 
 * ``spark-read-1M-tansu``: the 1,000,000 records back into a DataFrame and
   aggregated (``count(*)``, ``sum(length(value))``), read_committed.
@@ -44,6 +48,8 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import statistics
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -98,6 +104,26 @@ def frame(spark: Any) -> Iterator[Any]:
     assert df.count() == RECORDS
     yield df
     df.unpersist()
+
+
+@pytest.fixture(scope="module")
+def iterate_only(frame: Any) -> float:
+    """Median seconds of a ``foreachPartition`` over ``frame`` that reads every value, no more."""
+
+    def read_rows(rows: Iterator[Any]) -> None:
+        size = 0
+        for row in rows:
+            size += len(row.value)
+        seen.add(size)
+
+    seen = frame.sparkSession.sparkContext.accumulator(0)
+    times = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        frame.foreachPartition(read_rows)
+        times.append(time.perf_counter() - started)
+    assert seen.value == ROUNDS * RECORDS * VALUE_SIZE, f"the passes read {seen.value} bytes"
+    return statistics.median(times)
 
 
 def _per_row_task(client: str, bootstrap: str, topic: str, counted: Any) -> Any:
@@ -195,11 +221,17 @@ def test_spark_write(
 
 @pytest.mark.parametrize(("client", "variant"), PER_ROW, ids=[f"{c}[{v}]" for c, v in PER_ROW])
 def test_spark_per_row(
-    benchmark: Any, bench_tansu: Any, frame: Any, client: str, variant: str
+    benchmark: Any,
+    bench_tansu: Any,
+    frame: Any,
+    iterate_only: float,
+    client: str,
+    variant: str,
 ) -> None:
     if client == CONFLUENT:
         pytest.importorskip("confluent_kafka")
     _time_writes(benchmark, bench_tansu, frame, "spark-foreachPartition-1M-tansu", client, variant)
+    benchmark.extra_info["iterate_only_s"] = round(iterate_only, 3)
 
 
 def _time_writes(
