@@ -14,6 +14,24 @@ in the same run, local[2] Spark):
     the values brought to the driver (``toArrow()``, timed: it is part of that
     way of producing) and ``produce()`` per record, ``flush()``.
 
+* ``spark-foreachPartition-1M-tansu``: the same rows to the same kind of
+  topic, row by row from ``df.foreachPartition``, as a data engineer
+  producing per row writes it (every task makes or takes its producer, a
+  call per row, a flush at the end of the partition):
+
+  - ``pykaf[foreachPartition]``: ``pykaf.spark.get_producer(...)`` (the
+    worker process's ``pykaf.sync.Producer``, kept between tasks and rounds),
+    ``produce(topic, row.value)`` per row, ``flush()``.
+  - ``confluent-kafka[foreachPartition]``: a ``confluent_kafka.Producer``
+    made in the task, ``produce()`` + ``poll(0)`` per row (``poll(0.1)`` and
+    again on ``BufferError``), ``flush()``, which must leave nothing.
+
+  Both count their rows in a Spark accumulator, which must reach 1,000,000.
+  ``extra_info["iterate_only_s"]`` holds the median of ``ROUNDS`` passes of
+  a ``foreachPartition`` that only reads every row's value (no producing):
+  the part of a round that is Spark handing the rows to Python, which no
+  producer can make faster.
+
 * ``spark-read-1M-tansu``: the 1,000,000 records back into a DataFrame and
   aggregated (``count(*)``, ``sum(length(value))``), read_committed.
 
@@ -30,6 +48,8 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import statistics
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,6 +64,8 @@ PARTITIONS = 4
 ROUNDS = 3
 LINGER_MS = 5
 WRITERS = [(PYKAF, "writer"), (PYKAF, "mapInArrow"), (CONFLUENT, "driver")]
+PER_ROW = [(PYKAF, "foreachPartition"), (CONFLUENT, "foreachPartition")]
+FLUSH_TIMEOUT_S = 120
 READERS = [(PYKAF, "reader"), (CONFLUENT, "driver")]
 
 _ids = itertools.count()
@@ -84,8 +106,84 @@ def frame(spark: Any) -> Iterator[Any]:
     df.unpersist()
 
 
+@pytest.fixture(scope="module")
+def iterate_only(frame: Any) -> float:
+    """Median seconds of a ``foreachPartition`` over ``frame`` that reads every value, no more."""
+
+    def read_rows(rows: Iterator[Any]) -> None:
+        size = 0
+        for row in rows:
+            size += len(row.value)
+        seen.add(size)
+
+    seen = frame.sparkSession.sparkContext.accumulator(0)
+    times = []
+    for _ in range(ROUNDS):
+        started = time.perf_counter()
+        frame.foreachPartition(read_rows)
+        times.append(time.perf_counter() - started)
+    assert seen.value == ROUNDS * RECORDS * VALUE_SIZE, f"the passes read {seen.value} bytes"
+    return statistics.median(times)
+
+
+def _per_row_task(client: str, bootstrap: str, topic: str, counted: Any) -> Any:
+    """The function ``foreachPartition`` runs in each task: ``client`` producing per row.
+
+    A closure (Spark pickles it by value): it refers to nothing of this
+    module, so the workers need not import the benchmarks.
+    """
+    linger_ms, timeout = LINGER_MS, FLUSH_TIMEOUT_S
+
+    def pykaf_rows(rows: Iterator[Any]) -> None:
+        from pykaf.spark import get_producer
+
+        producer = get_producer(
+            bootstrap_servers=bootstrap, linger=linger_ms / 1000, acks="all", idempotence=True
+        )
+        produce = producer.produce
+        n = 0
+        for row in rows:
+            produce(topic, row.value)
+            n += 1
+        producer.flush(timeout)  # raises DeliveryError if a record failed
+        counted.add(n)
+
+    def confluent_rows(rows: Iterator[Any]) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": linger_ms,
+                "acks": "all",
+                "enable.idempotence": True,
+            }
+        )
+        produce, poll = producer.produce, producer.poll
+        n = 0
+        for row in rows:
+            while True:
+                try:
+                    produce(topic, row.value)
+                    break
+                except BufferError:  # its queue is full: serve it and try again
+                    poll(0.1)
+            poll(0)
+            n += 1
+        left = producer.flush(timeout)
+        if left:
+            raise RuntimeError(f"confluent-kafka: {left} records unacknowledged after flush")
+        counted.add(n)
+
+    return pykaf_rows if client == PYKAF else confluent_rows
+
+
 def _write(client: str, variant: str, df: Any, bootstrap: str, topic: str) -> None:
-    if variant == "writer":
+    if variant == "foreachPartition":
+        counted = df.sparkSession.sparkContext.accumulator(0)
+        df.foreachPartition(_per_row_task(client, bootstrap, topic, counted))
+        assert counted.value == RECORDS, f"{client}: tasks produced {counted.value} rows"
+    elif variant == "writer":
         (
             df.write.format("pykaf")
             .option("kafka.bootstrap.servers", bootstrap)
@@ -118,9 +216,31 @@ def _write(client: str, variant: str, df: Any, bootstrap: str, topic: str) -> No
 def test_spark_write(
     benchmark: Any, bench_tansu: Any, frame: Any, client: str, variant: str
 ) -> None:
+    _time_writes(benchmark, bench_tansu, frame, "spark-write-1M-tansu", client, variant)
+
+
+@pytest.mark.parametrize(("client", "variant"), PER_ROW, ids=[f"{c}[{v}]" for c, v in PER_ROW])
+def test_spark_per_row(
+    benchmark: Any,
+    bench_tansu: Any,
+    frame: Any,
+    iterate_only: float,
+    client: str,
+    variant: str,
+) -> None:
+    if client == CONFLUENT:
+        pytest.importorskip("confluent_kafka")
+    _time_writes(benchmark, bench_tansu, frame, "spark-foreachPartition-1M-tansu", client, variant)
+    benchmark.extra_info["iterate_only_s"] = round(iterate_only, 3)
+
+
+def _time_writes(
+    benchmark: Any, bench_tansu: Any, frame: Any, group: str, client: str, variant: str
+) -> None:
+    """Time ``ROUNDS`` writes of ``frame``, each to a topic of its own, checked after."""
     tag(
         benchmark,
-        group="spark-write-1M-tansu",
+        group=group,
         client=client,
         records=RECORDS,
         variant=variant,
