@@ -274,6 +274,7 @@ class RecordStager:
         partition: int | None,
         values: list[bytes],
         keys: list[bytes] | None = None,
+        timestamps: list[int] | None = None,
     ) -> None: ...
     def open_callback_run(
         self,
@@ -282,6 +283,7 @@ class RecordStager:
         values: list[bytes],
         callbacks: list[Any],
         keys: list[bytes] | None = None,
+        timestamps: list[int] | None = None,
     ) -> None: ...
     def open_future_run(
         self,
@@ -290,6 +292,7 @@ class RecordStager:
         values: list[bytes],
         futures: list[Any],
         keys: list[bytes] | None = None,
+        timestamps: list[int] | None = None,
     ) -> None: ...
     def close_runs(self) -> None: ...
     def produce(

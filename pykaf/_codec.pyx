@@ -1643,10 +1643,10 @@ cdef class RecordStager:
 
     The per-record half of ``pykaf.sync.Producer``: ``produce`` and
     ``send_async`` append a plain record (a bytes value and key, or no key;
-    no headers or timestamp; both within ``small`` bytes) to the open run of
-    records for its topic and partition (of records without ``on_delivery``,
-    with one, or of ``send_async`` records; keyed or not) under ``lock``,
-    with no Python frame, and return; any other record, or one that opens a
+    both within ``small`` bytes; an int timestamp or none; no headers) to the
+    open run of records for its topic and partition (of records without
+    ``on_delivery``, with one, or of ``send_async`` records; keyed or not,
+    stamped or not) under ``lock``, with no Python frame, and return; any other record, or one that opens a
     run, goes to the slow path the owner passed in (``stage`` /
     ``stage_future``), which opens runs through :meth:`open_run`,
     :meth:`open_callback_run` or :meth:`open_future_run`. ``poll(0)``
@@ -1677,6 +1677,7 @@ cdef class RecordStager:
     cdef object _partition
     cdef list _values
     cdef list _keys
+    cdef list _stamps
     cdef list _targets
 
     def __init__(self, lock, stage, stage_future, poll_wait, future_type, ready, *,
@@ -1700,48 +1701,56 @@ cdef class RecordStager:
         self._acquire = lock.acquire
         self._release = lock.release
 
-    cdef _open(self, int kind, topic, partition, list values, list keys, list targets):
+    cdef _open(self, int kind, topic, partition, list values, list keys, list stamps,
+               list targets):
         self._kind = kind
         self._topic = topic
         self._partition = partition
         self._values = values
         self._keys = keys
+        self._stamps = stamps
         self._targets = targets
 
-    def open_run(self, topic, partition, list values, list keys=None):
-        """Under ``lock``: records without ``on_delivery`` join ``values`` (and ``keys``)."""
-        self._open(1, topic, partition, values, keys, None)
+    def open_run(self, topic, partition, list values, list keys=None, list timestamps=None):
+        """Under ``lock``: records without ``on_delivery`` join ``values`` (``keys``, ...)."""
+        self._open(1, topic, partition, values, keys, timestamps, None)
 
-    def open_callback_run(self, topic, partition, list values, list callbacks, list keys=None):
+    def open_callback_run(self, topic, partition, list values, list callbacks, list keys=None,
+                          list timestamps=None):
         """Under ``lock``: records with ``on_delivery`` join ``values``, it ``callbacks``."""
-        self._open(2, topic, partition, values, keys, callbacks)
+        self._open(2, topic, partition, values, keys, timestamps, callbacks)
 
-    def open_future_run(self, topic, partition, list values, list futures, list keys=None):
+    def open_future_run(self, topic, partition, list values, list futures, list keys=None,
+                        list timestamps=None):
         """Under ``lock``: ``send_async`` records join ``values``, their futures ``futures``."""
-        self._open(3, topic, partition, values, keys, futures)
+        self._open(3, topic, partition, values, keys, timestamps, futures)
 
     def close_runs(self):
         """Under ``lock``: no open run; the next record takes the slow path."""
-        self._open(0, _NO_RUN, None, None, None, None)
+        self._open(0, _NO_RUN, None, None, None, None, None)
 
     cdef bint _plain(self, key, value, partition, headers, timestamp):
         """Whether the record may join a run (without looking at the run)."""
-        return (headers is None and timestamp is None
+        return (headers is None
+                and (timestamp is None or type(timestamp) is int)
                 and type(value) is bytes
                 and PyBytes_GET_SIZE(value) <= self.small
                 and (key is None or (type(key) is bytes and PyBytes_GET_SIZE(key) <= self.small))
                 and (partition is None or type(partition) is int)
                 and self.queued - self.accepted < self.max_pending)
 
-    cdef bint _join(self, int kind, topic, partition, value, key, target):
+    cdef bint _join(self, int kind, topic, partition, value, key, timestamp, target):
         """Under the lock: append the record to the open run if it is of it."""
-        if self._kind != kind or (self._keys is None) != (key is None):
+        if (self._kind != kind or (self._keys is None) != (key is None)
+                or (self._stamps is None) != (timestamp is None)):
             return False
         if not (topic == self._topic and partition == self._partition):
             return False
         self._values.append(value)
         if key is not None:
             self._keys.append(key)
+        if timestamp is not None:
+            self._stamps.append(timestamp)
         if target is not None:
             self._targets.append(target)
         self.queued += 1
@@ -1755,7 +1764,7 @@ cdef class RecordStager:
             self._acquire()
             try:
                 joined = self._join(1 if on_delivery is None else 2, topic, partition, value,
-                                    key, on_delivery)
+                                    key, timestamp, on_delivery)
             finally:
                 self._release()
         if not joined:
@@ -1768,7 +1777,7 @@ cdef class RecordStager:
         if self._plain(key, value, partition, headers, timestamp):
             self._acquire()
             try:
-                if self._join(3, topic, partition, value, key, future):
+                if self._join(3, topic, partition, value, key, timestamp, future):
                     self.futures += 1
                     return future
             finally:

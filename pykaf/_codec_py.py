@@ -1383,6 +1383,7 @@ class RecordStager:
         partition: int | None,
         values: list[bytes],
         keys: list[bytes] | None,
+        stamps: list[int] | None,
         targets: list[Any] | None,
     ) -> None:
         self._kind = kind
@@ -1390,6 +1391,7 @@ class RecordStager:
         self._partition = partition
         self._values = values
         self._keys = keys
+        self._stamps = stamps
         self._targets = targets
 
     def open_run(
@@ -1398,9 +1400,10 @@ class RecordStager:
         partition: int | None,
         values: list[bytes],
         keys: list[bytes] | None = None,
+        timestamps: list[int] | None = None,
     ) -> None:
-        """Under ``lock``: records without ``on_delivery`` join ``values`` (and ``keys``)."""
-        self._open(1, topic, partition, values, keys, None)
+        """Under ``lock``: records without ``on_delivery`` join ``values`` (``keys``, ...)."""
+        self._open(1, topic, partition, values, keys, timestamps, None)
 
     def open_callback_run(
         self,
@@ -1409,9 +1412,10 @@ class RecordStager:
         values: list[bytes],
         callbacks: list[Any],
         keys: list[bytes] | None = None,
+        timestamps: list[int] | None = None,
     ) -> None:
         """Under ``lock``: records with ``on_delivery`` join ``values``, it ``callbacks``."""
-        self._open(2, topic, partition, values, keys, callbacks)
+        self._open(2, topic, partition, values, keys, timestamps, callbacks)
 
     def open_future_run(
         self,
@@ -1420,19 +1424,20 @@ class RecordStager:
         values: list[bytes],
         futures: list[Any],
         keys: list[bytes] | None = None,
+        timestamps: list[int] | None = None,
     ) -> None:
         """Under ``lock``: ``send_async`` records join ``values``, their futures ``futures``."""
-        self._open(3, topic, partition, values, keys, futures)
+        self._open(3, topic, partition, values, keys, timestamps, futures)
 
     def close_runs(self) -> None:
         """Under ``lock``: no open run; the next record takes the slow path."""
-        self._open(0, _NO_RUN, None, [], None, None)
+        self._open(0, _NO_RUN, None, [], None, None, None)
 
     def _plain(self, key: Any, value: Any, partition: Any, headers: Any, timestamp: Any) -> bool:
         """Whether the record may join a run (without looking at the run)."""
         return (
             headers is None
-            and timestamp is None
+            and (timestamp is None or type(timestamp) is int)
             and type(value) is bytes
             and len(value) <= self.small
             and (key is None or (type(key) is bytes and len(key) <= self.small))
@@ -1441,10 +1446,21 @@ class RecordStager:
         )
 
     def _join(
-        self, kind: int, topic: str, partition: int | None, value: bytes, key: Any, target: Any
+        self,
+        kind: int,
+        topic: str,
+        partition: int | None,
+        value: bytes,
+        key: Any,
+        timestamp: int | None,
+        target: Any,
     ) -> bool:
         """Under the lock: append the record to the open run if it is of it."""
-        if self._kind != kind or (self._keys is None) != (key is None):
+        if (
+            self._kind != kind
+            or (self._keys is None) != (key is None)
+            or (self._stamps is None) != (timestamp is None)
+        ):
             return False
         if not (topic == self._topic and partition == self._partition):
             return False
@@ -1452,6 +1468,9 @@ class RecordStager:
         if key is not None:
             assert self._keys is not None
             self._keys.append(key)
+        if timestamp is not None:
+            assert self._stamps is not None
+            self._stamps.append(timestamp)
         if target is not None:
             assert self._targets is not None
             self._targets.append(target)
@@ -1473,7 +1492,7 @@ class RecordStager:
         if self._plain(key, value, partition, headers, timestamp):
             with self.lock:
                 kind = 1 if on_delivery is None else 2
-                if self._join(kind, topic, partition, value, key, on_delivery):  # type: ignore[arg-type]
+                if self._join(kind, topic, partition, value, key, timestamp, on_delivery):  # type: ignore[arg-type]
                     return
         self._stage(topic, value, key, partition, headers, timestamp, on_delivery)
 
@@ -1492,7 +1511,7 @@ class RecordStager:
         future = self.future_type(self)
         if self._plain(key, value, partition, headers, timestamp):
             with self.lock:
-                if self._join(3, topic, partition, value, key, future):  # type: ignore[arg-type]
+                if self._join(3, topic, partition, value, key, timestamp, future):  # type: ignore[arg-type]
                     self.futures += 1
                     return future
         return self._stage_future(future, topic, value, key, partition, headers, timestamp, timeout)

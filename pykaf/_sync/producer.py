@@ -90,15 +90,25 @@ class _Batch:
 class _Run:
     """Plain ``produce`` records staged in a row: one topic and partition, keyed or not.
 
-    Callers append to ``values`` (and ``keys``, and ``callbacks`` when the
-    records have an ``on_delivery``: all of a run's records have one, or none
-    has; with ``futures`` they are all ``send_async`` futures) under the
+    Callers append to ``values`` (and ``keys`` and ``timestamps`` when the
+    records have them, and ``callbacks`` when they have an ``on_delivery``:
+    all of a run's records have one, or none has; with ``futures`` they are
+    all ``send_async`` futures) under the
     feeder's lock while the run is the last thing staged; the loop hands a
     long run to ``send_batch`` whole. ``start`` is how many of them the loop
     has buffered.
     """
 
-    __slots__ = ("callbacks", "futures", "keys", "partition", "start", "topic", "values")
+    __slots__ = (
+        "callbacks",
+        "futures",
+        "keys",
+        "partition",
+        "start",
+        "timestamps",
+        "topic",
+        "values",
+    )
 
     def __init__(
         self,
@@ -106,6 +116,7 @@ class _Run:
         partition: int | None,
         value: bytes,
         key: bytes | None,
+        timestamp: int | None,
         callback: OnDelivery | None,
         futures: bool,
     ) -> None:
@@ -113,6 +124,7 @@ class _Run:
         self.partition = partition
         self.values = [value]
         self.keys: list[bytes] | None = None if key is None else [key]
+        self.timestamps: list[int] | None = None if timestamp is None else [timestamp]
         self.callbacks: list[OnDelivery] | None = None if callback is None else [callback]
         self.futures = futures  # the callbacks are send_async futures
         self.start = 0
@@ -128,13 +140,14 @@ class _RunSettled:
     runs once.
     """
 
-    __slots__ = ("callbacks", "feeder", "ignore", "settled", "start", "topic")
+    __slots__ = ("callbacks", "feeder", "ignore", "settled", "stamps", "start", "topic")
 
     def __init__(self, feeder: _Feeder, run: _Run) -> None:
         assert run.callbacks is not None
         self.feeder = feeder
         self.topic = run.topic
         self.callbacks = run.callbacks
+        self.stamps = run.timestamps  # the records' own timestamps, if they have them
         self.start = run.start
         self.settled = bytearray(len(run.values) - run.start)
         self.ignore = False
@@ -153,6 +166,7 @@ class _RunSettled:
         self.settled[index : index + count] = b"\1" * count
         first = self.start + index
         feeder = self.feeder
+        stamps = self.stamps
         # One entry for the range: the metadata is made as each callback runs.
         feeder.ready.append(
             _Settled(
@@ -162,6 +176,7 @@ class _RunSettled:
                 partition,
                 offset,
                 timestamp,
+                None if stamps is None or timestamp >= 0 else stamps[first : first + count],
             )
         )
         if feeder.pollers:
@@ -183,13 +198,15 @@ class _RunResolved:
     feeder's ``open_hooks`` until every future is resolved, for ``fail_all``.
     """
 
-    __slots__ = ("feeder", "futures", "left", "topic")
+    __slots__ = ("feeder", "futures", "left", "stamps", "topic")
 
     def __init__(self, feeder: _Feeder, run: _Run) -> None:
         assert run.callbacks is not None
         self.feeder = feeder
         self.topic = run.topic
         self.futures: list[_DeliveryFuture] = run.callbacks[run.start :]  # type: ignore[assignment]
+        stamps = run.timestamps  # the records' own timestamps, if they have them
+        self.stamps = None if stamps is None else stamps[run.start :]
         self.left = len(self.futures)
         feeder.open_hooks.add(self)
 
@@ -216,9 +233,12 @@ class _RunResolved:
                             noted.append(future)
             else:
                 where = (self.topic, partition, timestamp)
+                stamps = self.stamps if timestamp < 0 else None
                 step = 1 if offset >= 0 else 0  # acks=0: no offsets
                 for i, future in enumerate(futures):
                     if future._state is running:
+                        if stamps is not None:
+                            where = (self.topic, partition, stamps[index + i])
                         future._where = where
                         future._offset = offset + step * i
                         future._state = finished
@@ -256,10 +276,20 @@ class _Settled:
     """Records of a run settled together, waiting in ``ready`` for ``poll``/``flush``.
 
     ``callbacks[i]`` hears of the record at ``offset + i`` (-1 for all when
-    ``offset`` is -1); those before ``next`` have run.
+    ``offset`` is -1), stamped ``timestamp`` or ``stamps[i]``; those before
+    ``next`` have run.
     """
 
-    __slots__ = ("callbacks", "error", "next", "offset", "partition", "timestamp", "topic")
+    __slots__ = (
+        "callbacks",
+        "error",
+        "next",
+        "offset",
+        "partition",
+        "stamps",
+        "timestamp",
+        "topic",
+    )
 
     def __init__(
         self,
@@ -269,6 +299,7 @@ class _Settled:
         partition: int,
         offset: int,
         timestamp: int,
+        stamps: list[int] | None = None,
     ) -> None:
         self.callbacks = callbacks
         self.error = error
@@ -276,6 +307,7 @@ class _Settled:
         self.partition = partition
         self.offset = offset
         self.timestamp = timestamp
+        self.stamps = stamps  # each record's own timestamp, where it gave one
         self.next = 0
 
 
@@ -605,7 +637,7 @@ class _Feeder(RecordStager):
         plain = (
             type(value) is bytes
             and headers is None
-            and timestamp is None
+            and (timestamp is None or type(timestamp) is int)
             and (key is None or type(key) is bytes)
             and (partition is None or type(partition) is int)
             and len(value) <= self.small
@@ -624,24 +656,34 @@ class _Feeder(RecordStager):
                     and run.topic == topic
                     and run.partition == partition
                     and (run.keys is None) is (key is None)
+                    and (run.timestamps is None) is (timestamp is None)
                     and (run.callbacks is None) is (on_delivery is None)
                     and run.futures is future
                 ):
                     run.values.append(value)
                     if key is not None:
                         run.keys.append(key)  # type: ignore[union-attr]
+                    if timestamp is not None:
+                        run.timestamps.append(timestamp)  # type: ignore[union-attr]
                     if on_delivery is not None:
                         run.callbacks.append(on_delivery)  # type: ignore[union-attr]
                 else:
-                    run = self.run = _Run(topic, partition, value, key, on_delivery, future)
+                    run = self.run = _Run(
+                        topic, partition, value, key, timestamp, on_delivery, future
+                    )
                     self.incoming.append(run)
                     targets = cast("list[Any]", run.callbacks)
+                    stamps = run.timestamps
                     if on_delivery is None:
-                        self.open_run(topic, partition, run.values, run.keys)
+                        self.open_run(topic, partition, run.values, run.keys, stamps)
                     elif future:
-                        self.open_future_run(topic, partition, run.values, targets, run.keys)
+                        self.open_future_run(
+                            topic, partition, run.values, targets, run.keys, stamps
+                        )
                     else:
-                        self.open_callback_run(topic, partition, run.values, targets, run.keys)
+                        self.open_callback_run(
+                            topic, partition, run.values, targets, run.keys, stamps
+                        )
             else:
                 if future:  # started with the others when the loop takes them
                     self.staged_futures.append(on_delivery)  # type: ignore[arg-type]
@@ -682,6 +724,8 @@ class _Feeder(RecordStager):
                 del own.values[index]
                 if own.keys is not None:
                     del own.keys[index]
+                if own.timestamps is not None:
+                    del own.timestamps[index]
                 if own.callbacks is not None:
                     del own.callbacks[index]
                 self.queued -= 1
@@ -757,11 +801,14 @@ class _Feeder(RecordStager):
                     entry.offset,
                     entry.timestamp,
                 )
+                stamps = entry.stamps
                 try:
                     while i < n:
                         callback = callbacks[i]
                         i += 1
                         count += 1
+                        if stamps is not None:
+                            ts = stamps[i - 1]
                         md = _new_metadata(
                             (topic, partition, offset + i - 1 if offset >= 0 else -1, ts)
                         )
@@ -986,7 +1033,7 @@ class _Feeder(RecordStager):
         """Buffer a run's records one by one; False when the buffer filled first."""
         send = self.producer.send_nowait
         topic, partition, values, keys = run.topic, run.partition, run.values, run.keys
-        callbacks, futures = run.callbacks, run.futures
+        callbacks, futures, stamps = run.callbacks, run.futures, run.timestamps
         target: OnDelivery = self._settled_one
         running = _futures.RUNNING
         start = done = run.start
@@ -1005,6 +1052,7 @@ class _Feeder(RecordStager):
                         values[i],
                         key=None if keys is None else keys[i],
                         partition=partition,
+                        timestamp=None if stamps is None else stamps[i],
                         on_delivery=target,
                     )
                 except BufferFullError:
@@ -1015,7 +1063,8 @@ class _Feeder(RecordStager):
                         self._failed(topic, partition, 1, exc)
                     else:
                         part = -1 if partition is None else partition
-                        target(exc, RecordMetadata(topic, part, -1, -1))
+                        ts = -1 if stamps is None else stamps[i]
+                        target(exc, RecordMetadata(topic, part, -1, ts))
                 done = i + 1
             run.start = done
             return True
@@ -1032,14 +1081,20 @@ class _Feeder(RecordStager):
             hook = _RunResolved(self, run)
         elif run.callbacks is not None:
             hook = _RunSettled(self, run)
-        values, keys = run.values, run.keys
+        values, keys, stamps = run.values, run.keys, run.timestamps
         if run.start:
             values = values[run.start :]
             keys = None if keys is None else keys[run.start :]
+            stamps = None if stamps is None else stamps[run.start :]
         count = len(values)
         try:
             delivery = await self.producer.send_batch(
-                run.topic, values, keys=keys, partition=run.partition, on_settle=hook
+                run.topic,
+                values,
+                keys=keys,
+                timestamps=stamps,
+                partition=run.partition,
+                on_settle=hook,
             )
         except trio.Cancelled:
             self._done_with(count)
@@ -1092,6 +1147,8 @@ class _Feeder(RecordStager):
         run.values = [run.values[i] for i in keep]
         if run.keys is not None:
             run.keys = [run.keys[i] for i in keep]
+        if run.timestamps is not None:
+            run.timestamps = [run.timestamps[i] for i in keep]
         run.callbacks = [every[i] for i in keep]
         run.start = 0
         return dropped

@@ -224,3 +224,19 @@ def test_keyed_records_join_only_a_keyed_run(codec: ModuleType) -> None:
     future = stager.send_async("t", b"f", key=b"3", partition=3)
     assert values == [b"a", b"e", b"f"] and keys == [b"1", b"2", b"3"]
     assert callbacks == [print] and futures == [future]
+
+
+def test_stamped_records_join_only_a_stamped_run(codec: ModuleType) -> None:
+    stager, owner = _stager(codec)
+    values: list[bytes] = []
+    stamps: list[int] = []
+    stager.open_run("t", None, values, None, stamps)
+    stager.produce("t", b"a", timestamp=5)
+    stager.produce("t", b"b")  # no timestamp: not this run
+    stager.produce("t", b"c", timestamp=5.5)  # type: ignore[arg-type]  # not an int
+    assert values == [b"a"] and stamps == [5]
+    assert [call[1] for call in owner.staged] == [b"b", b"c"]
+    futures: list[Any] = []
+    stager.open_future_run("t", None, values, futures, None, stamps)
+    stager.send_async("t", b"d", timestamp=6)
+    assert values == [b"a", b"d"] and stamps == [5, 6] and len(futures) == 1

@@ -527,3 +527,43 @@ def test_keyed_records_take_the_bulk_path_and_each_callback_hears_of_its_own(
         )
         mine = [i for i in range(300) if heard[i][1].partition == partition]
         assert values == [b"%d" % i for i in mine] + [b"plain-%d" % i for i in mine]
+
+
+def test_records_with_their_own_timestamps_ride_runs_and_keep_them(
+    broker: Any, producer_factory: Any
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+    heard: list[tuple[int, pykaf.RecordMetadata]] = []
+    for i in range(100):  # a long run with callbacks, stamped
+        producer.produce(
+            topic,
+            b"%d" % i,
+            timestamp=TS + i,
+            on_delivery=lambda error, md, i=i: heard.append((i, md)),
+        )
+    futures = [producer.send_async(topic, b"f%d" % i, timestamp=TS + 1000 + i) for i in range(50)]
+    for i in range(5):  # and a short one
+        producer.produce(topic, b"s%d" % i, timestamp=TS + 2000 + i)
+    assert producer.flush(timeout=T) == 0
+    # librdkafka's mock answers every Produce with log_append_time 1234, which
+    # pykaf reports as the broker's LogAppendTime; Kafka and the fake send -1.
+    mock = broker.name == "mock"
+    assert [md.timestamp for _, md in sorted(heard)] == (
+        [1234] * 100 if mock else [TS + i for i in range(100)]
+    )
+    assert [f.result(0).timestamp for f in futures] == (
+        [1234] * 50 if mock else [TS + 1000 + i for i in range(50)]
+    )
+    records: list[Any] = []
+    with pykaf.sync.Consumer(broker.bootstrap) as consumer:
+        consumer.assign([(topic, 0, 0)])
+        while len(records) < 155:
+            got = consumer.consume(200, timeout=T)
+            assert got, f"only {len(records)} of 155 records"
+            records += got
+    assert [r.timestamp for r in records] == (
+        [TS + i for i in range(100)]
+        + [TS + 1000 + i for i in range(50)]
+        + [TS + 2000 + i for i in range(5)]
+    )

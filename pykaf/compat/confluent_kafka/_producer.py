@@ -49,6 +49,46 @@ def _headers(headers: object) -> Headers | None:
     return out
 
 
+class _Report:
+    """A record's delivery callback as confluent-kafka calls it: ``(KafkaError, Message)``."""
+
+    __slots__ = ("created", "key", "partition", "started", "user", "value")
+
+    def __init__(
+        self,
+        user: DeliveryCallback,
+        key: bytes | None,
+        value: bytes | None,
+        partition: int,
+        created: int,
+    ) -> None:
+        self.user = user
+        self.key = key
+        self.value = value
+        self.partition = partition
+        self.created = created  # the record's CreateTime, to tell a LogAppendTime from it
+        self.started = time.monotonic()
+
+    def __call__(self, error: BaseException | None, metadata: Any) -> None:
+        """The ``on_delivery`` of the record: run the user's callback with a report."""
+        kafka_error = None if error is None else _delivery_error(error, self.partition)
+        stamp = metadata.timestamp
+        kind = TIMESTAMP_CREATE_TIME if stamp == self.created else TIMESTAMP_LOG_APPEND_TIME
+        msg = Message(
+            metadata.topic,
+            metadata.partition,
+            # None when unknown (a failed record; acks=0), as confluent-kafka's
+            metadata.offset if metadata.offset >= 0 else None,
+            self.key,
+            self.value,
+            None,  # as confluent-kafka's delivery reports: no headers
+            kafka_error,
+            (kind, stamp),
+            time.monotonic() - self.started,
+        )
+        self.user(kafka_error, msg)
+
+
 def _delivery_error(error: BaseException, partition: int) -> KafkaError:
     """A failed record's error; a partition or topic the client does not know, as librdkafka's."""
     if isinstance(error, errors.UnknownTopicOrPartitionError):
@@ -119,12 +159,38 @@ class Producer:
                 producer (``_DESTROY``).
             TypeError: a value, key or header that is not bytes, str or None.
         """
+        user = on_delivery or callback or self._default_callback
         if (
-            on_delivery is None
-            and callback is None
+            user is not None
+            and headers is None
+            and type(value) is bytes
+            and (key is None or type(key) is bytes)
+            and type(topic) is str
+            and type(partition) is int
+            and type(timestamp) is int
+            and len(value) + (0 if key is None else len(key)) <= self._largest
+        ):
+            # A record with a callback (confluent-kafka's README idiom): staged
+            # with its creation time, so that it rides a run of such records.
+            created = timestamp or time.time_ns() // 1_000_000
+            try:
+                self._stage(
+                    topic,
+                    value,
+                    key=key,
+                    partition=None if partition == -1 else partition,
+                    timestamp=created,
+                    on_delivery=_Report(user, key, value, partition, created),
+                )
+            except errors.BufferFullError as exc:
+                raise BufferError(f"Local: Queue full ({exc})") from exc
+            except errors.PykafError as exc:
+                raise KafkaException(from_pykaf(exc)) from exc
+            return
+        if (
+            user is None
             and headers is None
             and not timestamp
-            and self._default_callback is None
             and type(value) is bytes
             and (key is None or type(key) is bytes)
             and type(topic) is str
@@ -160,34 +226,13 @@ class Producer:
                     f"exceed message.max.bytes {self._largest})",
                 )
             )
-        user = on_delivery or callback or self._default_callback
         deliver = None
         sent = timestamp or None
         if user is not None:
-            started = time.monotonic()
             if sent is None:
                 # Known here, so a broker's LogAppendTime can be told from it.
                 sent = time.time_ns() // 1_000_000
-            created = sent
-
-            def deliver(error: BaseException | None, metadata: Any) -> None:
-                kafka_error = None if error is None else _delivery_error(error, partition)
-                stamp = metadata.timestamp
-                kind = TIMESTAMP_CREATE_TIME if stamp == created else TIMESTAMP_LOG_APPEND_TIME
-                msg = Message(
-                    metadata.topic,
-                    metadata.partition,
-                    # None when unknown (a failed record; acks=0), as confluent-kafka's
-                    metadata.offset if metadata.offset >= 0 else None,
-                    key_bytes,
-                    value_bytes,
-                    None,  # as confluent-kafka's delivery reports: no headers
-                    kafka_error,
-                    (kind, stamp),
-                    time.monotonic() - started,
-                )
-                user(kafka_error, msg)
-
+            deliver = _Report(user, key_bytes, value_bytes, partition, sent)
         try:
             self._producer.produce(
                 topic,
