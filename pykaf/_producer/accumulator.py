@@ -393,8 +393,8 @@ class Accumulator:
         for i in range(n):
             if self.full() or self.closing or self.gated:
                 await self.wait_for_space()  # exact limits; raises ClosedError
-                if self.purges != done[1]:
-                    raise _Purged
+            if self.purges != done[1]:  # also one while send_batch waited for metadata
+                raise _Purged
             key = keys[i]
             part = choose(name, key, count, available)
             try:

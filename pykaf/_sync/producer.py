@@ -416,10 +416,13 @@ class _DeliveryFuture(Future[RecordMetadata]):
         if self._state == _futures.RUNNING:  # a retry after a full buffer
             return True
         with self._condition:
-            if self._state == _futures.PENDING:
+            state = self._state
+            if state == _futures.PENDING:
                 self._state = _futures.RUNNING
-            elif not self.set_running_or_notify_cancel():
-                return False
+            else:
+                if state == _futures.CANCELLED:  # its waiters are told once
+                    self.set_running_or_notify_cancel()
+                return False  # cancelled (and told), or already failed
         self._feeder.unsettled.add(self)
         return True
 
@@ -877,16 +880,16 @@ class _Feeder(RecordStager):
     def _start_all(self, futures: list[_DeliveryFuture]) -> None:
         """``set_running_or_notify_cancel`` for many futures at once."""
         pending, running = _futures.PENDING, _futures.RUNNING
-        cancelled = []
+        started = []
         with self.condition:
             for future in futures:
-                if future._state == pending:
+                state = future._state
+                if state == pending:
                     future._state = running
-                else:
-                    cancelled.append(future)
-            for future in cancelled:
-                future.set_running_or_notify_cancel()  # tells its waiters
-        self.unsettled.update(futures)
+                    started.append(future)
+                elif state == _futures.CANCELLED:
+                    future.set_running_or_notify_cancel()  # tells its waiters, once
+        self.unsettled.update(started)
 
     def _unstart(self, items: list[_Item]) -> None:
         """Back to pending: the futures of records that wait for buffer space."""
@@ -1138,8 +1141,8 @@ class _Feeder(RecordStager):
                     cancelled = True
             if cancelled:
                 for future in futures:
-                    if future._state != running:
-                        future.set_running_or_notify_cancel()
+                    if future._state == _futures.CANCELLED:
+                        future.set_running_or_notify_cancel()  # tells its waiters, once
         if not cancelled:
             return 0
         keep = [i for i in range(run.start, len(run.values)) if every[i]._state == running]
@@ -1170,11 +1173,22 @@ class _Feeder(RecordStager):
                 _settle(future, error)  # type: ignore[arg-type]
             return
         assert not isinstance(hook, _RunResolved)
-        md = RecordMetadata(run.topic, -1 if run.partition is None else run.partition, -1, -1)
-        if hook is None:
-            self.ready.extend([(cb, error, md) for cb in callbacks[run.start :]])
-        else:
-            self.ready.extend([(callbacks[i], error, md) for i in hook.fail_rest()])
+        indices = range(run.start, len(callbacks)) if hook is None else hook.fail_rest()
+        topic, part, stamps = (
+            run.topic,
+            -1 if run.partition is None else run.partition,
+            run.timestamps,
+        )
+        md = RecordMetadata(topic, part, -1, -1)
+        if stamps is None:
+            self.ready.extend([(callbacks[i], error, md) for i in indices])
+        else:  # each record's own timestamp
+            self.ready.extend(
+                [
+                    (callbacks[i], error, _new_metadata((topic, part, -1, stamps[i])))
+                    for i in indices
+                ]
+            )
         if self.pollers:
             self.ready_event.set()
 
@@ -1212,12 +1226,9 @@ class _Feeder(RecordStager):
                 item = self.backlog[0]
                 if isinstance(item, _Run):
                     if len(item.values) - item.start >= BULK_RUN:
-                        self.sending = item
-                        try:
-                            await self._send_run(item)
-                        finally:
-                            self.sending = None
-                    elif not self._offer_run(item):
+                        await self._hand_over(item)
+                        continue
+                    if not self._offer_run(item):
                         if not await self._wait_for_space():
                             return
                         continue
@@ -1227,11 +1238,8 @@ class _Feeder(RecordStager):
                             return
                         continue
                 elif isinstance(item, _Batch):
-                    self.sending = item
-                    try:
-                        await self._send_batch(item)
-                    finally:
-                        self.sending = None
+                    await self._hand_over(item)
+                    continue
                 else:
                     item.set()
                 self.backlog.popleft()
@@ -1239,6 +1247,24 @@ class _Feeder(RecordStager):
             self.draining = False
             if self.backlog:  # cancelled: the portal is shutting down
                 self.fail_all(ClosedError("the pykaf portal shut down"))
+
+    async def _hand_over(self, item: _Run | _Batch) -> None:
+        """Send the backlog's first item with ``send_batch``, then take it off.
+
+        While it is ``sending``, ``fail_all`` and ``purge`` leave it in place:
+        whatever happens to the call (buffered, failed, cancelled), the send
+        reports each of its records once, and it leaves the backlog here.
+        """
+        self.sending = item
+        try:
+            if isinstance(item, _Run):
+                await self._send_run(item)
+            else:
+                await self._send_batch(item)
+        finally:
+            self.sending = None
+            if self.backlog and self.backlog[0] is item:
+                self.backlog.popleft()
 
     async def _wait_for_space(self) -> bool:
         """Space frees as acknowledgements arrive; False: the producer closed."""
@@ -1325,8 +1351,13 @@ class _Feeder(RecordStager):
         self.finished = True
         self.resolve_futures()  # those settled get their own outcome
         self.take()
+        # The item the drainer is handing to send_batch stays: its call fails
+        # (or settles) what of it is not buffered, once, when it returns.
+        busy = self.backlog.popleft() if self.backlog and self.backlog[0] is self.sending else None
         while self.backlog:
             self._fail(self.backlog.popleft(), error)
+        if busy is not None:
+            self.backlog.append(busy)
         unsettled, self.unsettled = self.unsettled, set()
         for future in unsettled:
             _settle(future, error)
@@ -1892,8 +1923,11 @@ def _merged(feeder: _Feeder, error: DeliveryError | None) -> DeliveryError | Non
     """``error`` (the async producer's) with the feeder's unreported failures added."""
     if not feeder.unreported:
         return error
-    failures = list(feeder.unreported)
+    # A purged record was told of by purge() itself.
+    failures = [f for f in feeder.unreported if not isinstance(f[3], PurgedError)]
     feeder.unreported.clear()
+    if not failures:
+        return error
     if error is not None:
         failures = error.failures + failures
     total = sum(n for _, _, n, _ in failures)

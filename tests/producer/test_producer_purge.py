@@ -211,3 +211,40 @@ async def test_a_send_waiting_for_buffer_space_raises_purged_error() -> None:
             await trio.testing.wait_all_tasks_blocked()
             assert producer.purge() == 1  # the buffered record; the waiting one fails as it wakes
         assert cluster.high_watermark("t", 0) == 0
+
+
+@pytest.mark.parametrize("keys", [[b"a", b"d", b"b"], [b"x", None, b"z"]])
+async def test_a_purge_while_send_batch_waits_for_metadata_purges_its_records(
+    keys: list[bytes | None],
+) -> None:
+    # The keyed path with a null key goes record by record: it must see the
+    # purge too, though it never waits for buffer space.
+    async with open_fake_cluster(1) as fake:
+        fake.create_topic("k", 2)
+        async with pykaf.open_producer(fake.bootstrap, linger=0.002) as producer:
+            await producer.send("k", b"warm", partition=0)
+            router = producer._router
+            ready_topic = router.ready_topic
+            gate = trio.Event()
+
+            async def slow(topic: str) -> Any:
+                await gate.wait()
+                return await ready_topic(topic)
+
+            router.ready_topic = slow  # type: ignore[method-assign]
+            outcome: list[BaseException | None] = []
+
+            async def sender() -> None:
+                delivery = await producer.send_batch("k", [b"a", b"b", b"c"], keys=keys)
+                try:
+                    await delivery.wait()
+                    outcome.append(None)
+                except errors.DeliveryError as exc:
+                    outcome.append(exc.failures[0][3])
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sender)
+                await trio.testing.wait_all_tasks_blocked()
+                producer.purge()
+                gate.set()
+            assert len(outcome) == 1 and isinstance(outcome[0], errors.PurgedError)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import os
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -426,15 +428,22 @@ def test_a_callback_raising_in_a_long_run_leaves_the_rest_for_the_next_poll(
     assert len(producer) == 0
 
 
+def _held_buffer(
+    mock_cluster: MockCluster, producer_factory: Any, topic: str, rtt_ms: int
+) -> pykaf.sync.Producer:
+    """A producer whose 2-record buffer stays full: the mock answers after ``rtt_ms``."""
+    mock_cluster.create_topic(topic, 1, 1)
+    mock_cluster.set_partition_leader(topic, 0, 1)
+    producer: pykaf.sync.Producer = producer_factory(mock_cluster.bootstrap, buffer_records=2)
+    assert producer.send(topic, b"warm", timeout=T).offset == 0
+    mock_cluster.set_rtt(1, rtt_ms)
+    return producer
+
+
 def test_cancelled_send_async_futures_are_withdrawn_while_they_wait(
     mock_cluster: MockCluster, producer_factory: Any
 ) -> None:
-    # Mock only: the buffer is kept full by delaying the broker's answers.
-    mock_cluster.create_topic("withdraw", 1, 1)
-    mock_cluster.set_partition_leader("withdraw", 0, 1)
-    producer = producer_factory(mock_cluster.bootstrap, buffer_records=2)
-    assert producer.send("withdraw", b"warm", timeout=T).offset == 0
-    mock_cluster.set_rtt(1, 10_000)
+    producer = _held_buffer(mock_cluster, producer_factory, "withdraw", 10_000)
     ahead = producer.send_many_async("withdraw", [b"a%d" % i for i in range(5)])
     # Behind the batch (which waits for buffer space), a long run and a short one.
     futures = [producer.send_async("withdraw", b"%d" % i) for i in range(40)]
@@ -567,3 +576,68 @@ def test_records_with_their_own_timestamps_ride_runs_and_keep_them(
         + [TS + 1000 + i for i in range(50)]
         + [TS + 2000 + i for i in range(5)]
     )
+
+
+def test_a_future_cancelled_before_the_loop_takes_it_is_skipped(
+    mock_cluster: MockCluster, producer_factory: Any
+) -> None:
+    # Records with headers take the one-by-one path; the take is held back
+    # while the future is cancelled, as when the loop is busy.
+    mock_cluster.create_topic("cancelled", 1, 1)
+    producer = producer_factory(mock_cluster.bootstrap)
+    assert producer.send("cancelled", b"warm", timeout=T).offset == 0
+    feeder = producer._feeder
+    feeder.scheduled = True
+    future = producer.send_async("cancelled", b"x", headers=[("h", b"v")])
+    producer.produce("cancelled", b"after1", headers=[("h", b"v")])
+    assert future.cancel()
+    feeder.scheduled = False
+    producer.produce("cancelled", b"after2", headers=[("h", b"v")])  # asks for the take
+    assert producer.flush(timeout=T) == 0
+    assert future.cancelled()
+    assert len(producer) == 0
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    values = broker_clients.consume_assigned(conf, "cancelled", [0], 3, timeout=T)
+    assert values == [b"warm", b"after1", b"after2"]
+
+
+def test_closing_by_an_exception_while_a_run_is_handed_over_tells_each_record_once(
+    mock_cluster: MockCluster, producer_factory: Any
+) -> None:
+    producer = _held_buffer(mock_cluster, producer_factory, "handover", 3000)
+    heard: collections.Counter[int] = collections.Counter()
+    for i in range(40):  # a long run: send_batch buffers 2, then waits for space
+        producer.produce(
+            "handover", b"%d" % i, partition=0, on_delivery=lambda e, md, i=i: heard.update([i])
+        )
+    feeder = producer._feeder
+    deadline = time.monotonic() + T
+    while feeder.sending is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    producer.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
+    mock_cluster.set_rtt(1, 0)
+    producer.poll(0)
+    assert sorted(heard) == list(range(40))
+    assert max(heard.values()) == 1
+    assert len(producer) == 0
+
+
+def test_a_failed_stamped_run_tells_each_record_its_own_timestamp(
+    broker: Any, producer_factory: Any
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+    heard: list[tuple[int, BaseException | None, pykaf.RecordMetadata]] = []
+    for i in range(20):  # a long run to a partition the topic does not have
+        producer.produce(
+            topic,
+            b"%d" % i,
+            partition=7,
+            timestamp=TS + i,
+            on_delivery=lambda error, md, i=i: heard.append((i, error, md)),
+        )
+    assert producer.flush(timeout=T) == 0
+    assert [i for i, _, _ in heard] == list(range(20))
+    assert all(isinstance(error, errors.UnknownTopicOrPartitionError) for _, error, _ in heard)
+    assert [md.timestamp for _, _, md in heard] == [TS + i for i in range(20)]
