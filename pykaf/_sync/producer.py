@@ -708,21 +708,26 @@ class _Feeder(RecordStager):
         the portal refuse (it has shut down), the caller's record is
         withdrawn (the caller gets the error) and every other record staged
         meanwhile by other threads fails through its callback, future or the
-        next ``flush``: none is dropped unreported.
+        next ``flush``: none is dropped unreported. Had the loop taken the
+        caller's record meanwhile (a flush or close took what was staged), it
+        is the loop's to report, and the caller gets no error.
         """
         try:
             self.portal.call_soon(self.take)
         except BaseException as exc:
-            self._unstage(own, index, exc)
-            raise
+            if self._unstage(own, index, exc):
+                raise
 
-    def _unstage(self, own: _Item, index: int, exc: BaseException) -> None:
+    def _unstage(self, own: _Item, index: int, exc: BaseException) -> bool:
+        """Withdraw the caller's record, fail the others staged; False: the loop has it."""
         with self.lock:
             self.scheduled = False
             items, self.incoming = self.incoming, []
             self.staged_futures = []
             self.end_run()
-            if index >= 0:
+            if not any(item is own for item in items):
+                withdrawn = False
+            elif index >= 0:
                 assert isinstance(own, _Run)
                 del own.values[index]
                 if own.keys is not None:
@@ -736,16 +741,19 @@ class _Feeder(RecordStager):
                     self.futures -= 1
                 if not own.values:
                     items = [item for item in items if item is not own]
+                withdrawn = True
             else:
                 items = [item for item in items if item is not own]
                 self.queued -= _count(own)
                 if _future_of(own) is not None:
                     self.futures -= 1
+                withdrawn = True
         if items:
             error = ClosedError("the pykaf portal shut down before the record was sent")
             error.__cause__ = exc
             for item in items:
                 self._fail(item, error)
+        return withdrawn
 
     def _wait_for_room(self, deadline: float | None, full: bool = False) -> None:
         if self.portal.in_loop_thread():  # waiting here would stop the loop that makes room

@@ -641,3 +641,26 @@ def test_a_failed_stamped_run_tells_each_record_its_own_timestamp(
     assert [i for i, _, _ in heard] == list(range(20))
     assert all(isinstance(error, errors.UnknownTopicOrPartitionError) for _, error, _ in heard)
     assert [md.timestamp for _, _, md in heard] == [TS + i for i in range(20)]
+
+
+def test_a_record_the_loop_took_before_the_portal_refused_is_the_loops_to_report(
+    broker: Any, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+    feeder = producer._feeder
+    portal = feeder.portal
+    call_soon = portal.call_soon
+
+    def take_then_refuse(*args: Any) -> None:
+        portal.run(feeder.wait_backlog)  # a flush elsewhere took what was staged
+        raise errors.ClosedError("the pykaf portal has shut down")
+
+    heard: list[BaseException | None] = []
+    with monkeypatch.context() as m:
+        m.setattr(portal, "call_soon", take_then_refuse)
+        producer.produce(topic, b"taken", on_delivery=lambda e, md: heard.append(e))  # no error
+    assert portal.call_soon == call_soon
+    assert producer.flush(timeout=T) == 0
+    assert heard == [None]
+    assert broker_clients.consume_assigned(broker.conf, topic, [0], 1, timeout=T) == [b"taken"]
