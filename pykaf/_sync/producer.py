@@ -493,20 +493,22 @@ class _Feeder(RecordStager):
     """Hands records from plain threads to the async producer, in order, in the loop.
 
     Threads append to ``incoming`` (under ``lock``) and schedule one ``take``
-    callback for a burst. In the loop, records go straight into the async
-    producer's buffer with ``send_nowait``; when that buffer is full they wait
-    in ``backlog`` (in order, never dropped) for a drainer task that feeds them
-    as space frees. Batches and flush markers travel the same queue, so one
-    thread's records keep their order whatever the mix of calls.
+    callback for a burst. In the loop, short runs and single records go
+    straight into the async producer's buffer with ``send_nowait``, long runs
+    to ``send_batch``; when the buffer is full they wait in ``backlog`` (in
+    order, never dropped) for a drainer task that feeds them as space frees.
+    Batches and flush markers travel the same queue, so one thread's records
+    keep their order whatever the mix of calls.
 
-    ``produce`` records are staged in the caller's thread as :class:`_Run`
-    objects (records without headers or timestamp in a row, with a callback
-    each or none, handed to ``send_batch`` whole when the run is long; the
-    callbacks hear of their records through its ``on_settle``) or as tuples
-    (records with headers or a timestamp, and ``send_async`` records with
-    their future as callback, sent with ``send_nowait``). Callbacks are
-    queued in ``ready`` for the callers' ``poll``/``flush``, futures resolved
-    in the loop; failures of records
+    ``produce`` and ``send_async`` records are staged in the caller's thread
+    as :class:`_Run` objects (records without headers in a row, all without
+    a callback, all with one, or all ``send_async`` futures; keyed or not,
+    stamped or not), appended by the compiled fast path of
+    :class:`~pykaf.codec.RecordStager` once a run is open; long runs are
+    handed to ``send_batch`` whole, their callbacks and futures told through
+    its ``on_settle``. Records with headers are staged as tuples and sent
+    with ``send_nowait``. Callbacks are queued in ``ready`` for the callers'
+    ``poll``/``flush``, futures resolved in the loop; failures of records
     without either are kept in ``unreported`` for the next ``flush``.
     """
 
