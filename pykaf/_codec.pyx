@@ -1636,6 +1636,9 @@ cdef class ProduceSet:
 # -- per-record staging -------------------------------------------------------
 
 cdef object _NO_RUN = object()  # no run open: equal to no topic
+# A timestamp a run's int64 column can hold; others go one by one (and fail alone).
+cdef object _INT64_MIN = -(1 << 63)
+cdef object _INT64_MAX = (1 << 63) - 1
 
 
 cdef class RecordStager:
@@ -1732,7 +1735,8 @@ cdef class RecordStager:
     cdef bint _plain(self, key, value, partition, headers, timestamp):
         """Whether the record may join a run (without looking at the run)."""
         return (headers is None
-                and (timestamp is None or type(timestamp) is int)
+                and (timestamp is None
+                     or (type(timestamp) is int and _INT64_MIN <= timestamp <= _INT64_MAX))
                 and type(value) is bytes
                 and PyBytes_GET_SIZE(value) <= self.small
                 and (key is None or (type(key) is bytes and PyBytes_GET_SIZE(key) <= self.small))

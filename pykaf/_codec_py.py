@@ -1320,6 +1320,9 @@ class ProduceSet:
 # -- per-record staging -------------------------------------------------------
 
 _NO_RUN = object()  # no run open: equal to no topic
+# A timestamp a run's int64 column can hold; others go one by one (and fail alone).
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
 
 
 class RecordStager:
@@ -1437,7 +1440,10 @@ class RecordStager:
         """Whether the record may join a run (without looking at the run)."""
         return (
             headers is None
-            and (timestamp is None or type(timestamp) is int)
+            and (
+                timestamp is None
+                or (type(timestamp) is int and _INT64_MIN <= timestamp <= _INT64_MAX)
+            )
             and type(value) is bytes
             and len(value) <= self.small
             and (key is None or (type(key) is bytes and len(key) <= self.small))

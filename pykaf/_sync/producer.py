@@ -642,7 +642,7 @@ class _Feeder(RecordStager):
         plain = (
             type(value) is bytes
             and headers is None
-            and (timestamp is None or type(timestamp) is int)
+            and (timestamp is None or (type(timestamp) is int and -(2**63) <= timestamp < 2**63))
             and (key is None or type(key) is bytes)
             and (partition is None or type(partition) is int)
             and len(value) <= self.small

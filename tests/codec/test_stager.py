@@ -240,3 +240,15 @@ def test_stamped_records_join_only_a_stamped_run(codec: ModuleType) -> None:
     stager.open_future_run("t", None, values, futures, None, stamps)
     stager.send_async("t", b"d", timestamp=6)
     assert values == [b"a", b"d"] and stamps == [5, 6] and len(futures) == 1
+
+
+def test_a_timestamp_past_int64_takes_the_slow_path(codec: ModuleType) -> None:
+    stager, owner = _stager(codec)
+    values: list[bytes] = []
+    stamps: list[int] = []
+    stager.open_run("t", None, values, None, stamps)
+    stager.produce("t", b"a", timestamp=(1 << 63) - 1)
+    stager.produce("t", b"b", timestamp=1 << 63)
+    stager.produce("t", b"c", timestamp=-(1 << 63) - 1)
+    assert values == [b"a"]
+    assert [call[1] for call in owner.staged] == [b"b", b"c"]

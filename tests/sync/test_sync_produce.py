@@ -664,3 +664,24 @@ def test_a_record_the_loop_took_before_the_portal_refused_is_the_loops_to_report
     assert producer.flush(timeout=T) == 0
     assert heard == [None]
     assert broker_clients.consume_assigned(broker.conf, topic, [0], 1, timeout=T) == [b"taken"]
+
+
+def test_a_timestamp_past_int64_fails_alone_beside_a_stamped_run(
+    broker: Any, producer_factory: Any
+) -> None:
+    topic = create_topic(broker)
+    producer = producer_factory(broker.bootstrap)
+    heard: dict[int, BaseException | None] = {}
+    for i in range(40):
+        stamp = 1 << 64 if i == 20 else TS + i
+        producer.produce(
+            topic,
+            b"%d" % i,
+            timestamp=stamp,
+            on_delivery=lambda e, md, i=i: heard.__setitem__(i, e),
+        )
+    assert producer.flush(timeout=T) == 0
+    assert sorted(heard) == list(range(40))
+    assert [i for i, error in heard.items() if error is not None] == [20]
+    values = broker_clients.consume_assigned(broker.conf, topic, [0], 39, timeout=T)
+    assert values == [b"%d" % i for i in range(40) if i != 20]
