@@ -419,14 +419,8 @@ class Accumulator:
         count = t.count
         if type(self.partitioner) is Murmur2Partitioner and count > 0:
             parts = [(murmur2(key) & 0x7FFFFFFF) % count for key in keys]  # its rule, inline
-        else:
-            choose, name, available = self.partitioner.partition, t.name, t.available
-            parts = [choose(name, key, count, available) for key in keys]
-            if set(map(type, parts)) != {int} or min(parts) < 0 or max(parts) >= count:
-                bad = next(p for p in parts if type(p) is not int or not 0 <= p < count)
-                raise PartitionerError(
-                    f"the partitioner chose {bad!r} for topic {t.name!r} with {count} partitions"
-                )
+        else:  # no null keys here: _choose only asks and checks
+            parts = [self._choose(t, key) for key in keys]
         return parts
 
     def _purged_rest(

@@ -1384,9 +1384,9 @@ class _Feeder(RecordStager):
         buffered is purged there, and a ``send_batch`` waiting for space
         fails the rest (the async purge). A purged item of the backlog leaves
         a marker in its place, so the drainer pops the slot it is working on.
-        Purged failures of records without a callback are not kept for
-        ``flush`` (those of a run still being handed over settle later and
-        are).
+        Purged failures of records without a callback are never raised by
+        ``flush`` (``_merged`` leaves them out: this call told of them), also
+        those of a run still being handed over, which settle later.
         """
 
         def records(item: _Item) -> int:
@@ -1416,7 +1416,6 @@ class _Feeder(RecordStager):
                 self.backlog[i] = trio.Event()
         purged += self.producer.purge(in_queue=in_queue, in_flight=in_flight)
         await self.collect_runs()
-        self.unreported[:] = [f for f in self.unreported if not isinstance(f[3], PurgedError)]
         return purged
 
 
