@@ -22,6 +22,7 @@ consumer, protocol) must follow too:
 from __future__ import annotations
 
 import importlib
+import itertools
 import random
 import struct
 from array import array
@@ -79,6 +80,60 @@ def note_rate(benchmark: Any, records: int) -> None:
     median = stats.stats.median
     if median > 0:
         benchmark.extra_info["records_per_s"] = round(records / median)
+
+
+def time_produce_rounds(
+    benchmark: Any,
+    broker: Any,
+    make_round: Callable[[str, str, list[bytes]], Any],
+    values: list[bytes],
+    *,
+    topic_prefix: str,
+    partitions: int,
+    rounds: int,
+    label: str,
+) -> None:
+    """Time ``rounds`` producer rounds, each into a fresh topic, checking what arrived.
+
+    Each round (``bench/test_producer.py``'s ``Round``) is made and started
+    (producer open and warm: one record to each partition) before its timing,
+    stopped after it. The topic's high watermarks must add up to ``values``
+    plus the warm-up records, and the round must say every value was
+    acknowledged; the topic is deleted after. ``label`` names the client in
+    failure messages.
+    """
+    records = len(values)
+    ids = itertools.count()
+    open_rounds: list[Any] = []
+    acknowledged: list[int] = []
+
+    def setup() -> tuple[tuple[Any], dict[str, Any]]:
+        topic = f"{topic_prefix}-{next(ids)}"
+        broker.create_topic(topic, partitions)
+        one = make_round(broker.bootstrap, topic, values)
+        open_rounds.append(one)
+        one.start()
+        return (one,), {}
+
+    def teardown(one: Any) -> None:
+        open_rounds.remove(one)
+        acknowledged.append(one.stop())
+        total = sum(broker.high_watermarks(one.topic).values())
+        assert total == records + partitions, (
+            f"{one.topic} holds {total} records; {records} + {partitions} warm-up were sent"
+        )
+        broker.delete_topic(one.topic)
+
+    def one_round(one: Any) -> None:
+        one.run()
+
+    benchmark.pedantic(one_round, setup=setup, teardown=teardown, rounds=rounds, iterations=1)
+    while open_rounds:  # --benchmark-disable runs the target once, without teardown
+        teardown(open_rounds[0])
+    assert acknowledged == [records] * len(acknowledged) and acknowledged, (
+        f"{label}: acknowledged {acknowledged} per round, expected {records}"
+    )
+    note_rate(benchmark, records)
 
 
 def confluent_produce_all(producer: Any, topic: str, values: Any) -> int:

@@ -54,8 +54,8 @@ from bench._support import (
     PYKAF,
     bulk_values,
     confluent_produce_idiom,
-    note_rate,
     tag,
+    time_produce_rounds,
 )
 from bench.test_producer import (
     LINGER_S,
@@ -226,33 +226,13 @@ def test_compat_produce(
         linger_ms=LINGER_MS,
         idempotence=True,
     )
-    open_rounds: list[Round] = []
-    acknowledged: list[int] = []
-
-    def setup() -> tuple[tuple[Round], dict[str, Any]]:
-        topic = f"bench-compat-{broker_name}-{variant}-{next(_topic_ids)}"
-        broker.create_topic(topic, PARTITIONS)
-        one = make_round(broker.bootstrap, topic, values)
-        open_rounds.append(one)
-        one.start()
-        return (one,), {}
-
-    def teardown(one: Round) -> None:
-        open_rounds.remove(one)
-        acknowledged.append(one.stop())
-        total = sum(broker.high_watermarks(one.topic).values())
-        assert total == RECORDS + PARTITIONS, (
-            f"{one.topic} holds {total} records; {RECORDS} + {PARTITIONS} warm-up were sent"
-        )
-        broker.delete_topic(one.topic)
-
-    def one_round(one: Round) -> None:
-        one.run()
-
-    benchmark.pedantic(one_round, setup=setup, teardown=teardown, rounds=ROUNDS, iterations=1)
-    while open_rounds:  # --benchmark-disable runs the target once, without teardown
-        teardown(open_rounds[0])
-    assert acknowledged == [RECORDS] * len(acknowledged) and acknowledged, (
-        f"{client}[{variant}]: acknowledged {acknowledged} per round, expected {RECORDS}"
+    time_produce_rounds(
+        benchmark,
+        broker,
+        make_round,
+        values,
+        topic_prefix=f"bench-compat-{broker_name}-{variant}",
+        partitions=PARTITIONS,
+        rounds=ROUNDS,
+        label=f"{client}[{variant}]",
     )
-    note_rate(benchmark, RECORDS)

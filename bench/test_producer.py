@@ -383,6 +383,8 @@ class ConfluentPollCallbackRound(ConfluentRound):
 class AiokafkaRound(_ThreadedRound):
     """aiokafka: ``await send()`` per record, keeping the futures; flush, gather."""
 
+    linger_ms: int | None = int(LINGER_S * 1000)  # None: aiokafka's default
+
     def __init__(self, *args: Any, idempotence: bool) -> None:
         super().__init__(*args)
         self.idempotence = idempotence
@@ -392,11 +394,12 @@ class AiokafkaRound(_ThreadedRound):
 
     async def _main_async(self) -> None:
         aio = importlib.import_module("aiokafka")
+        linger = {} if self.linger_ms is None else {"linger_ms": self.linger_ms}
         producer = aio.AIOKafkaProducer(
             bootstrap_servers=self.bootstrap,
             acks="all",
             enable_idempotence=self.idempotence,
-            linger_ms=int(LINGER_S * 1000),
+            **linger,
         )
         await producer.start()
         try:
@@ -406,14 +409,18 @@ class AiokafkaRound(_ThreadedRound):
                 )
             self.gate.ready.set()
             await asyncio.to_thread(self.gate.go.wait)
-            topic, send = self.topic, producer.send
-            futures = [await send(topic, value) for value in self.values]
-            await producer.flush()
-            results = await asyncio.gather(*futures)  # raises the first failure
-            self.gate.result = len(results)
+            self.gate.result = await self.produce(producer)
             self.gate.done.set()
         finally:
             await producer.stop()
+
+    async def produce(self, producer: Any) -> int:
+        """Send every value; return how many were acknowledged."""
+        topic, send = self.topic, producer.send
+        futures = [await send(topic, value) for value in self.values]
+        await producer.flush()
+        results = await asyncio.gather(*futures)  # raises the first failure
+        return len(results)
 
 
 def _pykaf_options() -> dict[str, Any]:

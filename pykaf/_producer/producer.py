@@ -212,6 +212,13 @@ class Producer:
         if acc.purges != purges:
             raise errors.PurgedError("purged from the producer before it was sent")
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
+        if batch.waiters is None:
+            # An awaited record makes its batch ready: the sender sends it without
+            # waiting for linger. Senders that append before the sender task runs
+            # (or while requests are in flight) still share the batch.
+            broker = t.parts[batch.partition].broker
+            if broker is not None:
+                broker.wake()
         batch.add_waiter(delta)
         await batch.wait()
         if batch.parts is not None:  # the broker found the batch too large: it was split
@@ -324,6 +331,17 @@ class Producer:
             ConfigError: ``return_errors`` is off.
         """
         return self._reports.errors()
+
+    def send_now(self) -> None:
+        """Send what is buffered now, without waiting for ``linger``; return at once.
+
+        The batches open now are sealed and sent as soon as their partition
+        may send (in-flight limits still apply), and so are records waiting
+        for their topic's metadata once it arrives; records buffered
+        afterwards linger as usual. :meth:`send` does this for its own
+        record's batch.
+        """
+        self._sinks.send_now()
 
     async def flush(self) -> None:
         """Send everything buffered now and wait until all of it is settled.

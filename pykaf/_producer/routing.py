@@ -137,6 +137,10 @@ class Router:
                 continue
             if target is not None:
                 batch.observe(delta, timestamp, target)
+        if t.hurry:  # send_now() was called while they waited: no linger for them
+            t.hurry = False
+            for p in t.parts:
+                self._acc.seal(p)
         t.ready.set()
 
     async def _lookup_topic(self, topic: str) -> list[int]:

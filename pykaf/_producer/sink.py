@@ -160,6 +160,17 @@ class Sinks:
 
     # ------------------------------------------------------------------ flush and transactions
 
+    def send_now(self) -> None:
+        """Make every open batch ready to send, without waiting for its linger."""
+        seal = self.acc.seal
+        for t in self._topics.values():
+            if t.pending:  # sent once the topic's partitions are known
+                t.hurry = True
+            for p in t.parts:
+                batch = p.open
+                if batch is not None and batch.count:
+                    seal(p)
+
     async def flush(self) -> None:
         """Send at once everything buffered now and wait until it is all settled."""
         self.flushing += 1
@@ -524,7 +535,8 @@ class BrokerSink:
                 if batch is None or batch.count == 0:
                     continue
                 due = batch.created + linger
-                if urgent or now >= due:
+                # A batch some send() awaits is ready at once (see Producer.send).
+                if urgent or now >= due or batch.waiters is not None:
                     acc.seal(part, wake=False)
                 else:
                     deadline = min(deadline, due)

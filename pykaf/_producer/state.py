@@ -99,7 +99,17 @@ class TopicState:
     never has to await.
     """
 
-    __slots__ = ("available", "count", "error", "name", "null_part", "parts", "pending", "ready")
+    __slots__ = (
+        "available",
+        "count",
+        "error",
+        "hurry",
+        "name",
+        "null_part",
+        "parts",
+        "pending",
+        "ready",
+    )
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -107,6 +117,8 @@ class TopicState:
         self.parts: list[PartitionState] = []
         self.available: list[int] | None = None
         self.pending: list[tuple[Any, ...]] = []
+        #: ``send_now()`` came while records waited: send them once they are appended.
+        self.hurry = False
         self.ready = trio.Event()
         self.error: BaseException | None = None
         #: The sticky partition for null keys, while the partitioner keeps it.

@@ -442,6 +442,9 @@ class _DeliveryFuture(Future[RecordMetadata]):
         feeder.settled_futures.append(self)
 
     def _wait_done(self, timeout: float | None) -> None:
+        if self._state not in _DONE and timeout != 0:
+            # Someone waits for the record: its batch need not wait for linger.
+            self._feeder.hurry_up()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._condition:
             while self._state not in _DONE:
@@ -538,6 +541,7 @@ class _Feeder(RecordStager):
         self.incoming: list[_Item] = []
         self.run: _Run | None = None  # the last item of ``incoming``, if it is a run
         self.scheduled = False
+        self.hurry = False  # a send() waits: send what the loop takes at once (under lock)
         self.closed = False  # no more records (set by Producer.close, under lock)
         self.room = threading.Event()
         self.waiting = False
@@ -555,6 +559,7 @@ class _Feeder(RecordStager):
         # Loop side:
         self.backlog: deque[_Item] = deque()
         self.draining = False
+        self.hurry_after_drain = False  # a send()'s record waits in the backlog
         self.sending: _Item | None = None  # the backlog item the drainer hands to send_batch
         self.unsettled: set[Future[Any]] = set()
         self.open_hooks: set[_RunResolved] = set()  # send_async runs not all resolved
@@ -626,12 +631,15 @@ class _Feeder(RecordStager):
         timestamp: int | None,
         on_delivery: OnDelivery | None,
         deadline: float | None,
+        hurry: bool = False,
     ) -> None:
         """Stage one record (any thread); wake the loop if it is idle.
 
         A ``produce`` record waits ``block`` seconds for room, then raises
         BufferFullError; a ``send_async`` record (its future as
         ``on_delivery``) waits until ``deadline``, then raises KafkaTimeoutError.
+        ``hurry`` (``send()``, which waits for the record): once the loop has
+        buffered it, it sends what is buffered without waiting for linger.
         """
         future = type(on_delivery) is _DeliveryFuture
         if self.queued - self.accepted >= MAX_PENDING:
@@ -654,6 +662,8 @@ class _Feeder(RecordStager):
             self.queued += 1
             if future:
                 self.futures += 1
+            if hurry:
+                self.hurry = True
             if plain:
                 run = self.run
                 if (
@@ -720,7 +730,19 @@ class _Feeder(RecordStager):
             if self._unstage(own, index, exc):
                 raise
 
-    def _unstage(self, own: _Item, index: int, exc: BaseException) -> bool:
+    def hurry_up(self) -> None:
+        """Have the loop send what is buffered or staged now, without linger (any thread)."""
+        with self.lock:
+            self.hurry = True
+            if self.scheduled or self.closed:
+                return  # the take already asked for (or close's) sends it
+            self.scheduled = True
+        try:
+            self.portal.call_soon(self.take)
+        except BaseException as exc:  # the portal shut down: fail what others staged
+            self._unstage(None, -1, exc)
+
+    def _unstage(self, own: _Item | None, index: int, exc: BaseException) -> bool:
         """Withdraw the caller's record, fail the others staged; False: the loop has it."""
         with self.lock:
             self.scheduled = False
@@ -745,6 +767,7 @@ class _Feeder(RecordStager):
                     items = [item for item in items if item is not own]
                 withdrawn = True
             else:
+                assert own is not None  # None is never in items
                 items = [item for item in items if item is not own]
                 self.queued -= _count(own)
                 if _future_of(own) is not None:
@@ -868,6 +891,7 @@ class _Feeder(RecordStager):
             futures, self.staged_futures = self.staged_futures, []
             self.end_run()
             self.scheduled = False
+            hurry, self.hurry = self.hurry, False
         started = bool(futures) and not (self.backlog or self.draining or self.finished)
         if started:  # they are offered now: start them all under one hold of the lock
             self._start_all(futures)
@@ -886,6 +910,11 @@ class _Feeder(RecordStager):
                 self._unstart(items[i:])
                 started = False
             i += 1
+        if hurry:  # a send() waits for one of these records: no linger for it
+            if self.backlog or self.draining:
+                self.hurry_after_drain = True
+            else:
+                self.producer.send_now()
 
     def _start_all(self, futures: list[_DeliveryFuture]) -> None:
         """``set_running_or_notify_cancel`` for many futures at once."""
@@ -1253,6 +1282,9 @@ class _Feeder(RecordStager):
                 else:
                     item.set()
                 self.backlog.popleft()
+            if self.hurry_after_drain:
+                self.hurry_after_drain = False
+                self.producer.send_now()
         finally:
             self.draining = False
             if self.backlog:  # cancelled: the portal is shutting down
@@ -1520,7 +1552,12 @@ class Producer:
         """
         self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
-        future = self._send_async(topic, value, key, partition, headers, timestamp, deadline)
+        # hurry: the record's batch is sent without waiting for linger.
+        feeder = self._feeder
+        future = _DeliveryFuture(feeder)
+        feeder.stage_record(
+            topic, value, key, partition, headers, timestamp, future, deadline, hurry=True
+        )
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         return wait_future(future, remaining)
 
@@ -1561,21 +1598,6 @@ class Producer:
             timestamp=timestamp,
             timeout=timeout,
         )
-        return future
-
-    def _send_async(
-        self,
-        topic: str,
-        value: bytes | None,
-        key: bytes | None,
-        partition: int | None,
-        headers: Headers | None,
-        timestamp: int | None,
-        deadline: float | None,
-    ) -> Future[RecordMetadata]:
-        feeder = self._feeder
-        future = _DeliveryFuture(feeder)
-        feeder.stage_record(topic, value, key, partition, headers, timestamp, future, deadline)
         return future
 
     def produce(
@@ -1714,6 +1736,21 @@ class Producer:
         future: Future[int] = Future()
         self._feeder.put(_Batch(topic, values, keys, headers, timestamps, partition, future))
         return future
+
+    def send_now(self) -> None:
+        """Send what is staged or buffered now without waiting for ``linger``; return at once.
+
+        :meth:`send` and a wait on a ``send_async`` future's ``result()`` or
+        ``exception()`` do this themselves; call it before waiting for records
+        some other way (``concurrent.futures.wait``, ``on_delivery`` callbacks
+        from :meth:`poll`) when they should not linger.
+
+        Raises:
+            ClosedError: the producer is closed.
+        """
+        if self._feeder.closed:
+            raise ClosedError("the producer is closed")
+        self._feeder.hurry_up()
 
     def flush(self, timeout: float | None = None) -> int:
         """Wait until every record sent so far is acknowledged or has failed.

@@ -77,12 +77,19 @@ async def test_buffered_records_fail_with_purged_error_and_never_reach_the_log(
 
 
 async def test_a_waiting_send_raises_purged_error() -> None:
+    # An awaited record is sent at once (it does not linger), so the send here
+    # waits behind a lingering record that fills the buffer.
     async with open_fake_cluster(1) as cluster:
         cluster.create_topic("t", 1)
         async with (
-            pykaf.open_producer(cluster.bootstrap, **HELD) as producer,
+            pykaf.open_producer(cluster.bootstrap, buffer_records=1, **HELD) as producer,
             trio.open_nursery() as nursery,
         ):
+            await producer.flush()  # the topic is known
+            outcomes: list[BaseException | None] = []
+            producer.send_nowait(
+                "t", b"held", partition=0, on_delivery=lambda e, md: outcomes.append(e)
+            )
 
             async def send() -> None:
                 with pytest.raises(errors.PurgedError):
@@ -90,7 +97,8 @@ async def test_a_waiting_send_raises_purged_error() -> None:
 
             nursery.start_soon(send)
             await trio.testing.wait_all_tasks_blocked()
-            assert producer.purge(in_flight=False) == 1
+            assert producer.purge(in_flight=False) == 1  # the buffered one; the send gives up
+            assert len(outcomes) == 1 and isinstance(outcomes[0], errors.PurgedError)
 
 
 async def test_in_queue_false_leaves_buffered_records_alone() -> None:

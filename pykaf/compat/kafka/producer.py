@@ -273,6 +273,11 @@ class KafkaProducer:
             KafkaTimeoutError: ``timeout`` seconds passed first.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        if not future.is_done:
+            try:
+                self._producer.send_now()  # an awaited record does not linger
+            except pykaf_errors.PykafError as exc:
+                raise from_pykaf(exc) from exc
         while not future.is_done:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:

@@ -1,0 +1,118 @@
+"""An awaited record does not pay the linger: ``send()``, ``send_now()``, sync waits.
+
+Every producer here lingers an hour. Each test would then wait an hour for
+its records, so the ``fail_after`` guards (far shorter than the linger) fail
+it at once if the rule breaks; no test measures how long anything took.
+Run on Apache Kafka, Tansu and the librdkafka mock cluster.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+import pytest
+import trio
+
+import pykaf
+import pykaf.sync
+from pykaf.compat import kafka as kafka_shim
+
+bc = pytest.importorskip("broker_clients")  # skips itself without confluent-kafka
+Broker = bc.Broker
+unique = bc.unique
+
+pytestmark = pytest.mark.broker
+
+HOUR = 3600.0
+GUARD = 60.0  # far shorter than the linger, long enough for a loaded machine
+
+
+def new_topic(broker: Broker, partitions: int = 1) -> str:
+    topic = unique("awaited")
+    broker.create(topic, partitions)
+    return topic
+
+
+async def test_a_send_loop_does_not_wait_for_linger(broker: Broker) -> None:
+    topic = new_topic(broker)
+    async with pykaf.open_producer(broker.bootstrap, linger=HOUR) as producer:
+        with trio.fail_after(GUARD):
+            mds = [await producer.send(topic, b"v%d" % i) for i in range(20)]
+        assert [md.offset for md in mds] == list(range(20))
+        stats = producer.statistics()
+        assert stats.batches_sent == 20  # one batch per awaited record
+    values = bc.consume_assigned(broker.conf, topic, [0], 20)
+    assert values == [b"v%d" % i for i in range(20)]
+
+
+async def test_concurrent_senders_still_share_batches(broker: Broker) -> None:
+    topic = new_topic(broker, 2)
+    async with pykaf.open_producer(broker.bootstrap, linger=HOUR) as producer:
+        # Warm up the topic so that every sender appends at once.
+        await producer.send(topic, b"warm", partition=0)
+        results: list[pykaf.RecordMetadata] = []
+
+        async def one(i: int) -> None:
+            results.append(await producer.send(topic, b"c%d" % i, partition=i % 2))
+
+        with trio.fail_after(GUARD):
+            async with trio.open_nursery() as nursery:
+                for i in range(200):
+                    nursery.start_soon(one, i)
+        assert len(results) == 200
+        # The senders appended before the sender task ran: a few batches, not 200.
+        assert producer.statistics().batches_sent <= 1 + 2 * 5
+        for p in (0, 1):
+            offsets = sorted(md.offset for md in results if md.partition == p)
+            assert offsets == list(range(1 if p == 0 else 0, 101 if p == 0 else 100))
+
+
+async def test_send_now_sends_buffered_records_at_once(broker: Broker) -> None:
+    topic = new_topic(broker)
+    acked: list[pykaf.RecordMetadata] = []
+    async with pykaf.open_producer(broker.bootstrap, linger=HOUR) as producer:
+        await producer.send(topic, b"warm")  # the topic's metadata is known
+        for i in range(50):
+            producer.send_nowait(topic, b"n%d" % i, on_delivery=lambda e, md: acked.append(md))
+        producer.send_now()
+        with trio.fail_after(GUARD):
+            while len(acked) < 50:
+                await trio.sleep(0.01)
+        # send_now is not a flush: records buffered after it linger again.
+        producer.send_nowait(topic, b"late", on_delivery=lambda e, md: acked.append(md))
+        await trio.sleep(0.3)
+        assert len(acked) == 50 and producer.statistics().buffered_records == 1
+        await producer.flush()
+    assert [md.offset for md in acked] == list(range(1, 52))
+
+
+def test_sync_send_and_future_waits_do_not_linger(broker: Broker) -> None:
+    topic = new_topic(broker)
+    with pykaf.sync.Producer(broker.bootstrap, linger=HOUR) as producer:
+        mds = [producer.send(topic, b"s%d" % i, timeout=GUARD) for i in range(10)]
+        assert [md.offset for md in mds] == list(range(10))
+        # Waiting on a send_async future's result() hurries its record too.
+        future = producer.send_async(topic, b"f")
+        assert future.result(timeout=GUARD).offset == 10
+        # Other ways of waiting do not; send_now() is there for them.
+        futures = [producer.send_async(topic, b"w%d" % i) for i in range(5)]
+        producer.send_now()
+        done, _ = concurrent.futures.wait(futures, timeout=GUARD)
+        assert len(done) == 5
+        assert [f.result().offset for f in futures] == list(range(11, 16))
+        producer.close(timeout=GUARD)
+        with pytest.raises(pykaf.errors.ClosedError):
+            producer.send_now()
+
+
+def test_kafka_python_send_get_does_not_linger(broker: Broker) -> None:
+    topic = new_topic(broker)
+    producer: Any = kafka_shim.KafkaProducer(
+        bootstrap_servers=broker.bootstrap, linger_ms=int(HOUR * 1000)
+    )
+    try:
+        offsets = [producer.send(topic, b"k%d" % i).get(timeout=GUARD).offset for i in range(5)]
+    finally:
+        producer.close(timeout=GUARD)
+    assert offsets == list(range(5))
