@@ -3,7 +3,8 @@
 Shared by both codec implementations; it runs once per batch, never per
 record, so plain Python calling the C libraries costs nothing measurable.
 Libraries: zlib (stdlib) for gzip, cramjam for snappy (maintained, wheels
-everywhere, no system library), lz4 for the LZ4 frame format, zstandard for zstd.
+everywhere, no system library), lz4 for the LZ4 frame format (cramjam's
+frame compressor for the HC levels, 3 and up: faster), zstandard for zstd.
 
 Every decoder bounds its output so a decompression bomb is a
 :class:`~pykaf.errors.CorruptRecordError`, not an out-of-memory crash: by
@@ -57,6 +58,10 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
+#: The first LZ4 HC level (liblz4's LZ4HC_CLEVEL_MIN): from here on pykaf
+#: compresses with cramjam's lz4 frame compressor, below with python-lz4's.
+LZ4_HC_MIN = 3
+
 
 _ZSTD_DCTX = zstandard.ZstdDecompressor()
 _ZSTD_CCTX: dict[int, zstandard.ZstdCompressor] = {}
@@ -74,11 +79,14 @@ def compress(codec: int, data: _Buffer, level: int | None = None) -> bytes:
     if codec == SNAPPY:
         return _xerial_compress(data)
     if codec == LZ4:
+        lvl = 0 if level is None else level
+        if lvl >= LZ4_HC_MIN:
+            return _lz4_hc_compress(data, lvl)
         # Kafka's LZ4 is the standard frame format with independent 64 KB blocks.
         return bytes(
             lz4.frame.compress(
                 data,
-                compression_level=0 if level is None else level,
+                compression_level=lvl,
                 block_size=lz4.frame.BLOCKSIZE_MAX64KB,
                 block_linked=False,
                 content_checksum=False,
@@ -93,6 +101,17 @@ def compress(codec: int, data: _Buffer, level: int | None = None) -> bytes:
     if codec == NONE:
         return bytes(data)
     raise ValueError(f"unknown compression codec {codec}")
+
+
+def _lz4_hc_compress(data: _Buffer, level: int) -> bytes:
+    # cramjam's frame compressor (liblz4 1.10) runs the HC levels faster than
+    # python-lz4's bundled 1.9.4 (~7% at level 9, the broker's and aiokafka's
+    # default; the same compressed sizes). Its frame: independent 64 KB blocks,
+    # each with its xxh32 block checksum (Java's reader verifies them), no
+    # content size, no content checksum. It takes bytes only.
+    c = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
+    c.compress(data if type(data) is bytes else bytes(data))
+    return bytes(c.finish())
 
 
 def decompress(codec: int, data: _Buffer, limit: int | None = None) -> bytes:

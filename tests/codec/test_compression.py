@@ -12,6 +12,7 @@ from typing import Any
 
 import codec_wire as w
 import cramjam
+import lz4.block
 import lz4.frame
 import pytest
 import zstandard
@@ -229,6 +230,86 @@ def test_compression_level_honoured(codec: ModuleType, name: str, low: int, high
         # zlib records its effort in the gzip header's XFL byte: 4 fastest, 2 best.
         assert fast[61 + 8] == 4
         assert best[61 + 8] == 2
+
+
+def _lz4_kafka_blocks(frame: bytes) -> list[bytes]:
+    """Check ``frame`` is an LZ4 frame Kafka's readers take; return its blocks, inflated.
+
+    Java's KafkaLZ4BlockInputStream (KIP-57) and librdkafka need the standard
+    frame: version 01, independent blocks, no dictionary, no reserved bits, a
+    64 KiB..4 MiB block size. Each block is inflated on its own, with no earlier
+    data as dictionary: a block that refers back (block_linked) fails here.
+    """
+    assert frame[:4] == b"\x04\x22\x4d\x18"  # LZ4 frame magic
+    flg, bd = frame[4], frame[5]
+    assert flg >> 6 == 0b01, "frame version must be 01"
+    assert flg & 0x20, "blocks must be independent (B.Indep)"
+    assert not flg & 0x02, "reserved FLG bit set"
+    assert not flg & 0x01, "no dictionary ID"
+    assert bd == 0x40, "64 KiB blocks, as the Java client writes"
+    block_checksum = bool(flg & 0x10)
+    pos = 6 + (8 if flg & 0x08 else 0) + 1  # descriptor, content size, header checksum
+    blocks = []
+    while True:
+        (word,) = struct.unpack_from("<I", frame, pos)
+        pos += 4
+        if word == 0:  # end mark
+            break
+        size = word & 0x7FFFFFFF
+        block = frame[pos : pos + size]
+        pos += size + (4 if block_checksum else 0)
+        if word & 0x80000000:  # stored uncompressed
+            blocks.append(block)
+        else:
+            blocks.append(lz4.block.decompress(block, uncompressed_size=64 * 1024))
+        assert len(blocks[-1]) <= 64 * 1024
+    pos += 4 if flg & 0x04 else 0  # content checksum
+    assert pos == len(frame), "bytes after the frame"
+    return blocks
+
+
+def _lz4_rows() -> list[tuple[int, bytes | None, bytes | None, list]]:
+    # ~200 KiB of records that repeat across 64 KiB blocks (so a linked block
+    # would refer back) with random bytes mixed in (some blocks barely shrink).
+    rnd = random.Random(5)
+    rows = _rows(600, seed=13)
+    noise = [(T + i, None, rnd.randbytes(300), []) for i in range(100)]
+    return rows + noise + rows[:200]
+
+
+@pytest.mark.parametrize("level", [None, -1, 0, 1, 2, 3, 4, 9, 12])
+def test_lz4_frame_is_kafka_readable(codec: ModuleType, level: int | None) -> None:
+    rows = _lz4_rows()
+    plain = _build(codec, 0, rows)[61:]
+    data = _build(codec, CODECS["lz4"], rows, level=level)
+    section = data[61:]
+    blocks = _lz4_kafka_blocks(section)
+    assert len(blocks) > 2
+    assert b"".join(blocks) == plain
+    # Both bindings read it (python-lz4: liblz4 1.9; cramjam: liblz4 1.10),
+    # checking the header checksum and any block checksums.
+    assert lz4.frame.decompress(section) == plain
+    assert bytes(cramjam.lz4.decompress(section)) == plain
+    (batch,) = codec.decode_batches(data)
+    _check_decoded(batch, rows, "lz4")
+
+
+@pytest.mark.parametrize("linked", [True, False])
+def test_lz4_frame_check_catches_linked_blocks(linked: bool) -> None:
+    # The checker above has teeth: a frame of dependent blocks fails it.
+    plain = _plain_section(_lz4_rows())
+    frame = lz4.frame.compress(
+        plain,
+        compression_level=9,
+        block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+        block_linked=linked,
+        content_checksum=False,
+    )
+    if linked:
+        with pytest.raises((AssertionError, lz4.block.LZ4BlockError)):
+            assert b"".join(_lz4_kafka_blocks(frame)) == plain
+    else:
+        assert b"".join(_lz4_kafka_blocks(frame)) == plain
 
 
 def test_builder_size_is_uncompressed(codec: ModuleType) -> None:
