@@ -14,6 +14,7 @@ import logging
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
+from contextlib import suppress
 from typing import Any
 
 import trio
@@ -37,6 +38,8 @@ if sys.version_info < (3, 11):  # pragma: no cover - trio installs the backport 
 
 log = logging.getLogger("pykaf.net")
 
+#: Seconds a graceful close (after acks=0 requests) waits for the broker to close too.
+CLOSE_DRAIN = 1.0
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError)
 
 
@@ -444,7 +447,24 @@ class BrokerConnection:
         self._fail(KafkaConnectionError(f"{self}: connection closed"))
 
     async def aclose(self) -> None:
-        """Close the connection and wait until its reader task has finished."""
+        """Close the connection and wait until its reader task has finished.
+
+        After Produce requests with acks=0 the close is graceful: pykaf
+        half-closes and reads until the broker closes too (at most
+        ``CLOSE_DRAIN`` seconds). A broker that answers such requests anyway
+        (Tansu, librdkafka's mock) would otherwise have answers unread in the
+        socket, which turns the close into a reset that can make the broker
+        drop requests it has not read yet. (quirk: answered-acks-zero)
+        """
+        if self._error is None and self._proto.unanswered:
+            with trio.move_on_after(CLOSE_DRAIN):
+                async with self._send_lock:
+                    if self._error is None and isinstance(
+                        self._stream, trio.abc.HalfCloseableStream
+                    ):
+                        with suppress(*_IO_ERRORS, trio.BusyResourceError):
+                            await self._stream.send_eof()
+                await self._closed.wait()  # the reader sees the broker's close
         self.close()
         await self._closed.wait()
 

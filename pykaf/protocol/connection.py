@@ -26,6 +26,7 @@ from pykaf.protocol.versions import CLIENT_CAPS
 
 _SIZE = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
+_CID = struct.Struct(">i")
 API_VERSIONS_KEY = P.ApiVersionsRequest.API_KEY
 PRODUCE_KEY = P.ProduceRequest.API_KEY
 UNSUPPORTED_VERSION = 35
@@ -33,6 +34,8 @@ UNSUPPORTED_VERSION = 35
 #: Responses larger than this are refused (and the connection dropped) rather
 #: than buffered: a corrupt size prefix must not make the client allocate GBs.
 DEFAULT_MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+#: How many unanswered (acks=0) requests' correlation ids a connection keeps.
+UNANSWERED_KEPT = 1024
 
 
 @dataclass(slots=True)
@@ -137,6 +140,11 @@ class Connection:
         self.versions: BrokerVersions | None = None
         self._next_id = 0
         self._pending: deque[Pending] = deque()
+        # Correlation ids of requests Kafka never answers (Produce with acks=0),
+        # the latest UNANSWERED_KEPT: some brokers (Tansu, librdkafka's mock)
+        # answer them anyway, and such an answer is dropped, not a protocol error.
+        # quirk: answered-acks-zero
+        self._unanswered: dict[int, None] = {}
         self._out: list[bytes] = []
         # Bytes received and not yet framed: the chunks as read (or views of
         # their tails), never copied until a whole frame is there.
@@ -151,6 +159,11 @@ class Connection:
     def in_flight(self) -> int:
         """Requests sent that still wait for a response."""
         return len(self._pending)
+
+    @property
+    def unanswered(self) -> int:
+        """Requests sent that expect no response (acks=0), of the latest ``UNANSWERED_KEPT``."""
+        return len(self._unanswered)
 
     def version_for(self, api_key: int) -> int:
         """The negotiated version for ``api_key`` (after the ApiVersions exchange)."""
@@ -204,6 +217,11 @@ class Connection:
         self._out.append(body)
         if expect_response:
             self._pending.append(Pending(cid, api_key, version, P.RESPONSES[api_key], context))
+        else:
+            unanswered = self._unanswered
+            unanswered[cid] = None
+            if len(unanswered) > UNANSWERED_KEPT:
+                del unanswered[next(iter(unanswered))]
         return cid
 
     def data_to_send(self) -> bytes:
@@ -242,8 +260,26 @@ class Connection:
                 break
             frame = self._take_frame(self._frame_size)
             self._frame_size = -1
+            if self._unanswered and self._answers_unanswered(frame):
+                continue
             out.append(self._handle_frame(frame))
         return out
+
+    def _answers_unanswered(self, frame: bytes) -> bool:
+        """Whether ``frame`` answers a request that expects none (then forget that request).
+
+        The correlation id is a response header's first field in every
+        header version, so it is read before the header's version is known.
+        """
+        if len(frame) < 4:
+            return False
+        (cid,) = _CID.unpack_from(frame)
+        if self._pending and self._pending[0].correlation_id == cid:
+            return False
+        if cid not in self._unanswered:
+            return False
+        del self._unanswered[cid]
+        return True
 
     def _peek(self, n: int) -> bytes:
         """The first ``n`` buffered bytes (``n`` is small: a size prefix)."""

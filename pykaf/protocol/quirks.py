@@ -90,6 +90,14 @@ QUIRKS: dict[str, Quirk] = {
         "garbles 'all topics' in OffsetFetch's single-group form (v7 and below)",
         "the admin client asks in the groups form (v8+) when the broker speaks it",
     ),
+    "answered-acks-zero": Quirk(
+        "Tansu, librdkafka mock",
+        "answer Produce requests sent with acks=0, which Kafka never answers",
+        "a connection remembers the correlation ids of its latest acks=0 requests and "
+        "drops an answer to one instead of breaking the connection; after acks=0 "
+        "requests it closes gracefully (half-close, read until the broker closes), so "
+        "that unread answers do not turn the close into a reset that loses requests",
+    ),
 }
 
 #: librdkafka's mock cluster names its clusters "mockCluster<...>".

@@ -139,6 +139,40 @@ def test_acks_zero_produce_expects_no_response() -> None:
     assert resp.correlation_id == cid
 
 
+@pytest.mark.parametrize("version", [8, 9])  # non-flexible and flexible response headers
+def test_an_answer_to_an_acks_zero_produce_is_dropped(version: int) -> None:
+    # Tansu and librdkafka's mock answer acks=0 Produce requests; Kafka never does.
+    conn, broker = Connection(), FakeBroker()
+    handshake(conn, broker, Produce=(0, 9), Metadata=(0, 12), ApiVersions=(0, 3))
+    conn.send_request(
+        P.ProduceRequest(acks=0, timeout_ms=100, topic_data=[]), version, expect_response=False
+    )
+    cid = conn.send_request(P.MetadataRequest(topics=None))
+    reqs = broker.requests(conn.data_to_send())
+    stray = broker.answer(reqs[0][0], P.ProduceResponse(responses=[]))
+    # Before, with and after the answer that is owed: dropped each time, never twice.
+    assert conn.receive_data(stray) == []
+    [resp] = conn.receive_data(broker.answer(reqs[1][0], P.MetadataResponse()))
+    assert resp.correlation_id == cid and not conn.broken
+    with pytest.raises(ProtocolError, match="no request pending"):
+        conn.receive_data(stray)  # the same answer again is not owed
+
+
+def test_only_the_latest_acks_zero_requests_are_remembered() -> None:
+    from pykaf.protocol.connection import UNANSWERED_KEPT
+
+    conn, broker = Connection(), FakeBroker()
+    handshake(conn, broker, Produce=(0, 9), Metadata=(0, 12), ApiVersions=(0, 3))
+    for _ in range(UNANSWERED_KEPT + 1):
+        conn.send_request(
+            P.ProduceRequest(acks=0, timeout_ms=100, topic_data=[]), 8, expect_response=False
+        )
+    reqs = broker.requests(conn.data_to_send())
+    assert conn.receive_data(broker.answer(reqs[-1][0], P.ProduceResponse(responses=[]))) == []
+    with pytest.raises(ProtocolError, match="no request pending"):  # forgotten: too old
+        conn.receive_data(broker.answer(reqs[0][0], P.ProduceResponse(responses=[])))
+
+
 def test_wrong_correlation_id_breaks_the_connection() -> None:
     conn, broker = Connection(), FakeBroker()
     handshake(conn, broker, Metadata=(0, 12), ApiVersions=(0, 3))
