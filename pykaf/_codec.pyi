@@ -49,6 +49,21 @@ def murmur2(data: Buffer) -> int:
 def fnv1a_32(data: Buffer) -> int:
     """32-bit FNV-1a (offset basis 2166136261, prime 16777619), unsigned."""
 
+def partition_order(
+    keys: Sequence[bytes | None] | BinaryColumn, count: int, parts: Sequence[int] | None = None
+) -> tuple[list[int], list[int]]:
+    """Group records by partition (a stable counting sort); ``(order, bounds)``.
+
+    Without ``parts``, record ``i``'s partition is Kafka's default for key
+    ``keys[i]``: ``(murmur2(key) & 0x7fffffff) % count`` (no null key); with
+    ``parts``, ``parts[i]``. Partition ``p``'s records are
+    ``order[bounds[p]:bounds[p + 1]]``. ValueError for a null key, a
+    partition out of range or ``count`` below 1.
+    """
+
+def take(column: Sequence[Any] | BinaryColumn, order: Sequence[int]) -> list[Any] | BinaryColumn:
+    """``column``'s elements in ``order``: a BinaryColumn for a BinaryColumn, else a list."""
+
 # -- decoded objects ---------------------------------------------------------
 class Record:
     offset: int

@@ -9,6 +9,7 @@ bytes; ``pykaf/_codec.pyi`` documents the interface.
 """
 
 cimport cython
+cimport cython.view
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
@@ -1490,6 +1491,123 @@ cdef class _Column:
         ptr[0] = <const char*>&self.data[0] + lo if self.data_len else <const char*>""
         size[0] = hi - lo
         return 0
+
+
+def partition_order(keys, Py_ssize_t count, parts=None):
+    """Group records by partition, each partition's records in their order (a stable sort).
+
+    Without ``parts``, record ``i`` goes where Kafka's default partitioner
+    sends key ``keys[i]``: ``(murmur2(key) & 0x7fffffff) % count``. ``keys`` is
+    a sequence of bytes-like keys or a BinaryColumn, with no null key. With
+    ``parts`` (a sequence of ints, one per record), record ``i`` goes to
+    ``parts[i]`` and ``keys`` only gives the number of records.
+
+    Returns:
+        ``(order, bounds)``: ``order`` lists the records' indices grouped by
+        partition; partition ``p``'s records are ``order[bounds[p]:bounds[p + 1]]``.
+
+    Raises:
+        ValueError: ``count`` below 1, a null key, a partition outside
+            ``0..count-1``, or ``parts`` of another length than ``keys``.
+        TypeError: a key that is not bytes-like.
+    """
+    if count < 1:
+        raise ValueError(f"count must be at least 1, not {count}")
+    cdef _Column col = _Column(keys, "keys")
+    cdef Py_ssize_t n = len(keys)
+    cdef object pseq = None
+    if parts is not None:
+        pseq = PySequence_Fast(parts, b"parts must be a sequence of ints")
+        if PySequence_Fast_GET_SIZE(pseq) != n:
+            raise ValueError(f"{PySequence_Fast_GET_SIZE(pseq)} partitions for {n} keys")
+    cdef int32_t[::1] of = cython.view.array(shape=(max(n, 1),), itemsize=4, format="i")
+    cdef int64_t[::1] pos = cython.view.array(shape=(count + 1,), itemsize=8, format="q")
+    cdef Py_ssize_t i, part
+    cdef const char* ptr
+    cdef Py_ssize_t size
+    cdef Py_buffer view
+    pos[:] = 0
+    for i in range(n):
+        if pseq is None:
+            if col.get(i, &ptr, &size, &view):
+                part = (_murmur2(<const uint8_t*>ptr, size) & 0x7FFFFFFF) % count
+                PyBuffer_Release(&view)
+            elif size < 0:
+                raise ValueError(f"keys[{i}] is null: a null key has no partition of its own")
+            else:
+                part = (_murmur2(<const uint8_t*>ptr, size) & 0x7FFFFFFF) % count
+        else:
+            part = _index(<object>PySequence_Fast_GET_ITEM(pseq, i))
+            if part < 0 or part >= count:
+                raise ValueError(f"parts[{i}] = {part} is outside 0..{count - 1}")
+        of[i] = <int32_t>part
+        pos[part + 1] += 1
+    for part in range(count):
+        pos[part + 1] += pos[part]
+    bounds = [pos[part] for part in range(count + 1)]
+    order = [None] * n
+    for i in range(n):
+        part = of[i]
+        order[pos[part]] = i
+        pos[part] += 1
+    return order, bounds
+
+
+def take(column, order):
+    """``column``'s elements in ``order`` (a sequence of indices): a list, or a BinaryColumn.
+
+    A BinaryColumn gives a BinaryColumn (int64 offsets; nulls kept); any other
+    sequence gives a list.
+
+    Raises:
+        IndexError: an index outside the column.
+    """
+    cdef object oseq = PySequence_Fast(order, b"order must be a sequence of ints")
+    cdef Py_ssize_t n = PySequence_Fast_GET_SIZE(oseq)
+    cdef Py_ssize_t i, j, length, total = 0, nulls = 0
+    cdef object seq
+    if not isinstance(column, BinaryColumn):
+        seq = PySequence_Fast(column, b"expected a sequence or a BinaryColumn")
+        length = PySequence_Fast_GET_SIZE(seq)
+        out = [None] * n
+        for i in range(n):
+            j = _index(<object>PySequence_Fast_GET_ITEM(oseq, i))
+            if j < 0 or j >= length:
+                raise IndexError(f"order[{i}] = {j} is outside a column of {length}")
+            out[i] = <object>PySequence_Fast_GET_ITEM(seq, j)
+        return out
+    cdef _Column col = _Column(column, "column")
+    length = len(column)
+    cdef int64_t[::1] idx = cython.view.array(shape=(max(n, 1),), itemsize=8, format="q")
+    cdef const char* ptr
+    cdef Py_ssize_t size
+    cdef Py_buffer view
+    for i in range(n):
+        j = _index(<object>PySequence_Fast_GET_ITEM(oseq, i))
+        if j < 0 or j >= length:
+            raise IndexError(f"order[{i}] = {j} is outside a column of {length}")
+        idx[i] = j
+        col.get(j, &ptr, &size, &view)  # a BinaryColumn takes no view
+        if size < 0:
+            nulls += 1
+        else:
+            total += size
+    cdef bytes data = PyBytes_FromStringAndSize(NULL, total)
+    cdef bytes offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * 8)
+    cdef char* dp = PyBytes_AS_STRING(data)
+    cdef int64_t* op = <int64_t*>PyBytes_AS_STRING(offsets)
+    cdef bytearray validity = bytearray((n + 7) // 8) if nulls else None
+    cdef int64_t at = 0
+    op[0] = 0
+    for i in range(n):
+        col.get(idx[i], &ptr, &size, &view)
+        if size >= 0:
+            memcpy(dp + at, ptr, size)
+            at += size
+            if nulls:
+                validity[i >> 3] |= 1 << (i & 7)
+        op[i + 1] = at
+    return BinaryColumn(offsets, data, validity, large=True)
 
 
 cdef void _fill_header(uint8_t* p, int64_t base_offset, int32_t leader_epoch, int attributes,

@@ -199,6 +199,92 @@ def fnv1a_32(data: Buffer) -> int:
     return h
 
 
+def partition_order(
+    keys: Sequence[bytes | None] | BinaryColumn, count: int, parts: Sequence[int] | None = None
+) -> tuple[list[int], list[int]]:
+    """Group records by partition, each partition's records in their order (a stable sort).
+
+    Without ``parts``, record ``i`` goes where Kafka's default partitioner
+    sends key ``keys[i]``: ``(murmur2(key) & 0x7fffffff) % count``. ``keys`` is
+    a sequence of bytes-like keys or a BinaryColumn, with no null key. With
+    ``parts`` (a sequence of ints, one per record), record ``i`` goes to
+    ``parts[i]`` and ``keys`` only gives the number of records.
+
+    Returns:
+        ``(order, bounds)``: ``order`` lists the records' indices grouped by
+        partition; partition ``p``'s records are ``order[bounds[p]:bounds[p + 1]]``.
+
+    Raises:
+        ValueError: ``count`` below 1, a null key, a partition outside
+            ``0..count-1``, or ``parts`` of another length than ``keys``.
+        TypeError: a key that is not bytes-like.
+    """
+    if count < 1:
+        raise ValueError(f"count must be at least 1, not {count}")
+    n = len(keys)
+    if parts is None:
+        chosen = []
+        for i in range(n):
+            key = keys[i]
+            if key is None:
+                raise ValueError(f"keys[{i}] is null: a null key has no partition of its own")
+            if not isinstance(key, (bytes, bytearray, memoryview)):
+                raise TypeError(f"keys must be bytes or None, not {type(key).__name__}")
+            chosen.append((murmur2(key) & 0x7FFFFFFF) % count)
+    else:
+        if len(parts) != n:
+            raise ValueError(f"{len(parts)} partitions for {n} keys")
+        chosen = [operator.index(p) for p in parts]
+        for i, p in enumerate(chosen):
+            if not 0 <= p < count:
+                raise ValueError(f"parts[{i}] = {p} is outside 0..{count - 1}")
+    order = sorted(range(n), key=chosen.__getitem__)  # sorted is stable
+    sizes = [0] * count
+    for p in chosen:
+        sizes[p] += 1
+    bounds = [0]
+    for size in sizes:
+        bounds.append(bounds[-1] + size)
+    return order, bounds
+
+
+def take(column: Sequence[Any] | BinaryColumn, order: Sequence[int]) -> list[Any] | BinaryColumn:
+    """``column``'s elements in ``order`` (a sequence of indices): a list, or a BinaryColumn.
+
+    A BinaryColumn gives a BinaryColumn (int64 offsets; nulls kept); any other
+    sequence gives a list.
+
+    Raises:
+        IndexError: an index outside the column.
+    """
+    length = len(column)
+    for i, j in enumerate(order):
+        if not 0 <= j < length:
+            raise IndexError(f"order[{i}] = {j} is outside a column of {length}")
+    if not isinstance(column, BinaryColumn):
+        return [column[j] for j in order]
+    return _column_of([column[j] for j in order])
+
+
+def _column_of(values: list[bytes | None]) -> BinaryColumn:
+    """A BinaryColumn with int64 offsets holding ``values``."""
+    offsets = [0]
+    data = bytearray()
+    validity = bytearray((len(values) + 7) // 8)
+    for i, v in enumerate(values):
+        if v is not None:
+            data += v
+            validity[i >> 3] |= 1 << (i & 7)
+        offsets.append(len(data))
+    nulls = None in values
+    return BinaryColumn(
+        struct.pack(f"={len(offsets)}q", *offsets),
+        bytes(data),
+        validity if nulls else None,
+        large=True,
+    )
+
+
 def _varint_size(u: int) -> int:
     n = 1
     while u >= 0x80:

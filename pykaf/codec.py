@@ -46,6 +46,8 @@ decode_varlong = _impl.decode_varlong
 crc32c = _impl.crc32c
 murmur2 = _impl.murmur2
 fnv1a_32 = _impl.fnv1a_32
+partition_order = _impl.partition_order
+take = _impl.take
 
 Record = _impl.Record
 RecordBatch = _impl.RecordBatch
@@ -118,5 +120,7 @@ __all__ = [
     "encode_varlong",
     "fnv1a_32",
     "murmur2",
+    "partition_order",
     "record_size",
+    "take",
 ]

@@ -11,7 +11,6 @@ into their partition's send queue. Nothing here awaits a broker.
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -29,7 +28,7 @@ from pykaf._producer.partitioner import (
 )
 from pykaf._producer.records import BatchDelivery
 from pykaf._producer.state import PartitionState, TopicState
-from pykaf.codec import BatchBuilder, murmur2, record_size
+from pykaf.codec import BatchBuilder, partition_order, record_size, take
 from pykaf.errors import PartitionerError
 
 if TYPE_CHECKING:
@@ -362,31 +361,33 @@ class Accumulator:
     ) -> None:
         n = len(values)
         if (
-            type(keys) in (list, tuple)
-            and type(values) in (list, tuple)
+            (
+                (type(keys) in (list, tuple) and None not in keys)  # null keys: sticky, below
+                or (type(keys) is BinaryColumn and keys.validity is None)
+            )
+            and type(values) in (list, tuple, BinaryColumn)
             and (headers is None or type(headers) in (list, tuple))
             and (timestamps is None or type(timestamps) in (list, tuple))
-            and None not in keys  # null keys: sticky, batch by batch (below)
         ):
-            parts = self._key_partitions(t, keys)
-            order = sorted(range(n), key=parts.__getitem__)  # stable
+            # Grouped by partition in Cython (a stable counting sort; murmur2
+            # inline for the default partitioner), checked before anything is
+            # buffered; each partition's records then go in ranges.
+            parts = None
+            if type(self.partitioner) is not Murmur2Partitioner:
+                parts = [self._choose(t, keys[i]) for i in range(n)]  # asks and checks
+            order, bounds = partition_order(keys, t.count, parts)
             delivery.order = order
-            grouped = [parts[i] for i in order]
-            gather = order.__iter__
-            values = [values[i] for i in gather()]
-            keys = [keys[i] for i in gather()]
+            values, keys = take(values, order), take(keys, order)
             if headers is not None:
-                headers = [headers[i] for i in gather()]
+                headers = take(headers, order)
             if timestamps is not None:
-                timestamps = [timestamps[i] for i in gather()]
-            start = 0
-            while start < n:
-                part = grouped[start]
-                stop = bisect_right(grouped, part, start)
-                await self._append_ranges(
-                    t, values, keys, headers, timestamps, part, now, delivery, done, start, stop
-                )
-                start = stop
+                timestamps = take(timestamps, order)
+            for part in range(t.count):
+                start, stop = bounds[part], bounds[part + 1]
+                if start < stop:
+                    await self._append_ranges(
+                        t, values, keys, headers, timestamps, part, now, delivery, done, start, stop
+                    )
             return
         choose = self.partitioner.partition
         name, count, available = t.name, t.count, t.available
@@ -413,15 +414,6 @@ class Accumulator:
             else:
                 batch.add_delivery(delivery, 1, delta, i)
             done[0] = i + 1
-
-    def _key_partitions(self, t: TopicState, keys: Sequence[bytes]) -> list[int]:
-        """Each key's partition, checked before any record is buffered."""
-        count = t.count
-        if type(self.partitioner) is Murmur2Partitioner and count > 0:
-            parts = [(murmur2(key) & 0x7FFFFFFF) % count for key in keys]  # its rule, inline
-        else:  # no null keys here: _choose only asks and checks
-            parts = [self._choose(t, key) for key in keys]
-        return parts
 
     def _purged_rest(
         self,
