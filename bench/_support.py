@@ -24,7 +24,9 @@ from __future__ import annotations
 import importlib
 import itertools
 import random
+import statistics
 import struct
+import time
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +84,33 @@ def note_rate(benchmark: Any, records: int) -> None:
         benchmark.extra_info["records_per_s"] = round(records / median)
 
 
+class CpuMeter:
+    """The client's CPU seconds per round: every thread of this process, user and system.
+
+    The brokers run in other processes, so this is what the client spent
+    (librdkafka's threads, a trio or asyncio loop's thread, the caller's).
+    ``note`` adds ``extra_info["cpu_s_per_M"]``: the median round's CPU
+    seconds per million records, beside the throughput.
+    """
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    def run(self, work: Callable[[], object]) -> None:
+        """Call ``work``, adding the CPU time it took to ``seconds``."""
+        start = time.process_time()
+        try:
+            work()
+        finally:
+            self.seconds.append(time.process_time() - start)
+
+    def note(self, benchmark: Any, records: int) -> None:
+        """Write the median round's CPU seconds per million records to ``extra_info``."""
+        if self.seconds and records:
+            per_m = statistics.median(self.seconds) / records * 1_000_000
+            benchmark.extra_info["cpu_s_per_M"] = round(per_m, 3)
+
+
 def time_produce_rounds(
     benchmark: Any,
     broker: Any,
@@ -124,8 +153,10 @@ def time_produce_rounds(
         )
         broker.delete_topic(one.topic)
 
+    cpu = CpuMeter()
+
     def one_round(one: Any) -> None:
-        one.run()
+        cpu.run(one.run)
 
     benchmark.pedantic(one_round, setup=setup, teardown=teardown, rounds=rounds, iterations=1)
     while open_rounds:  # --benchmark-disable runs the target once, without teardown
@@ -134,6 +165,7 @@ def time_produce_rounds(
         f"{label}: acknowledged {acknowledged} per round, expected {records}"
     )
     note_rate(benchmark, records)
+    cpu.note(benchmark, records)
 
 
 def confluent_produce_all(producer: Any, topic: str, values: Any) -> int:

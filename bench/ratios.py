@@ -66,6 +66,7 @@ class Entry:
     params: str
     records: int
     time: float  # seconds per call: the chosen statistic (median round by default)
+    cpu_s_per_m: float | None = None  # the client's CPU seconds per million records, if noted
 
     @property
     def per_record(self) -> float:
@@ -89,6 +90,8 @@ class Ratio:
     ratio: float
     subject_records_per_s: float
     peer_records_per_s: float
+    #: The peer's CPU seconds per record over pykaf's (> 1: pykaf spends less), if both noted.
+    cpu_ratio: float | None = None
 
     @property
     def key(self) -> str:
@@ -158,6 +161,7 @@ def read_entries(path: Path, warnings: list[str], stat: str = "median") -> list[
                     params=info.get("params") or "",
                     records=int(info.get("records") or 1),
                     time=seconds,
+                    cpu_s_per_m=_cpu(info.get("cpu_s_per_M")) if shown == label else None,
                 )
             )
     if untagged:
@@ -166,6 +170,17 @@ def read_entries(path: Path, warnings: list[str], stat: str = "median") -> list[
             f"ignored: {', '.join(untagged[:5])}{' ...' if len(untagged) > 5 else ''}"
         )
     return entries
+
+
+def _cpu(value: Any) -> float | None:
+    """A noted CPU figure, or None when absent or not a positive number."""
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _median_or_none(values: list[float | None]) -> float | None:
+    """The median of the values that are not None; None if there are none."""
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
 
 
 def _statistic(values: list[float], stat: str) -> float:
@@ -205,6 +220,11 @@ def compute_ratios(entries: list[Entry], warnings: list[str]) -> list[Ratio]:
                     ratio=peer.per_record / subject.per_record,
                     subject_records_per_s=subject.records_per_s,
                     peer_records_per_s=peer.records_per_s,
+                    cpu_ratio=(
+                        peer.cpu_s_per_m / subject.cpu_s_per_m
+                        if peer.cpu_s_per_m and subject.cpu_s_per_m
+                        else None
+                    ),
                 )
                 if ratio.key in seen:
                     raise InputError(
@@ -246,6 +266,7 @@ def combine_runs(runs: list[list[Ratio]]) -> tuple[list[Ratio], dict[str, dict[s
                 ratio=med,
                 subject_records_per_s=statistics.median(r.subject_records_per_s for r in rs),
                 peer_records_per_s=statistics.median(r.peer_records_per_s for r in rs),
+                cpu_ratio=_median_or_none([r.cpu_ratio for r in rs]),
             )
         )
         spread[key] = {
@@ -309,12 +330,14 @@ def print_ratios(ratios: list[Ratio], stat: str) -> None:
             fmt_ratio(r.ratio),
             rate(r.subject_records_per_s),
             rate(r.peer_records_per_s),
+            "-" if r.cpu_ratio is None else fmt_ratio(r.cpu_ratio),
         ]
         for r in ratios
     ]
-    header = ["case", "pykaf", "peer", "params", "speedup", "pykaf rec/s", "peer rec/s"]
+    header = ["case", "pykaf", "peer", "params", "speedup", "pykaf rec/s", "peer rec/s", "cpu"]
     print(table(rows, header))
     print(f"speedup = peer time / pykaf time per record ({stat} rounds); > 1: pykaf is faster")
+    print("cpu = peer CPU / pykaf CPU per record (median rounds, this process's threads)")
 
 
 def print_spread(spread: dict[str, dict[str, float]]) -> None:
@@ -535,6 +558,7 @@ def write_ratios(ratios: list[Ratio], out_path: Path, sources: list[Path], stat:
                 "ratio": round(r.ratio, 4),
                 "subject_records_per_s": round(r.subject_records_per_s),
                 "peer_records_per_s": round(r.peer_records_per_s),
+                "cpu_ratio": None if r.cpu_ratio is None else round(r.cpu_ratio, 4),
             }
             for r in ratios
         },

@@ -173,7 +173,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import trio
 
-from bench._support import AIOKAFKA, PYKAF, bulk_values, note_rate, tag
+from bench._support import AIOKAFKA, PYKAF, CpuMeter, bulk_values, note_rate, tag
 
 if TYPE_CHECKING:
     from bench._brokers import BenchBroker
@@ -993,8 +993,10 @@ def test_consume(
             del notes["committed"]
         benchmark.extra_info.update(one.notes)  # the last round's
 
+    cpu = CpuMeter()
+
     def one_round(one: Round) -> None:
-        one.run()
+        cpu.run(one.run)
 
     benchmark.pedantic(one_round, setup=setup, teardown=teardown, rounds=ROUNDS, iterations=1)
     while current:  # --benchmark-disable runs the target once, without teardown
@@ -1011,3 +1013,4 @@ def test_consume(
         benchmark.extra_info["read_s"] = round(_median(reads), 4)
         benchmark.extra_info["records_per_s_after_join"] = round(data.records / _median(reads))
     note_rate(benchmark, data.records)
+    cpu.note(benchmark, data.records)

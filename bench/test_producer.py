@@ -105,6 +105,7 @@ import trio
 from bench._support import (
     AIOKAFKA,
     PYKAF,
+    CpuMeter,
     bulk_values,
     confluent_produce_all,
     confluent_produce_idiom,
@@ -658,8 +659,10 @@ def test_produce(
         broker.delete_topic(one.topic)
         benchmark.extra_info.update(one.notes)  # the last round's
 
+    cpu = CpuMeter()
+
     def one_round(one: Round) -> None:
-        one.run()
+        cpu.run(one.run)
 
     benchmark.pedantic(one_round, setup=setup, teardown=teardown, rounds=ROUNDS, iterations=1)
     while current:  # --benchmark-disable runs the target once, without teardown
@@ -671,3 +674,4 @@ def test_produce(
     if growth_kb:
         benchmark.extra_info["peak_rss_growth_mb"] = round(max(growth_kb) / 1024, 1)
     note_rate(benchmark, records)
+    cpu.note(benchmark, records)

@@ -1,0 +1,78 @@
+"""bench/: the client CPU meter, and the CPU ratio bench/ratios.py prints beside the speedup."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+class FakeBenchmark:
+    def __init__(self) -> None:
+        self.extra_info: dict[str, Any] = {}
+
+
+def test_cpu_meter_counts_cpu_not_sleep() -> None:
+    sys.path.insert(0, str(ROOT))
+    try:
+        support = load("bench_support_under_test", ROOT / "bench" / "_support.py")
+    finally:
+        sys.path.remove(str(ROOT))
+    meter = support.CpuMeter()
+
+    def spin() -> None:
+        end = time.process_time() + 0.05
+        while time.process_time() < end:
+            pass
+
+    meter.run(spin)
+    meter.run(lambda: time.sleep(0.05))
+    busy, idle = meter.seconds
+    assert busy >= 0.05 and idle < busy
+    bench = FakeBenchmark()
+    meter.note(bench, 1000)
+    assert bench.extra_info["cpu_s_per_M"] == round((busy + idle) / 2 / 1000 * 1e6, 3)
+
+
+def test_ratios_pair_cpu_beside_speed(tmp_path: Path) -> None:
+    ratios = load("ratios_under_test", ROOT / "bench" / "ratios.py")
+
+    def entry(client: str, seconds: float, cpu: float | None) -> dict[str, Any]:
+        info: dict[str, Any] = {"client": client, "records": 1000, "params": ""}
+        if cpu is not None:
+            info["cpu_s_per_M"] = cpu
+        return {"name": client, "group": "g", "stats": {"median": seconds}, "extra_info": info}
+
+    results = tmp_path / "r.json"
+    results.write_text(
+        json.dumps(
+            {
+                "benchmarks": [
+                    entry("pykaf", 1.0, 2.0),
+                    entry("confluent-kafka", 1.5, 5.0),
+                    entry("aiokafka", 3.0, None),
+                ]
+            }
+        )
+    )
+    warnings: list[str] = []
+    found = ratios.compute_ratios(ratios.read_entries(results, warnings), warnings)
+    by_peer = {r.peer: r for r in found}
+    assert by_peer["confluent-kafka"].ratio == 1.5
+    assert by_peer["confluent-kafka"].cpu_ratio == 2.5
+    assert by_peer["aiokafka"].cpu_ratio is None  # not noted for the peer: no figure
