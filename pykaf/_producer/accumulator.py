@@ -88,6 +88,15 @@ class Accumulator:
         #: waited for space through one fails the records it had not appended.
         self.purges = 0
         self._space = trio.lowlevel.ParkingLot()
+        #: ``send_nowait``'s staged runs (``staging.Staging``), appended by
+        #: ``drain_staged`` before anything else appends, so order holds.
+        self.staged: list[Any] = []
+        self.drain_staged: Callable[[], None] = _nothing
+
+    @property
+    def sticky_nulls(self) -> bool:
+        """Whether the partitioner keeps null-key records on one partition per batch."""
+        return self._sticky_nulls
 
     def connect(self, fail_alone: FailAlone) -> None:
         """Wire the delivery stage's ``fail_alone`` (built after this stage, which it uses)."""
@@ -151,7 +160,9 @@ class Accumulator:
             self._space.unpark_all()
 
     def close(self) -> None:
-        """Accept no more records; wake who waits for space."""
+        """Accept no more records (the staged ones are appended first); wake who waits."""
+        if self.staged:
+            self.drain_staged()
         self.closing = True
         self._space.unpark_all()
 
@@ -187,6 +198,8 @@ class Accumulator:
 
         Returns the batch and the record's offset delta in it.
         """
+        if self.staged:  # send_nowait's staged records go first
+            self.drain_staged()
         if partition is None:
             p = t.null_part if key is None else None
             if p is None:
@@ -258,6 +271,8 @@ class Accumulator:
         rest through ``delivery`` instead, so that the caller knows exactly
         which records may still be delivered: those are never reported failed.
         """
+        if self.staged:  # send_nowait's staged records go first
+            self.drain_staged()
         # Records appended (or failed alone) so far; the purges seen.
         done = [0, self.purges if purges is None else purges]
         try:
@@ -298,55 +313,97 @@ class Accumulator:
             await self.wait_for_space()
             if self.purges != done[1]:
                 raise _Purged
-            part = partition
-            if part is None:
-                part = self.partitioner.partition(t.name, None, t.count, t.available)
-            p = t.parts[part]
-            batch = p.open or self._open_batch(p)
-            room = self.max_records - self.buffered_records
-            stop = min(n, start + max(1, room))
-            builder = batch.builder
-            assert builder is not None
-            try:
-                end = builder.extend(
-                    values,
-                    keys,
-                    timestamps,
-                    headers,
-                    start=start,
-                    stop=stop,
-                    timestamp=now if timestamps is None else None,
+            start = self._append_step(
+                t, values, keys, headers, timestamps, partition, now, delivery, done, start, n
+            )
+
+    def append_run_now(
+        self,
+        t: TopicState,
+        values: list[bytes],
+        timestamps: list[int] | None,
+        partition: int | None,
+        now: int,
+        delivery: BatchDelivery,
+        done: list[int],
+    ) -> None:
+        """Append a run of staged unkeyed records at once, without waiting for space.
+
+        The caller made sure of the space (``Staging`` stages no more than
+        the buffer had room for). ``done[0]`` follows the records appended
+        (or failed alone) so far, as in :meth:`append_columns`.
+        """
+        start, n = 0, len(values)
+        while start < n:
+            start = self._append_step(
+                t, values, None, None, timestamps, partition, now, delivery, done, start, n
+            )
+
+    def _append_step(
+        self,
+        t: TopicState,
+        values: Any,
+        keys: Any,
+        headers: Any,
+        timestamps: Any,
+        partition: int | None,
+        now: int,
+        delivery: BatchDelivery,
+        done: list[int],
+        start: int,
+        n: int,
+    ) -> int:
+        """Append records from ``start`` to one partition's open batch; return where it stopped."""
+        part = partition
+        if part is None:
+            part = self.partitioner.partition(t.name, None, t.count, t.available)
+        p = t.parts[part]
+        batch = p.open or self._open_batch(p)
+        room = self.max_records - self.buffered_records
+        stop = min(n, start + max(1, room))
+        builder = batch.builder
+        assert builder is not None
+        try:
+            end = builder.extend(
+                values,
+                keys,
+                timestamps,
+                headers,
+                start=start,
+                stop=stop,
+                timestamp=now if timestamps is None else None,
+            )
+        except errors.RecordTooLargeError as exc:
+            if batch.count == 0 and builder.max_bytes < self._batch_bytes:
+                batch.builder = self.builder(self._batch_bytes)
+                return start
+            # This one record cannot fit any batch: it fails alone, the rest go on.
+            assert self._fail_alone is not None
+            self._fail_alone(t.name, part, exc, delivery, start, 1)
+            done[0] = start + 1
+            return start + 1
+        added = end - start
+        if added:
+            nbytes = _column_bytes(values, start, end) + RECORD_OVERHEAD * added
+            if keys is not None:
+                nbytes += _column_bytes(keys, start, end)
+            batch.count += added
+            if batch.count == added and p.broker is not None:
+                p.broker.wake()
+            batch.buffered += nbytes
+            self.buffered_bytes += nbytes
+            self.buffered_records += added
+            batch.add_delivery(delivery, added, batch.count - added, start)
+            if batch.timestamps is not None:  # on_acknowledgement sees these too
+                batch.timestamps.extend(
+                    [now] * added
+                    if timestamps is None
+                    else [int(ts) for ts in timestamps[start:end]]
                 )
-            except errors.RecordTooLargeError as exc:
-                if batch.count == 0 and builder.max_bytes < self._batch_bytes:
-                    batch.builder = self.builder(self._batch_bytes)
-                    continue
-                # This one record cannot fit any batch: it fails alone, the rest go on.
-                assert self._fail_alone is not None
-                self._fail_alone(t.name, part, exc, delivery, start, 1)
-                start = done[0] = start + 1
-                continue
-            added = end - start
-            if added:
-                nbytes = _column_bytes(values, start, end) + RECORD_OVERHEAD * added
-                if keys is not None:
-                    nbytes += _column_bytes(keys, start, end)
-                batch.count += added
-                if batch.count == added and p.broker is not None:
-                    p.broker.wake()
-                batch.buffered += nbytes
-                self.buffered_bytes += nbytes
-                self.buffered_records += added
-                batch.add_delivery(delivery, added, batch.count - added, start)
-                if batch.timestamps is not None:  # on_acknowledgement sees these too
-                    batch.timestamps.extend(
-                        [now] * added
-                        if timestamps is None
-                        else [int(ts) for ts in timestamps[start:end]]
-                    )
-                start = done[0] = end
-            if end < stop or added == 0:
-                self.seal(p)
+            done[0] = end
+        if end < stop or added == 0:
+            self.seal(p)
+        return end
 
     async def _append_keyed(
         self,
@@ -502,6 +559,10 @@ class Accumulator:
             self._on_new_batch(p.topic, p.partition)
         if wake and p.broker is not None:
             p.broker.wake()
+
+
+def _nothing() -> None:
+    """No staging: nothing to drain."""
 
 
 def column(values: Any) -> Any:

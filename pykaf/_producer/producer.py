@@ -13,10 +13,13 @@ module and owning its own state (the record path, in order):
 - ``idempotence.py``: producer id, epoch, sequence numbers, epoch bumps;
 - ``delivery.py``: waiters, callbacks, channels and ``flush()`` reports.
 
-Records never travel one by one between tasks: ``send_nowait()`` partitions
-the record and appends it to its partition's open batch in the caller's own
-call (a few attribute reads and one Cython append), so the data moves between
-tasks only as whole batches and requests. Completion is tracked per batch.
+Records never travel one by one between tasks. ``send_nowait()`` stages a
+plain record (a bytes value, no key, no headers) in a run, in compiled code
+(``staging.py``); runs are appended in bulk at the caller's next checkpoint,
+or before anything else touches the buffer. Any other record is partitioned
+and appended to its partition's open batch in the caller's own call. The
+data moves between tasks only as whole batches and requests; completion is
+tracked per batch.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from pykaf._producer.records import (
 )
 from pykaf._producer.routing import Router
 from pykaf._producer.sink import Sinks
+from pykaf._producer.staging import Staging
 from pykaf._producer.state import PartitionState, TopicState
 from pykaf._txn.host import TxnPartition
 from pykaf._txn.manager import Offsets, TransactionManager, TxnStatus
@@ -101,6 +105,12 @@ class Producer:
         )
         self._append = acc.append  # the hot path: one bound method, looked up once
         self._on_send = tuple(config.on_send)
+        self._staging: Staging | None = None
+        if not self._on_send and self.txn is None:
+            # Plain records are staged in runs by compiled code (staging.py);
+            # the method below stays the path of every other record.
+            self._staging = Staging(acc, topics, reports, Producer.send_nowait.__get__(self))
+            self.send_nowait = self._staging.stager.produce  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ state
 
@@ -117,11 +127,13 @@ class Producer:
     @property
     def buffered_records(self) -> int:
         """Records accepted and not settled yet."""
+        self._acc.drain_staged()
         return self._acc.buffered_records
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes of the records accepted and not settled yet (uncompressed, with overhead)."""
+        self._acc.drain_staged()
         return self._acc.buffered_bytes
 
     # ------------------------------------------------------------------ sending
@@ -305,6 +317,7 @@ class Producer:
         Raises:
             ClosedError: the producer is closing.
         """
+        self._acc.drain_staged()
         await self._acc.wait_for_space()
 
     def input(self) -> trio.MemorySendChannel[ProducerMessage]:
@@ -341,6 +354,7 @@ class Producer:
         afterwards linger as usual. :meth:`send` does this for its own
         record's batch.
         """
+        self._acc.drain_staged()
         self._sinks.send_now()
 
     async def flush(self) -> None:
@@ -350,6 +364,7 @@ class Producer:
             DeliveryError: records failed since the last flush and nobody
                 else was told (no ``on_delivery``, no waiter, no ``errors()``).
         """
+        self._acc.drain_staged()
         await self._sinks.flush()
         self._reports.raise_unreported()
 
@@ -388,6 +403,7 @@ class Producer:
         """
         if self.closed:
             return 0
+        self._acc.drain_staged()  # staged records are buffered ones
         if in_queue:
             self._acc.purges += 1
         return self._sinks.purge(
@@ -397,6 +413,7 @@ class Producer:
     def statistics(self) -> ProducerStatistics:
         """Buffers, in-flight requests and counters, per producer and per broker."""
         acc, sinks, reports, ids = self._acc, self._sinks, self._reports, self._ids
+        acc.drain_staged()
         return ProducerStatistics(
             buffered_records=acc.buffered_records,
             buffered_bytes=acc.buffered_bytes,

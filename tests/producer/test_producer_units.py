@@ -195,6 +195,11 @@ def _offline_producer(**options: object) -> tuple[Producer, TopicState]:
     return producer, t
 
 
+def _drain(producer: Producer) -> None:
+    """Append what send_nowait staged (the loop would at the caller's next checkpoint)."""
+    producer._acc.drain_staged()
+
+
 def _partitions_used(t: TopicState) -> list[int]:
     out = []
     for p in t.parts:
@@ -207,9 +212,11 @@ async def test_null_keys_stick_to_one_partition_until_its_batch_is_sealed() -> N
     producer, t = _offline_producer(batch_records=10)
     for _ in range(10):
         producer.send_nowait("t", b"v")
+    _drain(producer)
     first = [p.partition for p in t.parts if p.batches()]
     assert len(first) == 1  # ten records, one partition
     producer.send_nowait("t", b"v")  # the batch was full: sealed, a new sticky partition
+    _drain(producer)
     used = sorted({p.partition for p in t.parts if p.batches()})
     assert len(used) == 2 and first[0] in used
     assert sum(len(p.queue) for p in t.parts) == 1
@@ -229,6 +236,7 @@ async def test_keyed_records_follow_murmur2_and_explicit_partitions_are_checked(
     expected = (murmur2(b"user-1") & 0x7FFFFFFF) % 4
     assert _partitions_used(t) == [expected]
     producer.send_nowait("t", b"v", partition=3)
+    _drain(producer)
     assert sorted(_partitions_used(t)) == sorted([expected, 3])
     for bad in (4, -1, True, "1"):
         with pytest.raises(errors.UnknownTopicOrPartitionError):
@@ -323,6 +331,7 @@ async def test_the_sender_is_woken_when_a_batch_gets_its_first_record() -> None:
     assert sender.wakes == 0
     producer.send_nowait("t", b"v", partition=0)
     producer.send_nowait("t", b"v", partition=0)
+    _drain(producer)
     assert sender.wakes == 1
 
 
