@@ -54,7 +54,8 @@ class ConsumerConfig(ClientConfig):
     )
     fetch_buffer_bytes: int = opt(
         67_108_864,
-        "Most record-set bytes the consumer holds fetched but unread, over all partitions. At "
+        "Most record-set bytes the consumer holds fetched but unread, over all partitions. A "
+        "Fetch asks for no more than the room left (a broker still sends one whole batch). At "
         "or over it, only partitions whose reader waits with nothing buffered are fetched (so "
         "that no reader starves), else none until the application reads; so it is exceeded by "
         "at most one answer per broker, plus one per such waiting reader (a broker may send "

@@ -141,11 +141,15 @@ class BrokerFetcher:
                     current_leader_epoch=pc.leader_epoch,
                 )
             )
+        # Ask for no more than the budget has room for (at least 1 byte: a broker
+        # answers with one whole batch anyway, KIP-74). A broker may send more.
+        budget = consumer.budget
+        max_bytes = max(1, min(cfg.fetch_max_bytes, budget.limit - budget.used))
         request = F(
             replica_id=-1,
             max_wait_ms=int(cfg.fetch_max_wait * 1000),
-            min_bytes=cfg.fetch_min_bytes,
-            max_bytes=cfg.fetch_max_bytes,
+            min_bytes=min(cfg.fetch_min_bytes, max_bytes),
+            max_bytes=max_bytes,
             isolation_level=cfg.isolation_code,
             topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
         )

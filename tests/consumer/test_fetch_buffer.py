@@ -330,6 +330,31 @@ async def test_the_bound_holds_when_a_broker_sends_more_than_asked(
         assert got[p] == list(range(per_partition)), f"partition {p}: lost, repeated or unordered"
 
 
+async def test_an_honest_broker_is_asked_for_no_more_than_the_budget_has_room_for() -> None:
+    async with open_fake_cluster(brokers=1) as cluster:
+        cluster.create_topic(TOPIC, partitions=1)
+        await produce(cluster.bootstrap, 1, 60_000)  # 6 MB in batches of ~110 KB
+        bound = 1024 * 1024
+        async with pykaf.open_consumer(
+            cluster.bootstrap,
+            fetch_buffer_bytes=bound,
+            max_partition_fetch_bytes=bound // 2,
+            partition_buffer=100,
+            fetch_max_wait=0.05,
+        ) as consumer:
+            pc = await consumer.consume_partition(TOPIC, 0, pykaf.OLDEST)
+            got: list[int] = []
+            with trio.fail_after(60):
+                while len(got) < 60_000:
+                    got.extend(int(r.value[:8]) for r in await pc.next_batch())
+                    await trio.sleep(0.002)  # slow: the fetcher fills the budget meanwhile
+            peak = consumer.statistics().peak_buffered_bytes
+        assert not cluster.handler_errors
+    assert got == list(range(60_000))
+    # Never more than the budget plus the one whole batch a broker sends anyway.
+    assert bound - bound // 2 < peak <= bound + 120_000
+
+
 async def test_an_unread_consumer_stops_fetching(greedy_cluster: FakeCluster) -> None:
     greedy_cluster.create_topic(TOPIC, partitions=2)
     await produce(greedy_cluster.bootstrap, 2, 20_000)
