@@ -50,7 +50,17 @@ class ConsumerConfig(ClientConfig):
     )
     check_crcs: bool = opt(True, "Check every fetched batch's CRC-32C.")
     partition_buffer: int = opt(
-        4, "Fetched record batches a partition consumer holds before its fetching pauses."
+        4, "Fetch answers a partition consumer holds, unread, before its fetching pauses."
+    )
+    fetch_buffer_bytes: int = opt(
+        67_108_864,
+        "Most record-set bytes the consumer holds fetched but unread, over all partitions. A "
+        "Fetch asks for no more than the room left (a broker still sends one whole batch). At "
+        "or over it, only partitions whose reader waits with nothing buffered are fetched (so "
+        "that no reader starves), else none until the application reads; so it is exceeded by "
+        "at most one answer per broker, plus one per such waiting reader (a broker may send "
+        "more than asked). Answers are kept as bytes and decoded about "
+        "max_partition_fetch_bytes at a time as they are read.",
     )
 
     def __post_init__(self) -> None:
@@ -68,7 +78,12 @@ class ConsumerConfig(ClientConfig):
             f"must be one of {', '.join(OFFSET_RESETS)}",
         )
         positive("fetch_max_wait", self.fetch_max_wait, allow_zero=True)
-        for name in ("fetch_max_bytes", "max_partition_fetch_bytes", "partition_buffer"):
+        for name in (
+            "fetch_max_bytes",
+            "max_partition_fetch_bytes",
+            "partition_buffer",
+            "fetch_buffer_bytes",
+        ):
             value = getattr(self, name)
             check(
                 isinstance(value, int) and not isinstance(value, bool) and value >= 1,

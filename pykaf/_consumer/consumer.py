@@ -7,8 +7,10 @@ Roles (trio tasks in the consumer's nursery):
   attaches the partition to that broker's fetcher; after a leader error or a
   lost connection it backs off, refreshes metadata and attaches it again;
 - one **fetcher** per broker (``fetcher.py``) fetches all of that broker's
-  partitions with one request and hands each partition consumer its records
-  as one list per answer.
+  partitions with one request and hands each partition consumer its record
+  set as bytes, one per answer; the partition consumer's reader decodes them
+  a piece at a time (``fetched.py``). The bytes held unread, over all
+  partitions, are bounded by ``fetch_buffer_bytes`` (a :class:`ByteBudget`).
 
 Log truncation (KIP-320): each Fetch carries the partition's leader epoch from
 the metadata, and the partition consumer remembers the leader epoch of the
@@ -35,6 +37,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._consumer.config import ConsumerConfig
+from pykaf._consumer.fetched import ByteBudget
 from pykaf._consumer.fetcher import LEADER_ERRORS, BrokerFetcher
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._consumer.read_committed import TransactionFilter
@@ -60,14 +63,22 @@ class PartitionStatistics:
     lag: int
     records_fetched: int
     paused: bool
+    buffered_bytes: int = 0  # record-set bytes fetched and not yet read
 
 
 @dataclass(frozen=True, slots=True)
 class ConsumerStatistics:
-    """A snapshot of the consumer: per partition and per broker."""
+    """A snapshot of the consumer: per partition and per broker.
+
+    ``buffered_bytes`` are the record-set bytes held fetched and unread over
+    all partitions (bounded by ``fetch_buffer_bytes``, give or take one answer
+    per broker), ``peak_buffered_bytes`` the most held at once so far.
+    """
 
     partitions: list[PartitionStatistics]
     brokers: dict[int, dict[str, int]]
+    buffered_bytes: int = 0
+    peak_buffered_bytes: int = 0
 
     @property
     def lag(self) -> int:
@@ -85,6 +96,8 @@ class Consumer:
         self._partitions: dict[tuple[str, int], PartitionConsumer] = {}
         self._fetchers: dict[int, BrokerFetcher] = {}
         self._closed = False
+        #: the fetched, unread bytes of all partitions, against ``fetch_buffer_bytes``
+        self.budget = ByteBudget(config.fetch_buffer_bytes)
 
     async def topics(self) -> list[str]:
         """The cluster's topics."""
@@ -178,10 +191,13 @@ class Consumer:
                     pc.lag,
                     pc.records_fetched,
                     pc.paused,
+                    pc.buffered_bytes,
                 )
                 for pc in self._partitions.values()
             ],
             brokers={node: f.statistics() for node, f in self._fetchers.items()},
+            buffered_bytes=self.budget.used,
+            peak_buffered_bytes=self.budget.peak,
         )
 
     async def aclose(self) -> None:

@@ -1,21 +1,23 @@
 """One fetch task per broker: a single Fetch request for all its partitions.
 
 The fetcher asks its broker for every attached partition that has room in its
-buffer, decodes each partition's record set, filters it (read_committed:
-aborted transactions and control records), and hands each partition consumer
-one list of records. Errors that a leader lookup may cure detach the
-partition (its partition task finds the new leader); an offset out of range is
-reset as configured; a batch larger than the fetch size grows the size. With
-an ``on_batch`` hook, each batch whose records were handed over is reported.
+buffer, while the consumer holds less than ``fetch_buffer_bytes``. It does not
+decode what comes back: it reads each partition's batch headers
+(:func:`~pykaf._consumer.fetched.scan_record_set`) for the next fetch offset
+and the leader epochs, and hands each partition consumer the record set's
+bytes, which its reader decodes piece by piece and filters (read_committed:
+aborted transactions and control records). Errors that a leader lookup may
+cure detach the partition (its partition task finds the new leader); an offset
+out of range is reset as configured; a batch larger than the fetch size grows
+the size. With an ``on_batch`` hook, each batch whose records were handed to
+the reader is reported as the reader decodes it.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
-from operator import attrgetter
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -23,14 +25,15 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST
-from pykaf._net.metrics import BatchEvent, report_batch
-from pykaf.codec import Record, RecordBatch, decode_record_set
+from pykaf._consumer.fetched import Fetched, scan_record_set
 from pykaf.protocol import versions
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
     from pykaf._consumer.config import ConsumerConfig
+    from pykaf._consumer.fetched import ByteBudget
     from pykaf._consumer.partition import PartitionConsumer
+    from pykaf._net.metrics import BatchEvent
 
 log = logging.getLogger("pykaf.consumer")
 
@@ -49,11 +52,10 @@ LEADER_ERRORS = (
 # baseOffset int64, batchLength int32, leaderEpoch int32, magic int8, crc uint32,
 # attributes int16, lastOffsetDelta int32: enough of a v2 header to skip a batch.
 _HEADER = struct.Struct(">qiibIhi")
-_OFFSET = attrgetter("offset")
 
 
 class FetchOwner(Protocol):
-    """What a fetcher uses of its consumer: the cluster client and the options."""
+    """What a fetcher uses of its consumer: the cluster client, the options, the byte budget."""
 
     @property
     def client(self) -> Client:
@@ -63,6 +65,11 @@ class FetchOwner(Protocol):
     @property
     def config(self) -> ConsumerConfig:
         """The consumer's options."""
+        ...
+
+    @property
+    def budget(self) -> ByteBudget:
+        """The fetched bytes held over all partitions, against ``fetch_buffer_bytes``."""
         ...
 
 
@@ -79,6 +86,7 @@ class BrokerFetcher:
         self.errors = 0
         self.aborted_records = 0
         self.batch_hook: Callable[[BatchEvent], object] | None = consumer.config.on_batch
+        consumer.budget.on_room(self.wake)
 
     def wake(self) -> None:
         """Something changed (a partition attached, resumed, or has room again)."""
@@ -133,11 +141,15 @@ class BrokerFetcher:
                     current_leader_epoch=pc.leader_epoch,
                 )
             )
+        # Ask for no more than the budget has room for (at least 1 byte: a broker
+        # answers with one whole batch anyway, KIP-74). A broker may send more.
+        budget = consumer.budget
+        max_bytes = max(1, min(cfg.fetch_max_bytes, budget.limit - budget.used))
         request = F(
             replica_id=-1,
             max_wait_ms=int(cfg.fetch_max_wait * 1000),
-            min_bytes=cfg.fetch_min_bytes,
-            max_bytes=cfg.fetch_max_bytes,
+            min_bytes=min(cfg.fetch_min_bytes, max_bytes),
+            max_bytes=max_bytes,
             isolation_level=cfg.isolation_code,
             topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
         )
@@ -156,6 +168,9 @@ class BrokerFetcher:
             log.warning("Fetch from broker %d: %s", self.node_id, top.description)
             await trio.sleep(cfg.retry_backoff)
             return
+        # Record sets are views of the whole answer: with more than one, each is
+        # copied, so that reading one partition frees its bytes whatever the others do.
+        shared = sum(1 for rt in response.responses for rp in rt.partitions if rp.records) > 1
         for rt in response.responses:
             for rp in rt.partitions:
                 entry = asked.get((rt.topic, rp.partition_index))
@@ -164,9 +179,9 @@ class BrokerFetcher:
                 pc, generation, offset = entry
                 if pc.generation != generation or pc.fetch_offset != offset or pc.stopped:
                     continue  # a seek or close happened meanwhile: this answer is stale
-                self._partition(pc, rp)
+                self._partition(pc, rp, copy=shared)
 
-    def _partition(self, pc: PartitionConsumer, rp: Any) -> None:
+    def _partition(self, pc: PartitionConsumer, rp: Any, *, copy: bool = False) -> None:
         consumer = self.consumer
         code = rp.error_code
         if code:
@@ -189,34 +204,44 @@ class BrokerFetcher:
         self.bytes += len(data)
         if not data:
             return
+        cfg = consumer.config
+        start = pc.fetch_offset
         try:
-            record_set = decode_record_set(
-                data, check_crc=consumer.config.check_crcs, topic=pc.topic, partition=pc.partition
+            scanned = scan_record_set(
+                data,
+                start,
+                lso if pc.filter.read_committed and lso >= 0 else -1,
+                cfg.max_partition_fetch_bytes,
             )
         except errors.CorruptRecordError as exc:
             pc.report(exc)
             pc.paused = True
             return
-        if not record_set.batches:
-            if record_set.incomplete:
-                self._oversized(pc, data, record_set.partial_size)
+        if not scanned.cuts:
+            if scanned.incomplete:
+                self._oversized(pc, data, scanned.partial_size)
             return
         pc.failures = 0
-        aborted = [
-            (a.producer_id, a.first_offset)
-            for a in (getattr(rp, "aborted_transactions", None) or [])
-        ]
-        start = pc.fetch_offset
-        result = pc.filter.filter(record_set.batches, aborted, lso, start)
-        pc.max_bytes = consumer.config.max_partition_fetch_bytes  # back from any growth
-        self.aborted_records += result.skipped_aborted
-        if (result.records or result.next_offset > start) and pc.deliver(
-            pc.generation, result.records, start, result.next_offset
-        ):
-            pc.note_batches(record_set.batches, start, result.next_offset)
-            if self.batch_hook is not None:
-                limit = lso if pc.filter.read_committed and lso >= 0 else -1
-                self._report_batches(pc, record_set.batches, result.records, limit)
+        pc.max_bytes = cfg.max_partition_fetch_bytes  # back from any growth
+        if scanned.end <= start:
+            return  # only batches before the position
+        if copy:
+            data = bytes(memoryview(data)[: scanned.cuts[-1]])
+        answer = Fetched(
+            data,
+            scanned.cuts,
+            start,
+            scanned.end,
+            [
+                (a.producer_id, a.first_offset)
+                for a in (getattr(rp, "aborted_transactions", None) or [])
+            ],
+            lso,
+            self,
+            len(data),
+        )
+        if pc.deliver(pc.generation, answer):
+            pc.note_batches(scanned.epochs, start, scanned.end)
 
     def _lost_leader(self, pc: PartitionConsumer, error: BaseException) -> None:
         """A leader error or a lost connection: look the leader up again, then go on."""
@@ -237,50 +262,6 @@ class BrokerFetcher:
         log.info("%s; resetting to the %s offset", error, reset)
         pc.resolve_again(OLDEST if reset == "earliest" else NEWEST)
 
-    def _report_batches(
-        self,
-        pc: PartitionConsumer,
-        batches: Sequence[RecordBatch],
-        handed: list[Record],
-        limit: int,
-    ) -> None:
-        """A BatchEvent for each batch the filter went through, with what it handed out of it.
-
-        Batches at or above ``limit`` (the last stable offset, read_committed)
-        were not gone through: the next fetch brings them again. Of the others,
-        each record was handed out (it is in ``handed``), waits beyond the
-        limit, or was dropped (before the fetch position, aborted, a marker).
-        """
-        hook = self.batch_hook
-        assert hook is not None
-        for batch in batches:
-            base = batch.base_offset
-            if 0 <= limit <= base:
-                break
-            last = base + batch.last_offset_delta
-            first = bisect_left(handed, base, key=_OFFSET)
-            count = bisect_right(handed, last, lo=first, key=_OFFSET) - first
-            records = batch.records
-            later = 0
-            if 0 <= limit <= last:
-                later = len(records) - bisect_left(records, limit, key=_OFFSET)
-            event = BatchEvent(
-                kind="fetch",
-                topic=pc.topic,
-                partition=pc.partition,
-                node_id=self.node_id,
-                records=count,
-                bytes=batch.size,
-                uncompressed_bytes=None,
-                compression=batch.compression,
-                base_offset=base,
-                error=None,
-                seconds=None,
-                retries=0,
-                dropped=len(records) - count - later,
-            )
-            report_batch(hook, event)
-
     def _oversized(self, pc: PartitionConsumer, data: bytes, size: int) -> None:
         """One batch is larger than the partition's fetch size: grow it, or skip it."""
         cfg = self.consumer.config
@@ -295,7 +276,7 @@ class BrokerFetcher:
             base, _, _, _, _, _, last_delta = _HEADER.unpack_from(data)
             pc.report(error)
             start = pc.fetch_offset
-            pc.deliver(pc.generation, [], start, max(start, base + last_delta + 1))
+            pc.deliver(pc.generation, Fetched(b"", [], start, max(start, base + last_delta + 1)))
             return
         pc.report(error)
         pc.paused = True

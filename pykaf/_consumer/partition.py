@@ -1,37 +1,52 @@
 """A partition consumer: the records of one partition, in order, as you read them.
 
-The broker's fetcher task decodes each Fetch answer and hands this partition
-its records as one list per answer, through a memory channel of
-``partition_buffer`` lists: a whole batch per hop, never one record. While
-the channel is full the fetcher leaves the partition out of its requests, so
-a slow reader holds back only its own partition.
+The broker's fetcher task hands this partition each Fetch answer's record set
+as bytes (a :class:`~pykaf._consumer.fetched.Fetched`), through a memory
+channel of ``partition_buffer`` answers. The reader decodes an answer one
+piece (about ``max_partition_fetch_bytes``) at a time, applies the isolation
+level (:mod:`pykaf._consumer.read_committed`) and hands out its records: a
+list per piece, never one record per hop. While the channel is full the
+fetcher leaves the partition out of its requests, so a slow reader holds back
+only its own partition; while the consumer's ``fetch_buffer_bytes`` are held,
+no partition is fetched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Protocol
 
 import trio
 
 from pykaf import errors
-from pykaf.codec import Record, RecordBatch
+from pykaf._consumer.fetched import Fetched
+from pykaf._net.metrics import BatchEvent, report_batch
+from pykaf.codec import Record, RecordBatch, decode_batches
 from pykaf.errors import ConsumerError
 
 if TYPE_CHECKING:
     from pykaf._consumer.config import ConsumerConfig
-    from pykaf._consumer.read_committed import TransactionFilter
+    from pykaf._consumer.fetched import ByteBudget
+    from pykaf._consumer.read_committed import FilterResult, TransactionFilter
+
+_OFFSET = attrgetter("offset")
 
 
 class Configured(Protocol):
-    """What a partition consumer reads of its consumer: the options."""
+    """What a partition consumer reads of its consumer: the options and the byte budget."""
 
     @property
     def config(self) -> ConsumerConfig:
         """The consumer's options (buffer and fetch sizes)."""
+        ...
+
+    @property
+    def budget(self) -> ByteBudget:
+        """The fetched bytes held over all partitions, against ``fetch_buffer_bytes``."""
         ...
 
 
@@ -55,13 +70,17 @@ class PartitionConsumer:
     """Reads one partition; get one from ``Consumer.consume_partition``.
 
     ``async for record in pc`` yields records one by one; ``await
-    pc.next_batch()`` returns the next list of records as fetched.
+    pc.next_batch()`` returns the next list of records as decoded (at most
+    about ``max_partition_fetch_bytes`` of a fetch answer).
 
     Attributes:
         topic, partition: what it reads.
         high_water_mark: the partition's high watermark from the last fetch.
         last_stable_offset: its last stable offset from the last fetch.
         log_start_offset: its log start offset from the last fetch.
+        records_fetched: records decoded and handed to the reader so far.
+        bytes_fetched: record-set bytes fetched into the buffer so far.
+        buffered_bytes: record-set bytes fetched and not yet read.
     """
 
     def __init__(
@@ -95,6 +114,8 @@ class PartitionConsumer:
         self.failures = 0
         self.detached = trio.Event()
         self.records_fetched = 0
+        self.bytes_fetched = 0
+        self.buffered_bytes = 0
         # Leader epochs (KIP-320): the epoch from the metadata that Fetch sends
         # (-1 until attached), and where the fetched batches' epochs changed:
         # (first offset, epoch) pairs, both increasing.
@@ -103,12 +124,14 @@ class PartitionConsumer:
         self._epoch_offsets: list[int] = []
         # The reader's side.
         size = consumer.config.partition_buffer
-        # (generation, records, offset to fetch after them): a list per fetch answer;
-        # an empty list moves the position past what was skipped (markers, aborts).
-        self._send, self._receive = trio.open_memory_channel[tuple[int, list[Record], int]](size)
+        # (generation, record set): one per fetch answer; an answer with no
+        # pieces moves the position past what was skipped (an oversized batch).
+        self._send, self._receive = trio.open_memory_channel[tuple[int, Fetched]](size)
         self._errors_send, self._errors_receive = trio.open_memory_channel[ConsumerError](math.inf)
+        self._answer: Fetched | None = None  # the answer being decoded, piece by piece
+        self._waiting = False  # the reader waits with nothing buffered
         self._local: list[Record] = []
-        self._local_end = -1  # the offset after ``_local``'s answer
+        self._local_end = -1  # the offset after ``_local``'s piece
         self._next = 0
         self._position = -1  # the offset of the next record to hand out
 
@@ -132,7 +155,7 @@ class PartitionConsumer:
         return local[i]
 
     async def next_batch(self) -> list[Record]:
-        """The next records, as many as one fetch brought (what is left of them).
+        """The next records: one decoded piece of a fetch answer (what is left of it).
 
         Raises:
             ClosedError: the partition consumer was closed.
@@ -148,23 +171,136 @@ class PartitionConsumer:
         return out
 
     async def _fill(self) -> None:
+        if self._local:
+            self._position = self._local_end  # the previous list was read out
+            self._local, self._next = [], 0
         while True:
-            was_full = (
-                self._receive.statistics().current_buffer_used
-                >= self.consumer.config.partition_buffer
-            )
-            generation, records, end = await self._receive.receive()
-            if was_full and self.fetcher is not None:
-                self.fetcher.wake()  # room again: fetch this partition again
-            if generation != self.generation:
-                continue  # fetched before a seek
-            if self._local:
-                self._position = self._local_end  # the previous list was read out
+            answer = self._answer
+            if answer is None:
+                buffered = self._receive.statistics().current_buffer_used
+                was_full = buffered >= self.consumer.config.partition_buffer
+                if not buffered:
+                    # Nothing to read: this partition is fetched even when the
+                    # budget is held by others, so that no reader starves.
+                    self._waiting = True
+                    if self.fetcher is not None and self.consumer.budget.full:
+                        self.fetcher.wake()
+                try:
+                    generation, answer = await self._receive.receive()
+                finally:
+                    self._waiting = False
+                if was_full and self.fetcher is not None:
+                    self.fetcher.wake()  # room again: fetch this partition again
+                if generation != self.generation:
+                    self._release(answer)  # fetched before a seek
+                    continue
+                self._answer = answer
+            records, end = self._decode_piece(answer)
             if records:
                 self._local, self._next, self._local_end = records, 0, end
                 return
-            self._local, self._next = [], 0
-            self._position = end
+            if end >= 0:
+                self._position = end
+
+    def _decode_piece(self, answer: Fetched) -> tuple[list[Record], int]:
+        """Decode and filter the next piece of ``answer``: its records and the offset after them.
+
+        The offset is -1 when the piece was corrupt: the partition reported
+        the error, dropped its buffer and paused at its position.
+        """
+        if answer.exhausted:
+            self._answer = None
+            self._release(answer)
+            return [], answer.end
+        i = answer.piece
+        stop = answer.cuts[i]
+        data = memoryview(answer.data)[answer.done : stop]
+        answer.piece, answer.done = i + 1, stop
+        try:
+            batches = decode_batches(
+                data,
+                check_crc=self.consumer.config.check_crcs,
+                topic=self.topic,
+                partition=self.partition,
+            )
+        except errors.CorruptRecordError as exc:
+            self._corrupt(exc)
+            return [], -1
+        lso = answer.last_stable_offset
+        # The answer's aborted transactions join the filter once, with its first piece.
+        result = self.filter.filter(batches, answer.aborted if i == 0 else (), lso, answer.start)
+        self.records_fetched += len(result.records)
+        source = answer.source
+        if source is not None:
+            source.aborted_records += result.skipped_aborted
+            if source.batch_hook is not None:
+                limit = lso if self.filter.read_committed and lso >= 0 else -1
+                self._report_batches(source.node_id, source.batch_hook, batches, result, limit)
+        end = max(answer.start, result.next_offset)
+        if answer.exhausted:
+            self._answer = None
+            self._release(answer)
+            end = answer.end
+        return result.records, end
+
+    def _corrupt(self, error: errors.CorruptRecordError) -> None:
+        """A corrupt piece: report it, drop what is buffered, pause at the position."""
+        self.report(error)
+        self.paused = True
+        self.generation += 1  # answers in flight are stale
+        self.discard_buffer()
+        position = self._position
+        self.restart_at(position, self.epoch_at(position - 1) if position > 0 else -1)
+
+    def _release(self, answer: Fetched) -> None:
+        """``answer`` was read or dropped: its bytes leave the budget."""
+        self.buffered_bytes -= answer.size
+        self.consumer.budget.give_back(answer.size)
+        answer.size = 0
+
+    def _report_batches(
+        self,
+        node_id: int,
+        hook: Callable[[BatchEvent], object],
+        batches: Sequence[RecordBatch],
+        result: FilterResult,
+        limit: int,
+    ) -> None:
+        """A BatchEvent for each batch the filter went through, with what it handed out of it.
+
+        Batches at or above ``limit`` (the last stable offset, read_committed)
+        were not gone through: the next fetch brings them again. Of the others,
+        each record was handed out (it is in the result), waits beyond the
+        limit, or was dropped (before the fetch position, aborted, a marker).
+        """
+        handed = result.records
+        for batch in batches:
+            base = batch.base_offset
+            if 0 <= limit <= base:
+                break
+            last = base + batch.last_offset_delta
+            first = bisect_left(handed, base, key=_OFFSET)
+            count = bisect_right(handed, last, lo=first, key=_OFFSET) - first
+            records = batch.records
+            later = 0
+            if 0 <= limit <= last:
+                later = len(records) - bisect_left(records, limit, key=_OFFSET)
+            event = BatchEvent(
+                kind="fetch",
+                topic=self.topic,
+                partition=self.partition,
+                node_id=node_id,
+                records=count,
+                bytes=batch.size,
+                uncompressed_bytes=None,
+                compression=batch.compression,
+                base_offset=base,
+                error=None,
+                seconds=None,
+                retries=0,
+                dropped=len(records) - count - later,
+            )
+            report_batch(hook, event)
 
     def errors(self) -> trio.MemoryReceiveChannel[ConsumerError]:
         """Errors of this partition (offset out of range with no reset, oversized batches...)."""
@@ -236,23 +372,30 @@ class PartitionConsumer:
             self.fetcher.wake()
 
     async def aclose(self) -> None:
-        """Stop consuming this partition."""
+        """Stop consuming this partition; what it buffered is dropped."""
         if self._on_close is not None:
             self._on_close(self)
         if self.fetcher is not None:
             self.fetcher.detach(self)
         self.close_channels()
+        self.discard_buffer()  # its bytes go back to the other partitions
         self.detached.set()
 
     # -- the fetcher's side -----------------------------------------------------
 
     def fetchable(self) -> bool:
-        """Whether the next request should include this partition."""
+        """Whether the next request should include this partition.
+
+        Not while its buffer is full or it is paused; not while the
+        consumer's ``fetch_buffer_bytes`` are held, unless its reader waits
+        with nothing buffered (the budget is held by other partitions).
+        """
         return (
             not self.paused
             and not self.stopped
             and self.fetch_offset >= 0
             and self._send.statistics().current_buffer_used < self.consumer.config.partition_buffer
+            and (not self.consumer.budget.full or self._waiting)
         )
 
     def resolve_again(self, start: int) -> None:
@@ -290,18 +433,16 @@ class PartitionConsumer:
         if len(self._epochs) > _EPOCHS_KEPT:
             del self._epochs[0], self._epoch_offsets[0]
 
-    def note_batches(self, batches: Sequence[RecordBatch], start: int, end: int) -> None:
-        """Remember the leader epochs of the batches fetched from ``start`` up to ``end``."""
+    def note_batches(self, batches: Sequence[tuple[int, int]], start: int, end: int) -> None:
+        """Remember the leader epochs of the batches fetched from ``start`` up to ``end``.
+
+        ``batches`` are (base offset, leader epoch) pairs, in offset order.
+        """
         last = self._epochs[-1][1] if self._epochs else -2
-        if (
-            not batches
-            or batches[0].partition_leader_epoch == last == batches[-1].partition_leader_epoch
-        ):
+        if not batches or batches[0][1] == last == batches[-1][1]:
             return  # epochs never go down in a log: nothing changed in between
-        for batch in batches:
-            epoch = batch.partition_leader_epoch
+        for base, epoch in batches:
             if epoch != last and epoch >= 0:
-                base = batch.base_offset
                 if base >= end:
                     break
                 self._note_epoch(max(base, start), epoch)
@@ -325,23 +466,27 @@ class PartitionConsumer:
         self.restart_at(restart, epoch)
         return restart
 
-    def deliver(self, generation: int, records: list[Record], start: int, end: int) -> bool:
-        """Hand the records fetched from ``start`` up to ``end`` to the reader.
+    def deliver(self, generation: int, answer: Fetched) -> bool:
+        """Hand the record set fetched from ``answer.start`` up to ``answer.end`` to the reader.
 
         Never blocks: the fetcher only asks for partitions with room. If the
-        channel is full anyway, the fetch position goes back to ``start`` and
+        channel is full anyway, the fetch position goes back to the start and
         the next fetch brings the records again. Returns whether the reader
-        got them.
+        got them; if so, ``answer.size`` bytes count against the budget until
+        they are read.
         """
         try:
-            self._send.send_nowait((generation, records, end))
+            self._send.send_nowait((generation, answer))
         except trio.WouldBlock:
-            self.fetch_offset = start
+            self.fetch_offset = answer.start
             return False
         except trio.ClosedResourceError:
             return False
-        self.fetch_offset = end
-        self.records_fetched += len(records)
+        self.fetch_offset = answer.end
+        self._waiting = False  # the reader has it (it runs later): fetch no more for it
+        self.bytes_fetched += answer.size
+        self.buffered_bytes += answer.size
+        self.consumer.budget.take(answer.size)
         return True
 
     def report(self, error: BaseException) -> None:
@@ -359,11 +504,15 @@ class PartitionConsumer:
         """Drop what was fetched but not read (a group revoking the partition)."""
         self._position = self.position
         self._local, self._next = [], 0
+        if self._answer is not None:
+            self._release(self._answer)
+            self._answer = None
         while True:
             try:
-                self._receive.receive_nowait()
+                _, answer = self._receive.receive_nowait()
             except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                 return
+            self._release(answer)
 
     def __repr__(self) -> str:
         return (

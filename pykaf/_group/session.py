@@ -92,7 +92,7 @@ class Claim:
             raise StopAsyncIteration from None
 
     async def next_batch(self) -> list[Record]:
-        """The next records as one fetch brought them; ``[]`` when the claim has ended."""
+        """The next records as the partition consumer decoded them; ``[]`` when the claim ended."""
         if self._revoked:
             return []
         try:

@@ -406,6 +406,10 @@ class BrokerConnection:
                         record = self.api_counters.record
                         for resp in self._proto.receive_data(data):
                             slot = resp.context
+                            # No slot <-> response cycle: a response (a Fetch's
+                            # record sets) is freed once read, not at the next
+                            # full garbage collection.
+                            resp.context = None
                             slot.response = resp
                             slot.event.set()
                             record(slot.api_key, slot.api, now - slot.sent_at, slot.size, None)

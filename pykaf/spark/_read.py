@@ -356,7 +356,7 @@ def read_range(
     fail_on_data_loss: bool = True,
     stall_timeout: float = 120.0,
 ) -> Iterator[Any]:
-    """The records of ``rng`` as Arrow record batches (one per fetch answer).
+    """The records of ``rng`` as Arrow record batches (one per ``next_batch()`` list).
 
     Args:
         config: consumer options (``consumer_config``'s).

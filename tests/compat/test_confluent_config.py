@@ -80,6 +80,7 @@ def test_the_keys_scripts_use_most() -> None:
             "isolation.level": "read_uncommitted",
             "session.timeout.ms": 10000,
             "max.poll.interval.ms": 60000,
+            "queued.max.messages.kbytes": 8192,
         },
         "consumer",
     )
@@ -91,6 +92,7 @@ def test_the_keys_scripts_use_most() -> None:
         "isolation_level": "read_uncommitted",
         "session_timeout": 10.0,
         "rebalance_timeout": 60.0,
+        "fetch_buffer_bytes": 8 * 1024 * 1024,
     }
     pykaf.GroupConfig(bootstrap_servers="h:1", **consumer.options)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import trio
 
 import pykaf
 from pykaf import errors
+from pykaf._net.connection import _Slot
 from pykaf.testing import open_fake_cluster
 
 
@@ -105,3 +107,24 @@ async def test_hook_events_reach_a_trio_channel_without_blocking() -> None:
     send.close()
     apis = {e.api async for e in receive}
     assert "Metadata" in apis
+
+
+async def test_a_response_is_freed_once_read_without_the_garbage_collector() -> None:
+    """A request's slot and its response refer to each other only until it is read.
+
+    A cycle would keep every response (a Fetch's megabytes of record sets) until
+    the next full collection, which a consumer's allocations rarely trigger.
+    """
+    async with open_fake_cluster(1) as cluster:
+        cluster.create_topic("freed", 1)
+        async with pykaf.open_client(cluster.bootstrap) as client:
+            await client.refresh_metadata("freed")
+            gc.collect()
+            gc.disable()
+            try:
+                for _ in range(20):
+                    await client.refresh_metadata("freed")
+                slots = sum(isinstance(o, _Slot) for o in gc.get_objects())
+            finally:
+                gc.enable()
+    assert slots <= 2
