@@ -15,7 +15,9 @@ Clients: ``confluent-kafka[poll]`` (the peer), ``pykaf[sync_produce]``
 (``produce()`` + ``poll(0)`` per record, ``flush()``), ``pykaf[sync]``
 (``send_async()`` per record, every future kept and checked, ``flush()``);
 with a delivery callback per record, ``pykaf[sync_produce_cb]`` against
-``confluent-kafka[poll_cb]``.
+``confluent-kafka[poll_cb]``; and the async producer on trio,
+``pykaf[send_nowait]`` (``send_nowait()`` per record, ``flush()``) and
+``pykaf[send_nowait_cb]`` (with ``on_delivery=``, against ``poll_cb``).
 """
 
 from __future__ import annotations
@@ -38,10 +40,15 @@ CLIENTS = {
     "pykaf[sync_produce]": prod.PykafSyncProduceRound,
     "pykaf[sync_produce_cb]": prod.PykafSyncProduceCallbackRound,
     "pykaf[sync]": prod.PykafSyncRound,
+    "pykaf[send_nowait]": prod.PykafSendNowaitRound,
+    "pykaf[send_nowait_cb]": prod.PykafSendNowaitCallbackRound,
 }
 PEER = "confluent-kafka[poll]"
 #: Each pykaf client's peer, where it is not PEER: the same idiom on confluent-kafka.
-PEERS = {"pykaf[sync_produce_cb]": "confluent-kafka[poll_cb]"}
+PEERS = {
+    "pykaf[sync_produce_cb]": "confluent-kafka[poll_cb]",
+    "pykaf[send_nowait_cb]": "confluent-kafka[poll_cb]",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,6 +46,9 @@ Clients and settings (each client's defaults otherwise):
 
   - ``send_nowait``: ``send_nowait()`` per record; on ``BufferFullError`` it
     yields to the producer until there is room, then ``flush()``.
+  - ``send_nowait_cb``: the same with ``on_delivery=`` a counting callback
+    per record, which must hear of every record acknowledged (the peer of
+    ``confluent-kafka[poll_cb]``).
   - ``send_batch``: ``await send_batch()`` on lists of 10,000 values, then
     ``flush()`` and every batch's ``wait()``.
   - ``sync``: the blocking facade ``pykaf.sync.Producer``: ``send_async()``
@@ -136,6 +139,7 @@ CLIENTS: list[tuple[str, str | None]] = [
     (CONFLUENT, "poll_cb"),
     (AIOKAFKA, None),
     (PYKAF, "send_nowait"),
+    (PYKAF, "send_nowait_cb"),
     (PYKAF, "send_batch"),
     (PYKAF, "sync"),
     (PYKAF, "sync_many"),
@@ -471,6 +475,25 @@ class PykafSendNowaitRound(_PykafRound):
         return len(self.values)
 
 
+class PykafSendNowaitCallbackRound(_PykafRound):
+    """``send_nowait(..., on_delivery=)`` per record (a counting callback); flush."""
+
+    async def produce(self, producer: Any) -> int:
+        buffer_full = importlib.import_module("pykaf.errors").BufferFullError
+        topic, send = self.topic, producer.send_nowait
+        delivered = _DeliveryCounter()
+        for value in self.values:
+            while True:
+                try:
+                    send(topic, value, on_delivery=delivered)
+                    break
+                except buffer_full:
+                    await producer.wait_for_space()
+        await producer.flush()
+        assert delivered.error is None, f"pykaf: {delivered.error}"
+        return delivered.acked
+
+
 class PykafSendBatchRound(_PykafRound):
     """``await send_batch()`` per 10,000 values, then flush and every ``wait()``."""
 
@@ -590,7 +613,11 @@ def _round_factory(
         }
         return rounds[variant], True
     _load_pykaf_producer()
-    return (PykafSendNowaitRound if variant == "send_nowait" else PykafSendBatchRound), True
+    rounds_async: dict[str | None, Callable[[str, str, list[bytes]], Round]] = {
+        "send_nowait": PykafSendNowaitRound,
+        "send_nowait_cb": PykafSendNowaitCallbackRound,
+    }
+    return rounds_async.get(variant, PykafSendBatchRound), True
 
 
 # -- the benchmark ------------------------------------------------------------------------

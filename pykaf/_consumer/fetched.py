@@ -1,6 +1,6 @@
 """Fetched record sets, kept as bytes and decoded a piece at a time, under a byte budget.
 
-A Fetch answer may carry far more than the consumer asked for (Tansu ignores
+A Fetch answer may carry far more than the consumer asked for (a broker may ignore
 ``max_partition_fetch_bytes``). The fetcher does not decode an answer: it only
 reads its batch headers (:func:`scan_record_set`) to learn where the next
 fetch starts, the leader epochs, and where to cut the bytes into pieces of
