@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import repeat
 from typing import Any
 
 import trio
@@ -50,6 +51,8 @@ _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
 SendNowait = Callable[..., None]
+#: Makes a RecordMetadata from a tuple without the named tuple's Python ``__new__``.
+_new_metadata = tuple.__new__
 
 
 class _Run:
@@ -91,13 +94,21 @@ class _Callbacks:
         timestamp: int,
         error: BaseException | None,
     ) -> None:
-        topic, callbacks, stamps = self.topic, self.callbacks, self.stamps
-        for i in range(index, index + count):
-            # -1: the records carried their own timestamps (the broker did not stamp them).
-            stamp = stamps[i] if timestamp == -1 and stamps is not None else timestamp
-            where = offset + (i - index) if offset >= 0 else -1
+        topic = self.topic
+        made = _new_metadata
+        offsets: Iterable[int] = range(offset, offset + count) if offset >= 0 else repeat(-1, count)
+        stamps = self.stamps
+        # -1: the records carried their own timestamps (the broker did not stamp them).
+        times: Iterable[int] = (
+            stamps[index : index + count]
+            if timestamp == -1 and stamps is not None
+            else repeat(timestamp, count)
+        )
+        for callback, where, stamp in zip(
+            self.callbacks[index : index + count], offsets, times, strict=True
+        ):
             try:
-                callbacks[i](error, RecordMetadata(topic, partition, where, stamp))
+                callback(error, made(RecordMetadata, (topic, partition, where, stamp)))
             except Exception:
                 log.exception("on_delivery callback failed")
 
