@@ -23,14 +23,16 @@ in the same run, back to back):
   topic. It answers a Fetch with stored batch bytes and no per-record work,
   so it shows the clients with a broker that is cheap per record.
 
-Setup, once per broker and module (not timed): pykaf's producer writes
-1,000,000 values of 100 random bytes (no keys, no headers, no compression;
-``send_batch`` on lists of 10,000, the same number into each partition), in
-batches of 256 KiB (2,383 records: the producer's default ``flush_bytes``);
-the setup checks that every partition's high watermark (read from a Fetch:
-Tansu's ListOffsets(latest) is wrong for multi-record batches, see
-``bench/_brokers.py``) is its share and its log start offset 0. The topic is
-read by every round and deleted at the end of the module.
+Setup, once per broker and module (not timed): confluent-kafka's producer
+writes 1,000,000 values of 100 random bytes (no keys, no headers, no
+compression; ``produce()`` per record, the same number into each partition,
+acks=all, idempotent, librdkafka's batching defaults), so that every client
+reads the peer's batches, not batches shaped by pykaf's producer (which
+writes 256 KiB batches by default); the setup checks that every
+partition's high watermark (read from a Fetch: Tansu's ListOffsets(latest)
+is wrong for multi-record batches, see ``bench/_brokers.py``) is its share
+and its log start offset 0. The topic is read by every round and deleted at
+the end of the module.
 
 One call (a round) reads all 1,000,000 records from offset 0 and reads every
 value's length (summed); each round then checks the record count and that sum
@@ -183,7 +185,6 @@ RECORDS = 1_000_000
 VALUE_SIZE = 100
 PARTITIONS = {"tansu": 4, "mock": 32, "fake": 4}  # the mock keeps 5 MiB a partition: see above
 BROKERS = ("tansu", "mock", "fake")
-CHUNK = 10_000  # values per send_batch call in the setup
 ROUNDS = 5
 ROUND_TIMEOUT_S = 120.0  # a stuck consumer fails its round instead of hanging the run
 
@@ -253,27 +254,48 @@ class Dataset:
         return sorted(self.ends)
 
 
-async def _fill(bootstrap: str, topic: str, partitions: int) -> tuple[int, list[int]]:
-    """Produce the records, an equal share into each partition; return (acknowledged, starts)."""
-    pykaf = importlib.import_module("pykaf")
+def _fill(bootstrap: str, topic: str, partitions: int) -> tuple[int, list[int]]:
+    """Produce the records with confluent-kafka, an equal share into each partition.
+
+    Returns (acknowledged, each partition's log start offset). The data is the
+    peer's, written as librdkafka batches it (its defaults, acks=all,
+    idempotent): no client reads batches shaped by its own producer.
+    """
+    ck = importlib.import_module("confluent_kafka")
     values = bulk_values(RECORDS, VALUE_SIZE).values
     share = RECORDS // partitions
-    async with pykaf.open_producer(bootstrap) as producer:
-        deliveries = []
-        for p in range(partitions):
-            mine = values[p * share : (p + 1) * share]
-            for i in range(0, share, CHUNK):
-                deliveries.append(
-                    await producer.send_batch(topic, mine[i : i + CHUNK], partition=p)
-                )
-        await producer.flush()
-        delivered = 0
-        for delivery in deliveries:
-            delivered += await delivery.wait()
+    acked = [0]
+    failed: list[Any] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is None:
+            acked[0] += 1
+        else:
+            failed.append(error)
+
+    producer = ck.Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}
+    )
+    produce, poll = producer.produce, producer.poll
+    for p in range(partitions):
+        for value in values[p * share : (p + 1) * share]:
+            while True:
+                try:
+                    produce(topic, value, partition=p, callback=delivered)
+                    break
+                except BufferError:
+                    poll(0.1)
+    left = producer.flush(ROUND_TIMEOUT_S)
+    assert left == 0 and not failed, f"the setup's producer: {left} left, errors {failed[:3]}"
+    return acked[0], trio.run(_starts, bootstrap, topic, partitions)
+
+
+async def _starts(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """Each partition's log start offset."""
+    pykaf = importlib.import_module("pykaf")
     async with pykaf.open_client(bootstrap) as client:
         await client.refresh_metadata(topic)
-        starts = [await client.get_offset(topic, p, pykaf.OLDEST) for p in range(partitions)]
-    return delivered, starts
+        return [await client.get_offset(topic, p, pykaf.OLDEST) for p in range(partitions)]
 
 
 def _prepare(broker: BenchBroker, name: str) -> Dataset:
@@ -281,7 +303,7 @@ def _prepare(broker: BenchBroker, name: str) -> Dataset:
     assert RECORDS % partitions == 0
     topic = f"bench-consume-{name}-{next(_topic_ids)}"
     broker.create_topic(topic, partitions)
-    delivered, starts = trio.run(_fill, broker.bootstrap, topic, partitions)
+    delivered, starts = _fill(broker.bootstrap, topic, partitions)
     assert delivered == RECORDS, f"the setup produced {delivered} of {RECORDS} records"
     marks = broker.high_watermarks(topic)
     share = RECORDS // partitions
