@@ -21,9 +21,12 @@ consumer, protocol) must follow too:
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import importlib
 import itertools
 import random
+import re
 import statistics
 import struct
 import time
@@ -31,6 +34,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -84,6 +88,47 @@ def note_rate(benchmark: Any, records: int) -> None:
         benchmark.extra_info["records_per_s"] = round(records / median)
 
 
+# -- memory -----------------------------------------------------------------------
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def status_kb(field: str) -> int | None:
+    """A field of /proc/self/status in kB (VmRSS, VmHWM), or None where there is none."""
+    try:
+        match = re.search(rf"^{field}:\s+(\d+) kB", _STATUS.read_text(), re.MULTILINE)
+    except OSError:
+        return None
+    return int(match.group(1)) if match else None
+
+
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+def reset_peak_rss() -> int | None:
+    """Reset the peak RSS to the current RSS (Linux >= 4.0); return the RSS in kB.
+
+    Memory freed by earlier rounds but still resident (malloc keeps it) would
+    be reused without raising the RSS, hiding what a round needs: collect the
+    garbage and hand free memory back to the kernel (glibc's malloc_trim) first.
+    """
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+    try:
+        _CLEAR_REFS.write_text("5")
+    except OSError:
+        return None
+    return status_kb("VmRSS")
+
+
 class CpuMeter:
     """The client's CPU seconds per round: every thread of this process, user and system.
 
@@ -121,6 +166,7 @@ def time_produce_rounds(
     partitions: int,
     rounds: int,
     label: str,
+    memory: bool = False,
 ) -> None:
     """Time ``rounds`` producer rounds, each into a fresh topic, checking what arrived.
 
@@ -129,12 +175,16 @@ def time_produce_rounds(
     stopped after it. The topic's high watermarks must add up to ``values``
     plus the warm-up records, and the round must say every value was
     acknowledged; the topic is deleted after. ``label`` names the client in
-    failure messages.
+    failure messages. With ``memory``, ``extra_info["peak_rss_growth_mb"]`` is
+    the largest growth of the peak RSS over a round (reset once the producer is
+    warm), as ``bench/test_producer.py`` records it.
     """
     records = len(values)
     ids = itertools.count()
     open_rounds: list[Any] = []
     acknowledged: list[int] = []
+    growth_kb: list[int] = []
+    start_rss: list[int | None] = []
 
     def setup() -> tuple[tuple[Any], dict[str, Any]]:
         topic = f"{topic_prefix}-{next(ids)}"
@@ -142,9 +192,15 @@ def time_produce_rounds(
         one = make_round(broker.bootstrap, topic, values)
         open_rounds.append(one)
         one.start()
+        if memory:
+            start_rss.append(reset_peak_rss())
         return (one,), {}
 
     def teardown(one: Any) -> None:
+        if memory:
+            peak, base = status_kb("VmHWM"), start_rss[-1]
+            if peak is not None and base is not None:
+                growth_kb.append(max(peak - base, 0))
         open_rounds.remove(one)
         acknowledged.append(one.stop())
         total = sum(broker.high_watermarks(one.topic).values())
@@ -166,6 +222,8 @@ def time_produce_rounds(
     )
     note_rate(benchmark, records)
     cpu.note(benchmark, records)
+    if growth_kb:
+        benchmark.extra_info["peak_rss_growth_mb"] = round(max(growth_kb) / 1024, 1)
 
 
 def confluent_produce_all(producer: Any, topic: str, values: Any) -> int:

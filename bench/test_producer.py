@@ -90,15 +90,11 @@ wait (``buffer_full_retries``).
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import gc
 import importlib
 import itertools
-import re
 import threading
 from collections.abc import Callable
-from functools import cache, partial
-from pathlib import Path
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -113,6 +109,8 @@ from bench._support import (
     confluent_produce_all,
     confluent_produce_idiom,
     note_rate,
+    reset_peak_rss,
+    status_kb,
     tag,
 )
 
@@ -150,46 +148,6 @@ CLIENTS: list[tuple[str, str | None]] = [
 _topic_ids = itertools.count()
 
 
-# -- memory -----------------------------------------------------------------------
-_STATUS = Path("/proc/self/status")
-_CLEAR_REFS = Path("/proc/self/clear_refs")
-
-
-def _status_kb(field: str) -> int | None:
-    try:
-        match = re.search(rf"^{field}:\s+(\d+) kB", _STATUS.read_text(), re.MULTILINE)
-    except OSError:
-        return None
-    return int(match.group(1)) if match else None
-
-
-@cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim  # glibc
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-def _reset_peak_rss() -> int | None:
-    """Reset the peak RSS to the current RSS (Linux >= 4.0); return the RSS in kB.
-
-    Memory freed by earlier rounds but still resident (malloc keeps it) would
-    be reused without raising the RSS, hiding what a round needs: collect the
-    garbage and hand free memory back to the kernel (glibc's malloc_trim) first.
-    """
-    gc.collect()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-    try:
-        _CLEAR_REFS.write_text("5")
-    except OSError:
-        return None
-    return _status_kb("VmRSS")
-
-
 # -- loading the clients ---------------------------------------------------------------
 def _load_pykaf_producer() -> ModuleType:
     """pykaf with its producer, or a skip saying why not."""
@@ -225,6 +183,9 @@ def _warm_value(values: list[bytes]) -> bytes:
 
 class Round:
     """One round of one client: a producer opened, warmed up, used once, closed."""
+
+    #: The topic's partitions: the warm-up sends one record to each.
+    partitions = PARTITIONS
 
     def __init__(self, bootstrap: str, topic: str, values: list[bytes]) -> None:
         self.bootstrap = bootstrap
@@ -328,7 +289,7 @@ class ConfluentRound(Round):
                 "enable.idempotence": self.idempotence,
             }
         )
-        for partition in range(PARTITIONS):
+        for partition in range(self.partitions):
             self.producer.produce(self.topic, _warm_value(self.values), partition=partition)
         left = self.producer.flush(ROUND_TIMEOUT_S)
         assert left == 0, "confluent-kafka: the warm-up records were not acknowledged"
@@ -408,7 +369,7 @@ class AiokafkaRound(_ThreadedRound):
         )
         await producer.start()
         try:
-            for partition in range(PARTITIONS):
+            for partition in range(self.partitions):
                 await (
                     await producer.send(self.topic, _warm_value(self.values), partition=partition)
                 )
@@ -441,7 +402,7 @@ class _PykafRound(_ThreadedRound):
     async def _main_async(self) -> None:
         pykaf = importlib.import_module("pykaf")
         async with pykaf.open_producer(self.bootstrap, **_pykaf_options()) as producer:
-            for partition in range(PARTITIONS):
+            for partition in range(self.partitions):
                 await producer.send(self.topic, _warm_value(self.values), partition=partition)
             self.gate.ready.set()
             await trio.to_thread.run_sync(self.gate.go.wait)
@@ -516,7 +477,7 @@ class _PykafSyncRound(Round):
     def start(self) -> None:
         sync = importlib.import_module("pykaf.sync")
         self.producer = sync.Producer(self.bootstrap, **_pykaf_options())
-        for partition in range(PARTITIONS):
+        for partition in range(self.partitions):
             self.producer.send(
                 self.topic, _warm_value(self.values), partition=partition, timeout=30
             )
@@ -665,13 +626,13 @@ def test_produce(
         one = make_round(broker.bootstrap, topic, values)
         current.append(one)
         one.start()
-        start_rss.append(_reset_peak_rss())
+        start_rss.append(reset_peak_rss())
         return (one,), {}
 
     def teardown(one: Round) -> None:
         """Outside the timing: close the producer, check the topic, note the peak RSS."""
         current.remove(one)
-        peak, base = _status_kb("VmHWM"), start_rss[-1]
+        peak, base = status_kb("VmHWM"), start_rss[-1]
         if peak is not None and base is not None:
             # The kernel updates RSS counters lazily: a round that needs no
             # new memory can read a few pages below its start.
