@@ -61,6 +61,15 @@ def _now_ms() -> int:
     return _time_ns() // 1_000_000
 
 
+def _in_trio() -> bool:
+    """Whether this runs inside trio (staging schedules its drains on the loop)."""
+    try:
+        trio.lowlevel.current_trio_token()
+    except RuntimeError:
+        return False
+    return True
+
+
 class Producer:
     """Sends records to Kafka; get one from :func:`open_producer`.
 
@@ -106,7 +115,7 @@ class Producer:
         self._append = acc.append  # the hot path: one bound method, looked up once
         self._on_send = tuple(config.on_send)
         self._staging: Staging | None = None
-        if not self._on_send and self.txn is None:
+        if not self._on_send and self.txn is None and _in_trio():
             # Plain records are staged in runs by compiled code (staging.py);
             # the method below stays the path of every other record.
             self._staging = Staging(acc, topics, reports, Producer.send_nowait.__get__(self))
@@ -150,6 +159,12 @@ class Producer:
         on_delivery: OnDelivery | None = None,
     ) -> None:
         """Buffer one record without waiting; it is sent in the background.
+
+        A plain record (a ``bytes`` value up to 2 KiB, no key, no headers) is
+        staged by compiled code and appended with the records staged around
+        it at the caller's next checkpoint, or before anything else touches
+        the buffer (see "Ways to send" in ``docs/producer.md``); others are
+        appended in this call. Either way the order and the limits hold.
 
         ``on_delivery(error, metadata)`` is called (in the producer's trio
         loop) once the record is acknowledged (``error`` None) or has failed.
