@@ -7,8 +7,9 @@ timing, high watermarks checked after, 3 rounds), into a fresh topic of 1 or
 client knows every leader and has met every partition before the timing.
 
 Groups ``partitions-N-1M-tansu`` and ``partitions-N-1M-mock`` (N = 1, 100),
-so each pykaf path is paired with the peer at the same count. Clients: ``confluent-kafka[poll]`` (``produce()`` + ``poll(0)`` per
-record), ``pykaf[send_nowait]`` and ``pykaf[send_batch]`` (lists of 10,000).
+so each pykaf path is paired with the peer at the same count. Clients:
+``confluent-kafka[poll]`` (``produce()`` + ``poll(0)`` per record),
+``pykaf[send_nowait]`` and ``pykaf[send_batch]`` (lists of 10,000).
 Records without keys fill one partition's batch after another (sticky), in
 every client. ``extra_info`` holds the client's CPU per million records and
 the growth of its peak RSS over a round.
