@@ -631,15 +631,12 @@ class _Feeder(RecordStager):
         timestamp: int | None,
         on_delivery: OnDelivery | None,
         deadline: float | None,
-        hurry: bool = False,
     ) -> None:
         """Stage one record (any thread); wake the loop if it is idle.
 
         A ``produce`` record waits ``block`` seconds for room, then raises
         BufferFullError; a ``send_async`` record (its future as
         ``on_delivery``) waits until ``deadline``, then raises KafkaTimeoutError.
-        ``hurry`` (``send()``, which waits for the record): once the loop has
-        buffered it, it sends what is buffered without waiting for linger.
         """
         future = type(on_delivery) is _DeliveryFuture
         if self.queued - self.accepted >= MAX_PENDING:
@@ -662,8 +659,6 @@ class _Feeder(RecordStager):
             self.queued += 1
             if future:
                 self.futures += 1
-            if hurry:
-                self.hurry = True
             if plain:
                 run = self.run
                 if (
@@ -1552,12 +1547,10 @@ class Producer:
         """
         self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
-        # hurry: the record's batch is sent without waiting for linger.
         feeder = self._feeder
         future = _DeliveryFuture(feeder)
-        feeder.stage_record(
-            topic, value, key, partition, headers, timestamp, future, deadline, hurry=True
-        )
+        feeder.stage_record(topic, value, key, partition, headers, timestamp, future, deadline)
+        feeder.hurry_up()  # the record's batch is sent without waiting for linger
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
         return wait_future(future, remaining)
 
