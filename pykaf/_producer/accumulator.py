@@ -384,9 +384,7 @@ class Accumulator:
             return start + 1
         added = end - start
         if added:
-            nbytes = _column_bytes(values, start, end) + RECORD_OVERHEAD * added
-            if keys is not None:
-                nbytes += _column_bytes(keys, start, end)
+            nbytes = builder.extended_bytes + RECORD_OVERHEAD * added
             batch.count += added
             if batch.count == added and p.broker is not None:
                 p.broker.wake()
@@ -572,16 +570,6 @@ def column(values: Any) -> Any:
     if hasattr(values, "buffers") and hasattr(values, "type"):
         return BinaryColumn.from_arrow(values)
     return values
-
-
-def _column_bytes(col: Any, start: int, stop: int) -> int:
-    if isinstance(col, BinaryColumn):
-        return col.span_bytes(start, stop)
-    part = col[start:stop]
-    try:
-        return sum(map(len, part))  # in C: the usual column has no None
-    except TypeError:
-        return sum(0 if v is None else len(v) for v in part)
 
 
 __all__ = ["RECORD_OVERHEAD", "Accumulator", "column"]
