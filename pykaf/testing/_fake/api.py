@@ -17,6 +17,7 @@ it is None, the response class is built empty with ``error_code`` set.
 from __future__ import annotations
 
 import ssl
+import time
 import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -25,6 +26,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf.protocol import ApiVersion, ApiVersionsResponse, RequestHeader, Response
+from pykaf.testing._fake.fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from pykaf.testing._fake.group_coordinator import GroupCoordinator
 from pykaf.testing._fake.model import (
     AclEntry,
@@ -86,6 +88,9 @@ class ClusterState:
         apis: the APIs answered, by key.
         handler_errors: exceptions raised inside request handlers (a bug of the
             fake cluster; its fixture fails the test when this is not empty).
+        fetch_session_slots: the most KIP-227 fetch sessions each broker
+            keeps (Kafka's ``max.incremental.fetch.session.cache.slots``; 0:
+            no sessions).
     """
 
     def __init__(
@@ -101,6 +106,7 @@ class ClusterState:
         max_transaction_timeout_ms: int,
         group_initial_rebalance_delay_ms: int,
         apis: Iterable[Api],
+        fetch_session_slots: int = DEFAULT_SLOTS,
     ) -> None:
         self.nodes = nodes
         self.host = host
@@ -123,6 +129,8 @@ class ClusterState:
         self.acls: list[AclEntry] = []
         self.transactions = TransactionCoordinator(self.partition, self.groups)
         self.apis: dict[int, Api] = {api.request.API_KEY: api for api in apis}
+        self.fetch_session_slots = fetch_session_slots
+        self._fetch_sessions: dict[int, FetchSessionCache] = {}
 
     @property
     def group_initial_rebalance_delay_ms(self) -> int:
@@ -133,6 +141,14 @@ class ClusterState:
     def sasl_required(self) -> bool:
         """Whether clients must authenticate with SASL."""
         return self.sasl.users is not None
+
+    def fetch_sessions(self, node_id: int) -> FetchSessionCache:
+        """Broker ``node_id``'s fetch-session cache."""
+        cache = self._fetch_sessions.get(node_id)
+        if cache is None:
+            cache = FetchSessionCache(time.monotonic, self.fetch_session_slots)
+            self._fetch_sessions[node_id] = cache
+        return cache
 
     # -- versions --------------------------------------------------------------
 
