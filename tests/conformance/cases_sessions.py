@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from conformance_harness import Answers, Target, Wire, case, norm
@@ -16,7 +17,7 @@ def session_fetch(
     session_id: int,
     epoch: int,
     parts: list[tuple[str, int, int]],
-    forgotten: list[tuple[str, int]] = (),  # type: ignore[assignment]
+    forgotten: Sequence[tuple[str, int]] = (),
 ) -> P.FetchRequest:
     """A Fetch that does not wait, with session fields, (topic, partition, offset) and forgotten."""
     topics: dict[str, list[Any]] = {}
@@ -58,7 +59,9 @@ async def case_fetch_sessions(t: Target, w: Wire, out: Answers) -> None:
     out.add("incremental: moved positions and an added partition", norm(await w.send(moved)))
 
     await w.send(produce(topic, batch([b"d"]), 1))
-    out.add("incremental naming nothing: new records", norm(await w.send(session_fetch(session, 2, []))))
+    out.add(
+        "incremental naming nothing: new records", norm(await w.send(session_fetch(session, 2, [])))
+    )
 
     await w.send(produce(topic, batch([b"e"]), 0))
     forget = session_fetch(session, 3, [(topic, 1, 2)], forgotten=[(topic, 0)])
