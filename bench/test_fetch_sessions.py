@@ -54,6 +54,7 @@ PARTITIONS = 1000
 RECORDS = cons.RECORDS  # 1,000,000: 1,000 per partition
 GROUP = "consume-1000x1000-kafka"
 ROUNDS = 3
+CREATE_TIMEOUT_S = 180.0  # 1,000 leaders, each checked with a ListOffsets
 PARAMS = "assign"
 CLIENTS: list[tuple[str, str | None]] = [
     (CONFLUENT, None),
@@ -70,7 +71,7 @@ def dataset(bench_kafka: KafkaBench) -> Iterator[cons.Dataset]:
     pytest.importorskip("confluent_kafka")
     assert RECORDS == PARTITIONS * 1000
     topic = f"bench-fetch-sessions-{next(_topic_ids)}"
-    bench_kafka.create_topic(topic, PARTITIONS)
+    bench_kafka.create_topic(topic, PARTITIONS, timeout=CREATE_TIMEOUT_S)
     try:
         delivered, starts = cons._fill(bench_kafka.bootstrap, topic, PARTITIONS)
         assert delivered == RECORDS, f"the setup produced {delivered} of {RECORDS} records"

@@ -364,7 +364,7 @@ async def test_closing_the_consumer_closes_its_session(target: tuple[str, Any]) 
 async def test_a_thousand_partitions_on_kafka(kafka_cluster: KafkaCluster) -> None:
     """1,000 partitions on Kafka with sessions: every record once; idle Fetches stay small."""
     topic, n = unique("fs-1000"), 1000
-    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, n, 1)
+    await trio.to_thread.run_sync(lambda: kafka_cluster.create_topic(topic, n, 1, timeout=120.0))
     bootstrap = kafka_cluster.bootstrap
     await produce(bootstrap, topic, n, 0, 5)
     events: list[pykaf.RequestEvent] = []
