@@ -189,6 +189,11 @@ class BrokerFetcher:
             for pc in parts:
                 self._lost_leader(pc, exc)
             return
+        except BaseException:
+            # Cancelled while the broker may still serve it: the epoch is unknown,
+            # and the session is not closed behind this Fetch.
+            self.session.failed()
+            raise
         finally:
             self._in_flight = False
         self.requests += 1
