@@ -83,6 +83,16 @@ async def case_fetch_sessions(t: Target, w: Wire, out: Answers) -> None:
     closed = await w.send(session_fetch(session, -1, [(topic, 1, 0)]))
     out.add("epoch -1 closes the session: sessionless answer", norm(closed))
     out.add("the closed session is gone", norm(await w.send(session_fetch(session, 1, []))))
+    empty = await w.send(session_fetch(0, 0, []))
+    out.add("a full fetch of no partitions opens a session", norm(empty))
+    out.add(
+        "an incremental fetch leaving it empty: sessionless answer",
+        norm(await w.send(session_fetch(empty.session_id, 1, []))),
+    )
+    out.add(
+        "the empty session is gone",
+        norm(await w.send(session_fetch(empty.session_id, 2, []))),
+    )
     out.add(
         "sessionless full fetch",
         norm(await w.send(session_fetch(0, -1, [(topic, 0, 3), (topic, 2, 0)]))),

@@ -384,3 +384,26 @@ async def test_a_thousand_partitions_on_kafka(kafka_cluster: KafkaCluster) -> No
     idle = fetch_sizes(events[mark:])
     assert idle and max(idle) < 200, idle  # an idle incremental Fetch names no partition
     assert stats["bytes"] == fetched  # and brings nothing again
+
+
+async def test_the_fake_clusters_eviction_control() -> None:
+    """evict_fetch_sessions() drops the sessions; the consumer recovers with a full fetch."""
+    async with open_fake_cluster(1) as fake:
+        topic, n = unique("fs-evict"), 5
+        fake.create_topic(topic, n, 1)
+        await produce(fake.bootstrap, topic, n, 0, 10)
+        async with pykaf.open_consumer(fake.bootstrap, fetch_max_wait=0.05) as consumer:
+            evicted: list[int] = []
+
+            async def evict() -> None:
+                f = None
+                while f is None or f.session.incremental_fetches < 2:
+                    await trio.sleep(0.02)
+                    f = next(iter(consumer._fetchers.values()), None)
+                evicted.append(fake.evict_fetch_sessions())
+                await produce(fake.bootstrap, topic, n, 10, 10)
+
+            await consume_all(consumer, topic, n, 20, during=evict)
+            stats = fetcher(consumer).statistics()
+        assert evicted == [1]
+        assert stats["session_resets"] == 1 and stats["full_fetches"] == 2, stats

@@ -118,7 +118,7 @@ class FetchSessionCache:
         ``answered`` holds the PartitionData answered for each of ``reads``, in
         the same order.
         """
-        if not reads or not self._room():
+        if not self._room():  # Kafka opens one for a fetch of no partitions too
             return NO_SESSION
         session_id = NO_SESSION
         while session_id == NO_SESSION or session_id in self.sessions:
