@@ -214,7 +214,13 @@ class Accumulator:
             self.check_size(key, value, headers)
         batch = p.open
         if batch is not None:
-            delta = batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+            builder = batch.builder
+            assert builder is not None
+            delta = builder.append(timestamp, key, value, headers)
+            if delta < 0 and self._grow(
+                p, builder, partition is None and key is None and t.count > 1
+            ):
+                delta = builder.append(timestamp, key, value, headers)
             if delta < 0:
                 self.seal(p)
                 batch = None
@@ -399,7 +405,9 @@ class Accumulator:
                     else [int(ts) for ts in timestamps[start:end]]
                 )
             done[0] = end
-        if end < stop or added == 0:
+        if (end < stop or added == 0) and not self._grow(
+            p, builder, partition is None and t.count > 1
+        ):
             self.seal(p)
         return end
 
@@ -515,6 +523,28 @@ class Accumulator:
                 raise
             batch.builder = self.builder(self._batch_bytes)
             return batch.builder.append(timestamp, key, value, headers)
+
+    def _grow(self, p: PartitionState, builder: BatchBuilder, sticky: bool) -> bool:
+        """Let a full open batch grow (up to ``batch_bytes``) while its partition is backed up.
+
+        A batch is sealed at ``flush_bytes`` so that it goes out early; but when
+        the partition already has a sealed batch waiting (its requests in flight
+        are at the limit, five with idempotence), sealing another only queues
+        it behind. Growing the open one instead sends the same records in fewer,
+        larger requests once there is room, which is what holds back a single
+        busy partition. Not for records the sticky partitioner places (they go
+        to another partition's batch instead), nor when the batch is full of
+        records rather than bytes. Returns whether the batch grew.
+        """
+        if (
+            sticky
+            or not p.queue
+            or builder.max_bytes >= self._batch_bytes
+            or builder.record_count >= builder.max_records
+        ):
+            return False
+        builder.max_bytes = min(self._batch_bytes, 2 * builder.max_bytes)
+        return True
 
     # ------------------------------------------------------------------ batches
 
