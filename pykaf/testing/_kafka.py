@@ -569,17 +569,28 @@ class KafkaCluster:
             raise KafkaClusterError(f"Kafka node {node_id} is not running")
         _stop_process(proc, timeout, kill)
 
-    def broker_up(self, node_id: int) -> None:
-        """Start node ``node_id`` again (after :meth:`broker_down`); return once it serves."""
-        self._spawn_again(node_id)
+    def broker_up(self, node_id: int, *, new_ports: bool = False) -> None:
+        """Start node ``node_id`` again (after :meth:`broker_down`); return once it serves.
+
+        With ``new_ports`` its client listeners (every one but the KRaft
+        controller's) move to new ports, as when a broker comes back
+        elsewhere: clients that knew the old address must find the new one
+        (:attr:`bootstrap` gives it).
+        """
+        self._spawn_again(node_id, new_ports=new_ports)
         deadline = time.monotonic() + self._start_timeout
         while not self._poll_ready(node_id, deadline):
             time.sleep(0.1)
 
-    def _spawn_again(self, node_id: int) -> None:
+    def _spawn_again(self, node_id: int, *, new_ports: bool = False) -> None:
         node = self._node(node_id)
         if self.running(node_id):
             raise KafkaClusterError(f"Kafka node {node_id} is running already")
+        if new_ports:
+            for name in node.ports:
+                if name != "CONTROLLER":
+                    node.ports[name] = _free_port()
+            (node.directory / "server.properties").write_text(self._properties(node))
         self._spawn(node)
 
     def create_topic(
@@ -702,10 +713,10 @@ class AsyncKafkaCluster:
             lambda: self.cluster.broker_down(node_id, kill=kill, timeout=timeout)
         )
 
-    async def broker_up(self, node_id: int) -> None:
-        """Start node ``node_id`` again and wait until it serves."""
+    async def broker_up(self, node_id: int, *, new_ports: bool = False) -> None:
+        """Start node ``node_id`` again; return once it serves (``KafkaCluster.broker_up``)."""
         cluster = self.cluster
-        cluster._spawn_again(node_id)  # in this thread: see _die_with_parent
+        cluster._spawn_again(node_id, new_ports=new_ports)  # in this thread: see _die_with_parent
         deadline = time.monotonic() + cluster._start_timeout
         while not cluster._poll_ready(node_id, deadline):
             await trio.sleep(0.1)
