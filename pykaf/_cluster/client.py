@@ -36,6 +36,7 @@ from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
 from pykaf._net.metrics import RequestStatistics, merge
 from pykaf._util import open_service_nursery
+from pykaf.protocol.connection import BrokerVersions
 
 log = logging.getLogger("pykaf.cluster")
 
@@ -554,6 +555,24 @@ class Client:
         )
         self._coordinators[(key_type, key)] = broker
         return broker
+
+    # -- features ----------------------------------------------------------------
+
+    def newest_features(self) -> BrokerVersions | None:
+        """The versions of the open connection that reported the newest finalized features.
+
+        Finalized feature levels (KIP-584: ``transaction.version``,
+        ``group.version``, ...) are cluster-wide; each broker reports them in
+        ApiVersions with an epoch, and the highest epoch is the newest view.
+        None when no connection is open; a ``BrokerVersions`` whose
+        ``finalized_features`` is empty when no broker reported any.
+        """
+        best: BrokerVersions | None = None
+        for conn in self._pool.connections():
+            versions = conn.versions
+            if best is None or versions.finalized_features_epoch > best.finalized_features_epoch:
+                best = versions
+        return best
 
     # -- observability -----------------------------------------------------------
 
