@@ -68,6 +68,35 @@ def end_txn(tid: str, pid: int, epoch: int, commit: bool) -> P.EndTxnRequest:
     )
 
 
+def txn_offset_commit(
+    tid: str, group: str, pid: int, epoch: int, topic: str, offset: int
+) -> P.TxnOffsetCommitRequest:
+    """TxnOffsetCommit of ``offset`` for partition 0 of ``topic`` (no member: generation -1)."""
+    T = P.TxnOffsetCommitRequest
+    return T(
+        transactional_id=tid,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            T.TxnOffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    T.TxnOffsetCommitRequestPartition(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                ],
+            )
+        ],
+    )
+
+
 def _txn_offset_codes(code: int) -> dict[str, Any]:
     """The normalised TxnOffsetCommit answer for partition 0 of the case's topic."""
     return {
@@ -262,28 +291,7 @@ async def case_transaction_errors(t: Target, w: Wire, out: Answers) -> None:
             )
         ),
     )
-    commit = P.TxnOffsetCommitRequest(
-        transactional_id=tid,
-        group_id="transaction_errors.g",
-        producer_id=pid,
-        producer_epoch=epoch,
-        generation_id=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=[
-            P.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
-                name=topic,
-                partitions=[
-                    P.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
-                        partition_index=0,
-                        committed_offset=5,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    )
-                ],
-            )
-        ],
-    )
+    commit = txn_offset_commit(tid, "transaction_errors.g", pid, epoch, topic, 5)
     await find_coordinator(w, "transaction_errors.g", 0)
     first = await _retrying(w, commit, lambda r: r.topics[0].partitions[0].error_code)
     out.add("txn offset commit", norm(first))
@@ -388,25 +396,7 @@ async def case_transactions_v2(t: Target, w: Wire, out: Answers) -> None:
     fetched = one_partition(await w.send(fetch(topic, 0, isolation=1)))
     out.add("read_committed after the commit", norm(fetched))
     await find_coordinator(w, group, 0)
-    commit = P.TxnOffsetCommitRequest(
-        transactional_id=tid,
-        group_id=group,
-        producer_id=pid,
-        producer_epoch=epoch + 1,
-        generation_id=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=[
-            P.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
-                name=topic,
-                partitions=[
-                    P.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
-                        partition_index=0, committed_offset=1, committed_metadata=None
-                    )
-                ],
-            )
-        ],
-    )
+    commit = txn_offset_commit(tid, group, pid, epoch + 1, topic, 1)
     resp = await _retrying(
         w, commit, lambda r: r.topics[0].partitions[0].error_code if r.topics else 0, 5
     )
