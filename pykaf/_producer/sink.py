@@ -37,6 +37,7 @@ from pykaf._producer.idempotence import Idempotence
 from pykaf._producer.records import BrokerStatistics
 from pykaf._producer.state import PartitionState, TopicState
 from pykaf.errors import PykafError
+from pykaf.protocol import versions
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
@@ -559,9 +560,8 @@ class BrokerSink:
                     continue
             if not sinks.expire_queued(part, now):
                 continue
-            if txn is not None and part.txn_added != txn.serial:
-                txn.need(part)  # held until AddPartitionsToTxn added it
-                continue
+            if txn is not None and part.txn_added != txn.serial and not txn.need(part):
+                continue  # held until AddPartitionsToTxn added it
             est = part.queue[0].size()
             if ready and size + est > limit:
                 deadline = now
@@ -593,6 +593,8 @@ class BrokerSink:
         try:
             conn = await sinks.client.broker_connection(self.node_id)
             version = conn.version_for(_PRODUCE)
+            if sinks.txn is not None and not sinks.txn.v2:
+                version = min(version, versions.PRODUCE_TXN_V1.max_version)
         except PykafError as exc:
             log.info("broker %d unreachable for producing: %s", self.node_id, exc)
             self.errors += 1

@@ -83,6 +83,10 @@ class FakeCluster(ClusterState):
         max_transaction_timeout_ms: the largest transaction timeout a producer may ask.
         group_initial_rebalance_delay_ms: how long the first join of an empty
             group waits for more members (Kafka's default is 3000; 0 here).
+        transaction_version: the finalized ``transaction.version`` it reports:
+            1 (transactions V1), or 2 for KIP-890 part 2 (what Kafka 4.x
+            formats new clusters with): Produce v12 and TxnOffsetCommit v5
+            add to the transaction implicitly and EndTxn v5 bumps the epoch.
         fetch_session_slots: KIP-227 fetch sessions each broker keeps (Kafka's
             ``max.incremental.fetch.session.cache.slots``, 1000; 0: none).
 
@@ -110,6 +114,7 @@ class FakeCluster(ClusterState):
         cluster_id: str = "pykaf-fake-cluster",
         max_transaction_timeout_ms: int = 900_000,
         group_initial_rebalance_delay_ms: int = 0,
+        transaction_version: int = 1,
         fetch_session_slots: int = 1000,
     ) -> None:
         if brokers < 1:
@@ -136,6 +141,7 @@ class FakeCluster(ClusterState):
             max_transaction_timeout_ms=max_transaction_timeout_ms,
             group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
             apis=all_apis(),
+            transaction_version=transaction_version,
             fetch_session_slots=fetch_session_slots,
         )
         self._servers: dict[int, BrokerServer] = {}

@@ -123,6 +123,11 @@ def _produce_partition(
     topic_obj = ctx.cluster.topics[topic]
     # the KIP-890 check runs before the log's own (Kafka verifies, then appends)
     if header.transactional:
+        if version >= 12 and ctx.cluster.transaction_version >= 2:
+            # transactions V2: the partition joins the transaction with this batch
+            ctx.cluster.transactions.add_implicitly(
+                header.producer_id, header.producer_epoch, partition=(topic, data.index)
+            )
         code = ctx.cluster.transactions.verify_produce(
             header.producer_id, header.producer_epoch, topic, data.index
         )
