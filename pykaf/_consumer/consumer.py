@@ -36,11 +36,13 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
+from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.config import ConsumerConfig
 from pykaf._consumer.fetched import ByteBudget
 from pykaf._consumer.fetcher import LEADER_ERRORS, BrokerFetcher
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._consumer.read_committed import TransactionFilter
+from pykaf._consumer.telemetry import consumer_points
 from pykaf._util import open_service_nursery, start_task_nursery
 
 log = logging.getLogger("pykaf.consumer")
@@ -405,9 +407,13 @@ async def open_consumer(
             # The consumer's tasks live in a nursery of their own, so that
             # aclose() inside the block stops them and not the block.
             consumer = Consumer(client, cfg, await start_task_nursery(nursery))
+            telemetry = start_telemetry(
+                client, cfg, nursery, "consumer", lambda: consumer_points(consumer)
+            )
             try:
                 yield consumer
             finally:
                 with trio.CancelScope(shield=True):
                     await consumer.aclose()
+                    await close_telemetry(telemetry)
                 nursery.cancel_scope.cancel()

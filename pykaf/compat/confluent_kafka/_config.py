@@ -115,6 +115,7 @@ OPTIONS: dict[str, Option] = {
     "reconnect.backoff.max.ms": Option("reconnect_backoff_max", _ms),
     "metadata.max.age.ms": Option("metadata_max_age", _ms),
     "allow.auto.create.topics": Option("allow_auto_create_topics", _bool),
+    "enable.metrics.push": Option("enable_metrics_push", _bool),
     "security.protocol": Option("security_protocol", _upper),
     "sasl.mechanism": Option("sasl_mechanism", _upper),
     "sasl.mechanisms": Option("sasl_mechanism", _upper),
