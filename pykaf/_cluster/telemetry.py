@@ -238,13 +238,11 @@ class Telemetry:
                 key: MetricKey = (p.name, tuple(sorted(p.attributes.items())))
                 values[key] = p.value
                 if sub.delta_temporality:
-                    p = MetricPoint(
-                        p.name,
-                        p.value - self._last_values.get(key, 0),
-                        True,
-                        p.attributes,
-                        p.description,
-                    )
+                    last = self._last_values.get(key, 0)
+                    # A counter below its last value was reset (its partition
+                    # or connection closed): all of it is new.
+                    delta = p.value - last if p.value >= last else p.value
+                    p = MetricPoint(p.name, delta, True, p.attributes, p.description)
             points.append(p)
         start = self._last_push_ns if sub.delta_temporality else self._start_ns
         temporality = DELTA if sub.delta_temporality else CUMULATIVE

@@ -175,12 +175,18 @@ def test_payload_deltas_after_a_push() -> None:
     assert first["org.apache.kafka.producer.record.send.total"]["value"] == 10
     t.pushed(kept, 5)  # what a successful push keeps
     values.sent = 25
-    data, _ = t.payload(s, 6)
+    data, kept = t.payload(s, 6)
     second = {m["name"]: m for m in read_metrics(data)["metrics"]}
     sent = second["org.apache.kafka.producer.record.send.total"]
     assert sent["value"] == 15 and sent["temporality"] == DELTA
     # gauges are never deltas
     assert second["org.apache.kafka.producer.connection.count"]["value"] == 2
+    # a counter that went down was reset (a closed partition or connection): all new
+    t.pushed(kept, 6)
+    values.sent = 4
+    data, _ = t.payload(s, 7)
+    third = {m["name"]: m for m in read_metrics(data)["metrics"]}
+    assert third["org.apache.kafka.producer.record.send.total"]["value"] == 4
 
 
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
