@@ -127,7 +127,9 @@ class Telemetry:
         self._collect = collect
         self._resource = resource
         self._instance_id = ZERO_UUID
-        self._sub: Subscription | None = None
+        self._sub: Subscription | None = None  # a subscription that names metrics
+        self._subscription_id: int | None = None
+        self._interval = 0
         self._conn: BrokerConnection | None = None
         self._lock = trio.Lock()
         self._start_ns = time.time_ns()
@@ -149,6 +151,9 @@ class Telemetry:
                 await self._loop()
             except Stopped as stop:
                 self._stop(str(stop))
+            except Exception as exc:  # a bug of ours must not take the client down
+                log.exception("client telemetry failed")
+                self._stop(f"{type(exc).__name__}: {exc}")
 
     async def _loop(self) -> None:
         delay_ms = 0
@@ -156,18 +161,17 @@ class Telemetry:
         while True:
             await trio.sleep(delay_ms / 1000)
             if self._sub is None:
-                sub = await self._subscribe()
-                if sub is None or not sub.requested_metrics:
-                    # Nothing asked: look again after the interval.
-                    delay_ms = sub.push_interval_ms if sub else DEFAULT_INTERVAL_MS
-                    self._sub = None
-                    continue
-                delay_ms = sub.push_interval_ms
-                if first_push:  # spread clients that start together (KIP-714: jitter)
+                delay_ms = await self._subscribe()
+                if self._sub is not None and first_push:
+                    # spread clients that start together (KIP-714's jitter)
                     delay_ms = int(delay_ms * random.uniform(0.5, 1.5))
                     first_push = False
                 continue
             delay_ms = await self._push(terminating=False)
+
+    def _interval_ms(self) -> int:
+        """The last push interval the broker named (Java's default before any)."""
+        return self._interval or DEFAULT_INTERVAL_MS
 
     def _stop(self, reason: str) -> None:
         self._stopped = reason
@@ -185,25 +189,30 @@ class Telemetry:
             raise Stopped(f"the broker does not speak KIP-714 ({exc})") from None
         return conn
 
-    async def _subscribe(self) -> Subscription | None:
-        """Ask for the subscription; None after an error the loop waits out."""
+    async def _subscribe(self) -> int:
+        """Ask for the subscription; returns milliseconds until the next step.
+
+        Leaves ``_sub`` set when the subscription names metrics (the next step
+        is a push), None otherwise (the next step is asking again).
+        """
+        self._sub = None
         try:
             conn = await self._connection()
             resp = await conn.request(
                 P.GetTelemetrySubscriptionsRequest(client_instance_id=self._instance_id)
             )
-        except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+        except errors.PykafError as exc:
             log.debug("GetTelemetrySubscriptions failed: %s", exc)
             self._conn = None
             self._errors += 1
-            return None
+            return self._interval_ms()
         self._subscriptions += 1
         err = errors.error_for_code(resp.error_code)
         if err is not None:
             self._errors += 1
             failure = err(f"GetTelemetrySubscriptions: {err.description}")
-            await trio.sleep(next_delay_ms(failure, resp.push_interval_ms) / 1000)
-            return None
+            log.debug("%s", failure)
+            return next_delay_ms(failure, resp.push_interval_ms)
         if self._instance_id == ZERO_UUID:
             self._instance_id = resp.client_instance_id
         sub = Subscription(
@@ -214,12 +223,15 @@ class Telemetry:
             accepted_compression_types=tuple(resp.accepted_compression_types),
             requested_metrics=tuple(resp.requested_metrics),
         )
-        if self._sub is None or sub.subscription_id != self._sub.subscription_id:
+        self._interval = sub.push_interval_ms
+        if sub.subscription_id != self._subscription_id:
+            self._subscription_id = sub.subscription_id
             self._last_values.clear()  # a new subscription starts its deltas afresh
             self._last_push_ns = time.time_ns()
-        self._sub = sub
         log.debug("client telemetry subscription: %s", sub)
-        return sub
+        if sub.requested_metrics:
+            self._sub = sub
+        return sub.push_interval_ms  # pushing, or (nothing asked) asking again
 
     # -- pushing ----------------------------------------------------------------
 
@@ -285,7 +297,7 @@ class Telemetry:
             async with self._lock:
                 conn = await self._connection()
                 resp = await conn.request(request)
-        except (errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+        except errors.PykafError as exc:
             log.debug("PushTelemetry failed: %s", exc)
             self._conn = None
             self._errors += 1
@@ -308,7 +320,7 @@ class Telemetry:
             return
         self._closed = True
         self._scope.cancel()
-        if self._stopped is not None or self._sub is None or not self._sub.requested_metrics:
+        if self._stopped is not None or self._sub is None:
             return
         with trio.move_on_after(CLOSE_TIMEOUT):
             try:
@@ -322,7 +334,7 @@ class Telemetry:
         """The client instance id, the subscription and the counters."""
         return TelemetryStatistics(
             client_instance_id=self._instance_id,
-            subscription_id=None if self._sub is None else self._sub.subscription_id,
+            subscription_id=self._subscription_id,
             requested_metrics=() if self._sub is None else self._sub.requested_metrics,
             subscriptions=self._subscriptions,
             pushes=self._pushes,

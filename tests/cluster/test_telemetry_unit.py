@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from typing import Any, cast
+from uuid import UUID
 
 import pytest
+import trio
 from otlp_reader import read_metrics
 
 from pykaf import _compression, errors
+from pykaf import protocol as P
 from pykaf._cluster import telemetry as T
 from pykaf._cluster.otlp import CUMULATIVE, DELTA, MetricPoint, encode_metrics_data
+from pykaf._cluster.telemetry import ZERO_UUID
 
 POINTS = [
     MetricPoint("org.apache.kafka.producer.record.send.total", 42, True, {}, "records sent"),
@@ -203,3 +207,133 @@ def test_payload_trimmed_to_the_brokers_limit() -> None:
     data, _ = t.payload(sub(telemetry_max_bytes=len(full) - 1), 5)
     assert len(data) < len(full)
     assert len(read_metrics(data)["metrics"]) == 1
+
+
+# -- the loop, against a scripted broker --------------------------------------------
+
+BROKER_ID = UUID("12345678-1234-5678-1234-567812345678")
+
+
+class ScriptedConnection:
+    """Answers telemetry requests from a script; keeps what it was sent, and when."""
+
+    broken = False
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script = script
+        self.sent: list[tuple[float, Any]] = []
+
+    def version_for(self, api_key: int) -> int:
+        return 0
+
+    async def request(self, request: Any) -> Any:
+        self.sent.append((trio.current_time(), request))
+        if not self.script:
+            await trio.sleep_forever()
+        return self.script.pop(0)
+
+
+class ScriptedClient:
+    def __init__(self, conn: ScriptedConnection) -> None:
+        self.conn = conn
+
+    async def any_connection(self) -> ScriptedConnection:
+        return self.conn
+
+
+def subscription(**kw: Any) -> Any:
+    base: dict[str, Any] = {
+        "client_instance_id": BROKER_ID,
+        "subscription_id": 1,
+        "push_interval_ms": 1000,
+        "telemetry_max_bytes": 1 << 20,
+        "delta_temporality": True,
+        "requested_metrics": ["org.apache.kafka.producer."],
+    }
+    return P.GetTelemetrySubscriptionsResponse(**{**base, **kw})
+
+
+def pushed_value(request: Any) -> int:
+    (m,) = [
+        m
+        for m in read_metrics(request.metrics)["metrics"]
+        if m["name"] == "org.apache.kafka.producer.record.send.total"
+    ]
+    return int(m["value"])
+
+
+async def test_loop_follows_the_broker(autojump_clock: Any) -> None:
+    values = Values()
+    conn = ScriptedConnection(
+        [
+            subscription(),
+            P.PushTelemetryResponse(),  # accepted: 10
+            P.PushTelemetryResponse(error_code=errors.TelemetryTooLargeError.code),
+            subscription(client_instance_id=ZERO_UUID),  # the same subscription again
+            P.PushTelemetryResponse(),
+            P.PushTelemetryResponse(error_code=errors.UnknownSubscriptionIdError.code),
+            subscription(client_instance_id=ZERO_UUID, subscription_id=2),
+            P.PushTelemetryResponse(),
+        ]
+    )
+    t = T.Telemetry(cast(Any, ScriptedClient(conn)), values, {"client_id": "c"})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(t.run)
+        while len(conn.sent) < 2:  # the first push
+            await trio.sleep(0.01)
+        values.sent = 25
+        await trio.sleep(20)
+        await t.aclose()
+    kinds = [type(r).__name__.removesuffix("Request") for _, r in conn.sent]
+    get, push = "GetTelemetrySubscriptions", "PushTelemetry"
+    # ... and a push the script leaves unanswered, cancelled by the close
+    assert kinds == [get, push, push, get, push, push, get, push, push, push]
+    requests = [r for _, r in conn.sent]
+    times = [when for when, _ in conn.sent]
+    # the instance id is zero until the broker gave one, then the broker's
+    assert requests[0].client_instance_id == ZERO_UUID
+    assert all(r.client_instance_id == BROKER_ID for r in requests[1:])
+    # the first push between half and one and a half intervals after subscribing
+    assert 0.5 <= times[1] - times[0] <= 1.5
+    assert pushed_value(requests[1]) == 10  # (values.sent became 25 after it)
+    # TELEMETRY_TOO_LARGE: subscribe again after the interval; the same
+    # subscription keeps its deltas, counted from the last accepted push
+    assert times[3] - times[2] == pytest.approx(1.0)
+    assert pushed_value(requests[2]) == 15
+    assert pushed_value(requests[4]) == 15
+    assert pushed_value(requests[5]) == 0
+    # UNKNOWN_SUBSCRIPTION_ID: subscribe again at once; a new subscription
+    # starts its deltas afresh
+    assert times[6] - times[5] == pytest.approx(0.0)
+    assert requests[7].subscription_id == 2 and pushed_value(requests[7]) == 25
+    # then, on close, the terminating push (never answered here: given up after a while)
+    assert not any(getattr(r, "terminating", False) for r in requests[:-1])
+    assert requests[-1].terminating
+    assert times[-1] - times[-2] < 20 and not requests[-2].terminating
+    stats = t.statistics()
+    assert stats.client_instance_id == BROKER_ID and stats.stopped is None
+    assert stats.subscriptions == 3 and stats.pushes == 5 and stats.errors == 2
+
+
+async def test_loop_stops_on_invalid_record(autojump_clock: Any) -> None:
+    conn = ScriptedConnection(
+        [subscription(), P.PushTelemetryResponse(error_code=errors.InvalidRecordError.code)]
+    )
+    t = T.Telemetry(cast(Any, ScriptedClient(conn)), Values(), {"client_id": "c"})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(t.run)
+        await trio.sleep(60)
+        await t.aclose()  # no terminating push after a stop
+    assert len(conn.sent) == 2
+    assert t.statistics().stopped is not None
+
+
+async def test_no_metrics_asked_means_asking_again_later(autojump_clock: Any) -> None:
+    conn = ScriptedConnection([subscription(requested_metrics=[])] * 3)
+    t = T.Telemetry(cast(Any, ScriptedClient(conn)), Values(), {"client_id": "c"})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(t.run)
+        await trio.sleep(2.5)
+        await t.aclose()
+    kinds = {type(r).__name__ for _, r in conn.sent}
+    assert kinds == {"GetTelemetrySubscriptionsRequest"} and len(conn.sent) == 3
