@@ -83,6 +83,8 @@ class ConsumerStatistics:
     brokers: dict[int, dict[str, int]]
     buffered_bytes: int = 0
     peak_buffered_bytes: int = 0
+    #: records handed to readers over the consumer's life, closed partitions included
+    records_fetched: int = 0
 
     @property
     def lag(self) -> int:
@@ -102,6 +104,7 @@ class Consumer:
         self._closed = False
         #: the fetched, unread bytes of all partitions, against ``fetch_buffer_bytes``
         self.budget = ByteBudget(config.fetch_buffer_bytes)
+        self._closed_records_fetched = 0  # of partition consumers closed since
 
     async def topics(self) -> list[str]:
         """The cluster's topics."""
@@ -202,6 +205,8 @@ class Consumer:
             brokers={node: f.statistics() for node, f in self._fetchers.items()},
             buffered_bytes=self.budget.used,
             peak_buffered_bytes=self.budget.peak,
+            records_fetched=self._closed_records_fetched
+            + sum(pc.records_fetched for pc in self._partitions.values()),
         )
 
     async def aclose(self) -> None:
@@ -383,7 +388,9 @@ class Consumer:
 
     def _forget(self, pc: PartitionConsumer) -> None:
         """A partition consumer closed: it is no longer this consumer's."""
-        self._partitions.pop((pc.topic, pc.partition), None)
+        if self._partitions.get((pc.topic, pc.partition)) is pc:
+            del self._partitions[(pc.topic, pc.partition)]
+            self._closed_records_fetched += pc.records_fetched
 
 
 @asynccontextmanager

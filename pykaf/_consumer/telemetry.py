@@ -34,6 +34,8 @@ class _Statistics(Protocol):
     def partitions(self) -> Sequence[_Partition]: ...
     @property
     def brokers(self) -> Mapping[int, Mapping[str, int]]: ...
+    @property
+    def records_fetched(self) -> int: ...
 
 
 class Measured(Protocol):
@@ -54,7 +56,7 @@ def consumer_points(consumer: Measured) -> list[MetricPoint]:
     mean, longest, _ = overall(latency(requests))
     fetch_mean, fetch_longest, _ = overall(latency(requests, "Fetch"))
     fm = PREFIX + "fetch.manager."
-    consumed = sum(p.records_fetched for p in stats.partitions)
+    consumed = stats.records_fetched  # closed partitions' records included
     fetched_bytes = sum(b.get("bytes", 0) for b in stats.brokers.values())
     fetches = sum(b.get("requests", 0) for b in stats.brokers.values())
     return [
