@@ -337,3 +337,24 @@ async def test_no_metrics_asked_means_asking_again_later(autojump_clock: Any) ->
         await t.aclose()
     kinds = {type(r).__name__ for _, r in conn.sent}
     assert kinds == {"GetTelemetrySubscriptionsRequest"} and len(conn.sent) == 3
+
+
+async def test_throttle_time_is_waited_out(autojump_clock: Any) -> None:
+    conn = ScriptedConnection(
+        [
+            subscription(),
+            P.PushTelemetryResponse(throttle_time_ms=7000),
+            P.PushTelemetryResponse(
+                error_code=errors.UnknownSubscriptionIdError.code, throttle_time_ms=3000
+            ),
+            subscription(throttle_time_ms=0),
+        ]
+    )
+    t = T.Telemetry(cast(Any, ScriptedClient(conn)), Values(), {"client_id": "c"})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(t.run)
+        await trio.sleep(30)
+        await t.aclose()
+    times = [when for when, _ in conn.sent]
+    assert times[2] - times[1] == pytest.approx(7.0)  # not the 1 s interval
+    assert times[3] - times[2] == pytest.approx(3.0)  # not at once
