@@ -212,7 +212,7 @@ class Telemetry:
             self._errors += 1
             failure = err(f"GetTelemetrySubscriptions: {err.description}")
             log.debug("%s", failure)
-            return max(next_delay_ms(failure, resp.push_interval_ms), resp.throttle_time_ms)
+            return max(next_delay_ms(failure, resp.push_interval_ms), int(resp.throttle_time_ms))
         if self._instance_id == ZERO_UUID:
             self._instance_id = resp.client_instance_id
         sub = Subscription(
@@ -232,7 +232,7 @@ class Telemetry:
         if sub.requested_metrics:
             self._sub = sub
         # pushing, or (nothing asked) asking again; a throttled client waits longer
-        return max(sub.push_interval_ms, resp.throttle_time_ms)
+        return max(sub.push_interval_ms, int(resp.throttle_time_ms))
 
     # -- pushing ----------------------------------------------------------------
 
@@ -307,13 +307,13 @@ class Telemetry:
         err = errors.error_for_code(resp.error_code)
         if err is None:
             self.pushed(values, now_ns)
-            return max(sub.push_interval_ms, resp.throttle_time_ms)
+            return max(sub.push_interval_ms, int(resp.throttle_time_ms))
         self._errors += 1
         failure = err(f"PushTelemetry: {err.description}")
         log.debug("%s", failure)
         delay = next_delay_ms(failure, sub.push_interval_ms)
         self._sub = None  # every push error means subscribing again (Java's client)
-        return max(delay, resp.throttle_time_ms)
+        return max(delay, int(resp.throttle_time_ms))
 
     async def aclose(self) -> None:
         """Stop the loop and send the terminating push (bounded, never raising)."""
