@@ -39,6 +39,7 @@ from pykaf import protocol as P
 from pykaf._cluster import request as rq
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.group_metadata import GroupMetadata
+from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.consumer import Consumer
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._group.assignors import (
@@ -51,6 +52,7 @@ from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import OffsetManager
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession, end_claim
 from pykaf._group.states import INITIAL, MemberEvent, transition
+from pykaf._group.telemetry import group_points
 from pykaf._util import open_service_nursery, start_task_nursery
 from pykaf.codec import Record
 from pykaf.errors import CommitError
@@ -746,6 +748,9 @@ async def open_consumer_group(
             consumer = Consumer(client, cfg, await start_task_nursery(nursery))
             tasks = await start_task_nursery(nursery)
             group = ConsumerGroup(client, cfg, group_id, topics, consumer, tasks)
+            telemetry = start_telemetry(
+                client, cfg, nursery, "consumer", lambda: group_points(group, consumer)
+            )
             try:
                 yield group
             except BaseException:
@@ -756,4 +761,5 @@ async def open_consumer_group(
             finally:
                 with trio.CancelScope(shield=True):
                     await group.aclose()
+                    await close_telemetry(telemetry)
                 nursery.cancel_scope.cancel()

@@ -149,6 +149,10 @@ from pykaf.protocol._messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from pykaf.protocol._messages.get_telemetry_subscriptions import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+)
 from pykaf.protocol._messages.heartbeat import (
     HeartbeatRequest,
     HeartbeatResponse,
@@ -240,6 +244,10 @@ from pykaf.protocol._messages.produce import (
     ProduceResponse,
     TopicProduceData,
     TopicProduceResponse,
+)
+from pykaf.protocol._messages.push_telemetry import (
+    PushTelemetryRequest,
+    PushTelemetryResponse,
 )
 from pykaf.protocol._messages.sasl_authenticate import (
     SaslAuthenticateRequest,
@@ -352,6 +360,8 @@ __all__ = [
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
     "ForgottenTopic",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "IncrementalAlterConfigsRequest",
@@ -416,6 +426,8 @@ __all__ = [
     "ProduceRequest",
     "ProduceResponse",
     "ProtocolError",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
     "ReplicaState",
     "Request",
     "RequestHeader",

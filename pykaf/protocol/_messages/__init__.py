@@ -41,6 +41,10 @@ from pykaf.protocol._messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from pykaf.protocol._messages.get_telemetry_subscriptions import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+)
 from pykaf.protocol._messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from pykaf.protocol._messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -60,6 +64,7 @@ from pykaf.protocol._messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
 )
 from pykaf.protocol._messages.produce import ProduceRequest, ProduceResponse
+from pykaf.protocol._messages.push_telemetry import PushTelemetryRequest, PushTelemetryResponse
 from pykaf.protocol._messages.sasl_authenticate import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -109,6 +114,8 @@ REQUESTS: dict[int, type[Request]] = {
     DeleteAclsRequest.API_KEY: DeleteAclsRequest,
     SaslHandshakeRequest.API_KEY: SaslHandshakeRequest,
     SaslAuthenticateRequest.API_KEY: SaslAuthenticateRequest,
+    GetTelemetrySubscriptionsRequest.API_KEY: GetTelemetrySubscriptionsRequest,
+    PushTelemetryRequest.API_KEY: PushTelemetryRequest,
 }
 #: Response classes by API key.
 RESPONSES: dict[int, type[Response]] = {
@@ -146,6 +153,8 @@ RESPONSES: dict[int, type[Response]] = {
     DeleteAclsResponse.API_KEY: DeleteAclsResponse,
     SaslHandshakeResponse.API_KEY: SaslHandshakeResponse,
     SaslAuthenticateResponse.API_KEY: SaslAuthenticateResponse,
+    GetTelemetrySubscriptionsResponse.API_KEY: GetTelemetrySubscriptionsResponse,
+    PushTelemetryResponse.API_KEY: PushTelemetryResponse,
 }
 #: Kafka's name of every API key in its specs (pykaf speaks those in REQUESTS).
 API_NAMES: dict[int, str] = {
