@@ -40,7 +40,7 @@ JoinGroup SyncGroup Heartbeat LeaveGroup OffsetCommit OffsetFetch DescribeGroups
 ListGroups DeleteGroups OffsetDelete InitProducerId AddPartitionsToTxn AddOffsetsToTxn
 EndTxn TxnOffsetCommit CreateTopics DeleteTopics CreatePartitions DescribeConfigs
 IncrementalAlterConfigs DeleteRecords DescribeCluster DescribeAcls CreateAcls DeleteAcls
-SaslHandshake SaslAuthenticate
+SaslHandshake SaslAuthenticate ConsumerGroupHeartbeat ConsumerGroupDescribe
 """)
 # Versioned data structures (no API key) that travel inside other messages.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
@@ -420,16 +420,30 @@ def struct_order(msg: MessageDef) -> list[StructDef]:
     return order
 
 
+def _struct_shape(s: StructDef) -> list[str]:
+    """The schema lines of a struct's fields, to tell whether two definitions agree."""
+    lines: list[str] = []
+    _schema_struct(s, 0, lines)
+    return lines
+
+
 def render_module(title: str, sources: list[str], messages: list[MessageDef]) -> str:
     names: list[str] = []
     body: list[str] = []
     used_types = set()
+    rendered: dict[str, list[str]] = {}
     for msg in messages:
         for s in struct_order(msg):
-            if s.name in names:
-                raise ValueError(f"{title}: struct {s.name} defined twice in one module")
+            lines = render_struct(s)
+            if s.name in rendered:
+                # A request and its response may each define the same struct (one inline,
+                # one as a common struct): one class serves both when they agree.
+                if _struct_shape(s) != rendered[s.name]:
+                    raise ValueError(f"{title}: struct {s.name} defined twice in one module")
+                continue
+            rendered[s.name] = _struct_shape(s)
             names.append(s.name)
-            body += ["", "", *render_struct(s)]
+            body += ["", "", *lines]
         names.append(msg.json_name)
         body += ["", "", *render_message(msg)]
         for s in [msg.root, *msg.structs.values()]:

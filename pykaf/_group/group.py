@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +36,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
-from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
+from pykaf._cluster.client import NEWEST, OLDEST, Client
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._consumer.consumer import Consumer
 from pykaf._consumer.partition import PartitionConsumer
@@ -51,7 +50,7 @@ from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import OffsetManager
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession, end_claim
 from pykaf._group.states import INITIAL, MemberEvent, transition
-from pykaf._util import open_service_nursery, start_task_nursery
+from pykaf._util import open_service_nursery
 from pykaf.codec import Record
 from pykaf.errors import CommitError
 from pykaf.protocol import versions
@@ -172,19 +171,23 @@ class ConsumerGroup:
         try:
             # A service nursery: consume raises the error itself, not a group of one.
             async with open_service_nursery() as claims:
-                try:
-                    while not self._closed:
-                        await self._join_and_sync(handler, claims)
-                        if self._closed:
-                            break
-                        await self._run_generation(handler, claims)
-                finally:
-                    with trio.CancelScope(shield=True):
-                        await self._end_claims(list(self._claims), commit=True)
-                        await self._leave()
+                await self._membership(handler, claims)
         finally:
             self._consuming = False
             self._consume_done.set()
+
+    async def _membership(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
+        """The protocol's part of :meth:`consume`: generations until closed, then leave."""
+        try:
+            while not self._closed:
+                await self._join_and_sync(handler, claims)
+                if self._closed:
+                    break
+                await self._run_generation(handler, claims)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._end_claims(list(self._claims), commit=True)
+                await self._leave()
 
     def __aiter__(self) -> AsyncIterator[Record]:
         return self._iterate()
@@ -712,48 +715,3 @@ class _ForwardingHandler:
 
     async def cleanup(self, session: GroupSession) -> None:
         return None
-
-
-@asynccontextmanager
-async def open_consumer_group(
-    bootstrap_servers_or_client: str | list[str] | Client | None,
-    group_id: str,
-    topics: Sequence[str],
-    **config: Any,
-) -> AsyncIterator[ConsumerGroup]:
-    """Open a consumer group member; leaving the block commits and leaves the group.
-
-    Args:
-        bootstrap_servers_or_client: "host:port,..." (or a list), or an open
-            :class:`pykaf.Client` to share (it stays open afterwards).
-        group_id: the group to join.
-        topics: the topics to consume.
-        **config: options of :class:`pykaf.GroupConfig` (consumer and client options too).
-
-    Raises:
-        ConfigError: an invalid option or an empty group id or topic list.
-        KafkaConnectionError: no broker could be reached.
-    """
-    if not isinstance(group_id, str) or not group_id:
-        raise errors.ConfigError(f"group_id must be a non-empty string, not {group_id!r}")
-    if isinstance(topics, str) or not topics:
-        raise errors.ConfigError(f"topics must be a non-empty list of topic names, not {topics!r}")
-    async with AsyncExitStack() as stack:
-        client, cfg = await client_for(stack, GroupConfig, bootstrap_servers_or_client, config)
-        async with open_service_nursery() as nursery:
-            # Tasks live in nurseries of their own, so that aclose() inside the
-            # block stops them and not the block.
-            consumer = Consumer(client, cfg, await start_task_nursery(nursery))
-            tasks = await start_task_nursery(nursery)
-            group = ConsumerGroup(client, cfg, group_id, topics, consumer, tasks)
-            try:
-                yield group
-            except BaseException:
-                group._handed = None  # left by an error: that record is read again
-                raise
-            else:
-                group._settle_handed()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await group.aclose()
-                nursery.cancel_scope.cancel()

@@ -49,6 +49,15 @@ from pykaf.protocol._messages.api_versions import (
     FinalizedFeatureKey,
     SupportedFeatureKey,
 )
+from pykaf.protocol._messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    Member,
+)
+from pykaf.protocol._messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from pykaf.protocol._messages.consumer_protocol_assignment import (
     ConsumerProtocolAssignment,
 )
@@ -123,7 +132,6 @@ from pykaf.protocol._messages.describe_configs import (
     DescribeConfigsSynonym,
 )
 from pykaf.protocol._messages.describe_groups import (
-    DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -287,6 +295,10 @@ __all__ = [
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "BatchIndexAndErrorMessage",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
     "Coordinator",
@@ -337,7 +349,6 @@ __all__ = [
     "DescribeConfigsSynonym",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
-    "DescribedGroup",
     "DescribedGroupMember",
     "EncodeError",
     "EndTxnRequest",
@@ -374,6 +385,7 @@ __all__ = [
     "ListOffsetsTopicResponse",
     "ListedGroup",
     "MalformedMessageError",
+    "Member",
     "MemberIdentity",
     "MemberResponse",
     "Message",

@@ -58,6 +58,8 @@ REQUIRED_APIS = (
     "DeleteAcls",
     "SaslHandshake",
     "SaslAuthenticate",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
 )
 
 # Versions compared: far beyond any real version, so "N+" is checked as open-ended.
