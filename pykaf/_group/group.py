@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -715,3 +716,22 @@ class _ForwardingHandler:
 
     async def cleanup(self, session: GroupSession) -> None:
         return None
+
+
+@asynccontextmanager
+async def membership_block(group: ConsumerGroup) -> AsyncIterator[ConsumerGroup]:
+    """The user's ``async with`` block over ``group``: closes it, settling ``async for``.
+
+    A block left normally marks the record ``async for`` handed out last (it
+    is committed on close); one left by an error does not (it is read again).
+    """
+    try:
+        yield group
+    except BaseException:
+        group._handed = None
+        raise
+    else:
+        group._settle_handed()
+    finally:
+        with trio.CancelScope(shield=True):
+            await group.aclose()

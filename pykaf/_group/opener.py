@@ -13,13 +13,11 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
-import trio
-
 from pykaf import errors
 from pykaf._cluster.client import Client, client_for
 from pykaf._consumer.consumer import Consumer
 from pykaf._group.config import GroupConfig
-from pykaf._group.group import ConsumerGroup
+from pykaf._group.group import ConsumerGroup, membership_block
 from pykaf._group.heartbeat_member import HeartbeatMember
 from pykaf._util import open_service_nursery, start_task_nursery
 
@@ -76,13 +74,7 @@ async def open_consumer_group(
                 assert not isinstance(topics, re.Pattern)  # refused above
                 group = ConsumerGroup(client, cfg, group_id, topics, consumer, tasks)
             try:
-                yield group
-            except BaseException:
-                group._handed = None  # left by an error: that record is read again
-                raise
-            else:
-                group._settle_handed()
+                async with membership_block(group):
+                    yield group
             finally:
-                with trio.CancelScope(shield=True):
-                    await group.aclose()
                 nursery.cancel_scope.cancel()
