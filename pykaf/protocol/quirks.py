@@ -98,6 +98,13 @@ QUIRKS: dict[str, Quirk] = {
         "requests it closes gracefully (half-close, read until the broker closes), so "
         "that unread answers do not turn the close into a reset that loses requests",
     ),
+    "tansu-consumer-group-describe": Quirk(
+        "Tansu",
+        "answers ConsumerGroupDescribe for every group id (classic ones and unknown ones) "
+        "as an Empty group with epoch -1, though it has no ConsumerGroupHeartbeat",
+        "the admin client asks ConsumerGroupDescribe only of a coordinator that also "
+        "speaks ConsumerGroupHeartbeat (no other can hold a consumer-protocol group)",
+    ),
 }
 
 #: librdkafka's mock cluster names its clusters "mockCluster<...>".

@@ -458,3 +458,61 @@ def test_the_options_are_checked() -> None:
     with pytest.raises(errors.ConfigError, match="group_remote_assignor"):
         pykaf.GroupConfig(group_remote_assignor="")
     assert pykaf.GroupConfig().group_protocol == "classic"
+
+
+# ------------------------------------------------------------------ admin and CLI
+
+
+async def test_describe_groups_and_the_cli_show_a_consumer_protocol_group(
+    kafka_broker: Any,
+) -> None:
+    broker = kafka_broker
+    topic, group_id = unique("kip848-admin"), unique("g")
+    broker.create(topic, 4)
+    classic_group = unique("g")
+    async with (
+        pykaf.open_consumer_group(
+            broker.bootstrap, group_id, [topic], **FAST, group_instance_id="i-1"
+        ) as group,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(group.consume, Recorder())
+        await wait_for(lambda: group.state is HeartbeatState.STABLE)
+        async with pykaf.open_admin(broker.bootstrap) as admin:
+            d = await admin.describe_group(group_id)
+            assert (d.group_protocol, d.protocol_type) == ("consumer", "consumer")
+            assert d.state == "Stable"
+            assert d.protocol == "uniform"  # Kafka's default server-side assignor
+            assert d.group_epoch >= 1 and d.assignment_epoch == d.group_epoch
+            [m] = d.members
+            assert (m.member_id, m.group_instance_id) == (group.member_id, "i-1")
+            assert m.member_epoch == group.member_epoch
+            assert m.assignment == m.target_assignment == {topic: [0, 1, 2, 3]}
+            assert m.subscribed_topics == [topic] and m.subscribed_topic_regex is None
+            # A classic group (and one that does not exist) is still DescribeGroups'.
+            assert (await admin.describe_group(classic_group)).state == "Dead"
+            assert (await admin.describe_group(classic_group)).group_protocol == "classic"
+        epoch = group.member_epoch
+        table = await trio.to_thread.run_sync(
+            lambda: pykaf_command("groups", "describe", group_id, bootstrap=broker.bootstrap)
+        )
+        nursery.cancel_scope.cancel()
+    lines = table.stdout.splitlines()
+    assert lines[0] == f"group {group_id}: Stable (consumer uniform)"
+    assert lines[1].startswith("group epoch ")
+    assert "target" in lines[2] and "epoch" in lines[2]
+    [row] = [line.split() for line in lines[3:]]
+    assert row == [group.member_id, "i-1", str(epoch), "pykaf", row[4], *[f"{topic}:0,1,2,3"] * 2]
+
+
+def pykaf_command(*args: str, bootstrap: str) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYKAF_BOOTSTRAP_SERVERS": bootstrap}
+    done = subprocess.run(
+        [sys.executable, "-m", "pykaf", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done
