@@ -31,6 +31,13 @@ unique = bc.unique
 
 pytestmark = pytest.mark.broker
 
+
+@pytest.fixture(params=["kafka", "fake"])
+def cg_broker(request: pytest.FixtureRequest) -> Any:
+    """Apache Kafka 4.3, and pykaf's fake cluster (which must behave the same)."""
+    return bc.broker_from(request, request.param)
+
+
 FAST = {
     "group_protocol": "consumer",
     "rebalance_timeout": 10.0,
@@ -88,6 +95,11 @@ class Recorder:
         self.cleanups += 1
 
 
+async def create(broker: Any, topic: str, partitions: int) -> None:
+    """Create a topic (the fake cluster's control blocks: call it from a thread)."""
+    await trio.to_thread.run_sync(broker.create, topic, partitions)
+
+
 async def produce(bootstrap: str, topic: str, partitions: int, per: int, start: int = 0) -> None:
     async with pykaf.open_producer(bootstrap) as producer:
         for p in range(partitions):
@@ -115,12 +127,10 @@ def every(topic: str, partitions: int, per: int) -> set[tuple[str, int, int]]:
 # ------------------------------------------------------------------ one member
 
 
-async def test_one_member_gets_every_partition_and_commits_with_its_epoch(
-    kafka_broker: Any,
-) -> None:
-    broker = kafka_broker
+async def test_one_member_gets_every_partition_and_commits_with_its_epoch(cg_broker: Any) -> None:
+    broker = cg_broker
     topic, group_id = unique("kip848"), unique("g")
-    broker.create(topic, 4)
+    await create(broker, topic, 4)
     await produce(broker.bootstrap, topic, 4, 20)
     rec = Recorder()
     async with (
@@ -147,10 +157,10 @@ async def test_one_member_gets_every_partition_and_commits_with_its_epoch(
     assert {offsets[(topic, p)].offset for p in range(4)} == {20}
 
 
-async def test_async_for_and_restart_resume_from_the_commit(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_async_for_and_restart_resume_from_the_commit(cg_broker: Any) -> None:
+    broker = cg_broker
     topic, group_id = unique("kip848-resume"), unique("g")
-    broker.create(topic, 3)
+    await create(broker, topic, 3)
     await produce(broker.bootstrap, topic, 3, 10)
     got: list[tuple[int, int]] = []
     async with pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as group:
@@ -176,11 +186,11 @@ async def test_async_for_and_restart_resume_from_the_commit(kafka_broker: Any) -
 
 
 async def test_a_second_member_takes_half_with_no_partition_consumed_twice_at_once(
-    kafka_broker: Any,
+    cg_broker: Any,
 ) -> None:
-    broker = kafka_broker
+    broker = cg_broker
     topic, group_id = unique("kip848-two"), unique("g")
-    broker.create(topic, 6)
+    await create(broker, topic, 6)
     await produce(broker.bootstrap, topic, 6, 30)
     overlap = Overlap()
     one, two = Recorder("one", overlap), Recorder("two", overlap)
@@ -226,12 +236,12 @@ async def test_a_second_member_takes_half_with_no_partition_consumed_twice_at_on
     assert two.setups >= 1 and two.cleanups == two.setups
 
 
-async def test_three_members_come_and_go_while_records_are_produced(kafka_broker: Any) -> None:
+async def test_three_members_come_and_go_while_records_are_produced(cg_broker: Any) -> None:
     """Every record is consumed at least once; no partition is consumed by two at once."""
-    broker = kafka_broker
+    broker = cg_broker
     topic, group_id = unique("kip848-churn"), unique("g")
     partitions, rounds, per = 12, 12, 10
-    broker.create(topic, partitions)
+    await create(broker, topic, partitions)
     overlap = Overlap()
     seen: set[tuple[str, int, int]] = set()
     recorders: list[Recorder] = []
@@ -279,12 +289,12 @@ async def test_three_members_come_and_go_while_records_are_produced(kafka_broker
 # ------------------------------------------------------------------ subscriptions
 
 
-async def test_a_regex_subscription_gets_the_matching_topics(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_a_regex_subscription_gets_the_matching_topics(cg_broker: Any) -> None:
+    broker = cg_broker
     prefix = unique("kip848re")
     a, b, other = f"{prefix}-a", f"{prefix}-b", unique("kip848other")
     for t in (a, b, other):
-        broker.create(t, 2)
+        await create(broker, t, 2)
     await produce(broker.bootstrap, other, 2, 3)
     await produce(broker.bootstrap, a, 2, 4)
     await produce(broker.bootstrap, b, 2, 5)
@@ -309,10 +319,10 @@ async def test_a_regex_subscription_needs_the_consumer_protocol(kafka_broker: An
             pass
 
 
-async def test_the_brokers_refusals_are_typed_errors(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_the_brokers_refusals_are_typed_errors(cg_broker: Any) -> None:
+    broker = cg_broker
     topic = unique("kip848-bad")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     with trio.fail_after(30):
         async with pykaf.open_consumer_group(
             # a lookahead: Python's re has it, RE2/J (the broker's syntax) does not
@@ -333,10 +343,10 @@ async def test_the_brokers_refusals_are_typed_errors(kafka_broker: Any) -> None:
 # ------------------------------------------------------------------ static members
 
 
-async def test_a_static_member_restarting_keeps_its_assignment(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_a_static_member_restarting_keeps_its_assignment(cg_broker: Any) -> None:
+    broker = cg_broker
     topic, group_id = unique("kip848-static"), unique("g")
-    broker.create(topic, 4)
+    await create(broker, topic, 4)
     await produce(broker.bootstrap, topic, 4, 5)
     cfg = {**FAST}
     one = Recorder()
@@ -385,11 +395,11 @@ async def test_a_static_member_restarting_keeps_its_assignment(kafka_broker: Any
 
 @pytest.mark.parametrize("how", ["fenced_epoch", "unknown_member"])
 async def test_a_fenced_member_drops_its_claims_uncommitted_and_joins_again(
-    kafka_broker: Any, how: str
+    cg_broker: Any, how: str
 ) -> None:
-    broker = kafka_broker
+    broker = cg_broker
     topic, group_id = unique("kip848-fence"), unique("g")
-    broker.create(topic, 2)
+    await create(broker, topic, 2)
     await produce(broker.bootstrap, topic, 2, 10)
 
     class Unmarking(Recorder):
@@ -430,10 +440,10 @@ async def test_a_fenced_member_drops_its_claims_uncommitted_and_joins_again(
 # ------------------------------------------------------------------ the sync facade
 
 
-async def test_the_sync_facade_on_the_consumer_protocol(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_the_sync_facade_on_the_consumer_protocol(cg_broker: Any) -> None:
+    broker = cg_broker
     topic, group_id = unique("kip848-sync"), unique("g")
-    broker.create(topic, 2)
+    await create(broker, topic, 2)
     await produce(broker.bootstrap, topic, 2, 10)
 
     def run() -> list[tuple[int, int]]:
@@ -463,12 +473,10 @@ def test_the_options_are_checked() -> None:
 # ------------------------------------------------------------------ admin and CLI
 
 
-async def test_describe_groups_and_the_cli_show_a_consumer_protocol_group(
-    kafka_broker: Any,
-) -> None:
-    broker = kafka_broker
+async def test_describe_groups_and_the_cli_show_a_consumer_protocol_group(cg_broker: Any) -> None:
+    broker = cg_broker
     topic, group_id = unique("kip848-admin"), unique("g")
-    broker.create(topic, 4)
+    await create(broker, topic, 4)
     classic_group = unique("g")
     async with (
         pykaf.open_consumer_group(
