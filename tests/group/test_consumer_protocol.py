@@ -524,3 +524,46 @@ def pykaf_command(*args: str, bootstrap: str) -> Any:
     )
     assert done.returncode == 0, done.stderr
     return done
+
+
+# ------------------------------------------------------------------ transactions
+
+
+async def test_offsets_committed_by_a_transaction_carry_the_member_epoch(
+    kafka_broker: Any,
+) -> None:
+    """KIP-447 with a consumer-protocol member: TxnOffsetCommit with its member epoch."""
+    broker = kafka_broker
+    src, dst, group_id = unique("kip848-src"), unique("kip848-dst"), unique("g")
+    await create(broker, src, 1)
+    await create(broker, dst, 1)
+    await produce(broker.bootstrap, src, 1, 10)
+    async with (
+        pykaf.open_consumer_group(
+            broker.bootstrap, group_id, [src], **FAST, auto_commit=False
+        ) as group,
+        pykaf.open_producer(broker.bootstrap, transactional_id=unique("t")) as txn,
+    ):
+        seen = []
+        with trio.fail_after(40):
+            async for record in group:
+                seen.append(record)
+                if len(seen) == 10:
+                    break
+        meta = group.group_metadata()
+        assert isinstance(group, HeartbeatMember)
+        assert meta.generation_id == group.member_epoch > 0 and meta.member_id == group.member_id
+        txn.begin_transaction()
+        await txn.send(dst, b"done", partition=0)
+        await txn.send_offsets_to_transaction({(src, 0): 10}, meta)
+        await txn.commit_transaction()
+        # an epoch the member does not have is refused by the group coordinator
+        stale = pykaf.GroupMetadata(group_id, meta.generation_id + 5, meta.member_id)
+        txn.begin_transaction()
+        # (Kafka answers TxnOffsetCommit's wrong member epoch with ILLEGAL_GENERATION)
+        with pytest.raises(errors.IllegalGenerationError):
+            await txn.send_offsets_to_transaction({(src, 0): 3}, stale)
+        await txn.abort_transaction()
+    async with pykaf.open_admin(broker.bootstrap) as admin:
+        offsets = await admin.list_group_offsets(group_id)
+    assert offsets[(src, 0)].offset == 10
