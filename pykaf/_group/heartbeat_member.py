@@ -235,39 +235,38 @@ class HeartbeatMember(ConsumerGroup):
                 self._move(E.JOIN)
             acking = self._hb_state is HeartbeatState.ACKNOWLEDGING
             seq = self._applied_seq
+            failure: BaseException | None = None
             try:
                 response = await self._send(self._request(epoch))
             except (errors.KafkaConnectionError, errors.RetriableError) as exc:
-                if trio.current_time() - last_ok > self.config.session_timeout:
-                    log.warning(
-                        "group %s: no heartbeat for session_timeout: %s", self.group_id, exc
-                    )
-                    self._fence("no heartbeat answer for session_timeout")
+                failure = exc
+            else:
+                self.heartbeats += 1
+                err = errors.error_for_code(response.error_code)
+                if err is None:
+                    last_ok = trio.current_time()
+                    self._answered(response, acking and seq == self._applied_seq)
+                    continue
+                if issubclass(err, _FENCED):
+                    log.info("group %s: %s; joining again", self.group_id, err.name)
+                    self._fence(err.name)
                     last_ok = trio.current_time()
                     continue
-                await self._retry_later(exc)
-                self._heartbeat_now.set()
-                continue
-            self.heartbeats += 1
-            err = errors.error_for_code(response.error_code)
-            if err is None:
+                if not (err.retriable or issubclass(err, _COORDINATOR_MOVED)):
+                    message = response.error_message or err.description
+                    raise err(f"ConsumerGroupHeartbeat {self.group_id!r}: {message}")
+                failure = err(err.description)
+            # No answer, or a retriable one (the coordinator moving or loading):
+            # after session_timeout the coordinator has dropped this member.
+            if trio.current_time() - last_ok > self.config.session_timeout:
+                log.warning(
+                    "group %s: no heartbeat for session_timeout: %s", self.group_id, failure
+                )
+                self._fence("no heartbeat answer for session_timeout")
                 last_ok = trio.current_time()
-                self._answered(response, acking and seq == self._applied_seq)
                 continue
-            if issubclass(err, _FENCED):
-                log.info("group %s: %s; joining again", self.group_id, err.name)
-                self._fence(err.name)
-                continue
-            if issubclass(err, _COORDINATOR_MOVED):
-                await self._retry_later(err(err.description))
-                self._heartbeat_now.set()
-                continue
-            if err.retriable:
-                await self._retry_later(err(err.description))
-                self._heartbeat_now.set()
-                continue
-            message = response.error_message or err.description
-            raise err(f"ConsumerGroupHeartbeat {self.group_id!r}: {message}")
+            await self._retry_later(failure)
+            self._heartbeat_now.set()
 
     def _answered(self, response: Any, acked: bool) -> None:
         """A heartbeat answered without error: the epoch, the interval, maybe an assignment."""
