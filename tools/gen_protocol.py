@@ -565,18 +565,28 @@ encode_response_header request_header_flexible response_header_flexible
 """)
 
 
+#: Struct names exported before a later API defined a struct of the same name:
+#: the first module keeps exporting its own (``pykaf.protocol.DescribedGroup`` is
+#: DescribeGroups', not ConsumerGroupDescribe's).
+KEPT_EXPORTS = {"DescribedGroup": "describe_groups"}
+
+
 def render_public(modules: list[tuple[str, list[MessageDef]]]) -> str:
     counts: dict[str, int] = {}
     for _, msgs in modules:
-        for m in msgs:
-            for s in m.structs:
-                counts[s] = counts.get(s, 0) + 1
+        for s in {s for m in msgs for s in m.structs}:  # a module shares its own structs
+            counts[s] = counts.get(s, 0) + 1
     lines = [PUBLIC_HEAD.rstrip("\n")]
     exported = list(PUBLIC_HELPERS)
     for mod, msgs in modules:
         names = []
         for m in msgs:
-            names += [s.name for s in struct_order(m) if counts[s.name] == 1]
+            names += [
+                s.name
+                for s in struct_order(m)
+                if (counts[s.name] == 1 or KEPT_EXPORTS.get(s.name) == mod)
+                and s.name not in names
+            ]
             names.append(m.json_name)
         exported += names
         lines.append(f"from pykaf.protocol._messages.{mod} import (")

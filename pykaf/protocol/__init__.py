@@ -132,6 +132,7 @@ from pykaf.protocol._messages.describe_configs import (
     DescribeConfigsSynonym,
 )
 from pykaf.protocol._messages.describe_groups import (
+    DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -349,6 +350,7 @@ __all__ = [
     "DescribeConfigsSynonym",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribedGroup",
     "DescribedGroupMember",
     "EncodeError",
     "EndTxnRequest",
