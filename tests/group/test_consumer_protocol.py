@@ -580,3 +580,48 @@ async def test_offsets_committed_by_a_transaction_carry_the_member_epoch(
     async with pykaf.open_admin(broker.bootstrap) as admin:
         offsets = await admin.list_group_offsets(group_id)
     assert offsets[(src, 0)].offset == 10
+
+
+# ------------------------------------------------------------------ migration
+
+
+async def test_a_classic_member_joins_a_consumer_protocol_group(kafka_broker: Any) -> None:
+    """Kafka's online migration: a classic pykaf member (JoinGroup) in a group whose other
+    member speaks the consumer protocol; the coordinator splits the partitions."""
+    broker = kafka_broker
+    topic, group_id = unique("kip848-mixed"), unique("g")
+    await create(broker, topic, 4)
+    await produce(broker.bootstrap, topic, 4, 25)
+    overlap = Overlap()
+    modern, classic = Recorder("modern", overlap), Recorder("classic", overlap)
+    old_style = {
+        "heartbeat_interval": 0.5,
+        "session_timeout": 10.0,
+        "rebalance_timeout": 10.0,
+        "auto_commit_interval": 0.2,
+        "fetch_max_wait": 0.05,
+    }
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as g1,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g1.consume, modern)
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3])
+        async with pykaf.open_consumer_group(
+            broker.bootstrap, group_id, [topic], **old_style
+        ) as g2:
+            assert not isinstance(g2, HeartbeatMember)
+            nursery.start_soon(g2.consume, classic)
+
+            def split() -> bool:
+                a, b = owned(g1, topic=topic), owned(g2, topic=topic)
+                return len(a) == 2 and len(b) == 2 and sorted(a + b) == [0, 1, 2, 3]
+
+            await wait_for(split, what=lambda: (g1.assignment(), g2.assignment()))
+            await produce(broker.bootstrap, topic, 4, 5, start=25)
+            await wait_for(lambda: len(set(modern.seen) | set(classic.seen)) == 120)
+        # the classic member left: the consumer-protocol member takes everything back
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3])
+        nursery.cancel_scope.cancel()
+    assert overlap.overlaps == []
+    assert set(modern.seen) | set(classic.seen) == every(topic, 4, 30)
