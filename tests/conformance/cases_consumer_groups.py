@@ -152,6 +152,15 @@ async def case_consumer_group_life(t: Target, w: Wire, out: Answers) -> None:
     )
     out.add("second gets the freed partition", relative(got, e2))
     out.add("describe two members", epochs_as(described(await w.send(describe(group))), e2))
+    listed = await w.send(P.ListGroupsRequest(states_filter=[], types_filter=["consumer"]))
+    out.add(
+        "listed as a consumer group",
+        [
+            (g.protocol_type, g.group_state, g.group_type)
+            for g in listed.groups
+            if g.group_id == group
+        ],
+    )
     out.add("commit, old epoch", norm(await w.send(commit(group, one, e1, topic, 6))))
     out.add("epoch ahead", answered(await w.send(heartbeat(group, one, e2 + 50, None, kept))))
     out.add("unknown member", answered(await w.send(heartbeat(group, "nobody", 3, None, {}))))

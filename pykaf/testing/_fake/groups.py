@@ -741,10 +741,25 @@ async def list_groups(ctx: RequestContext, req: P.ListGroupsRequest, version: in
     coord = _coordinator(ctx)
     states = {s.lower() for s in req.states_filter} if version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+    modern = ctx.cluster.consumer_groups
     names = sorted(set(coord.groups) | {g for g, offs in coord.offsets.items() if offs})
     out = []
+    for group_id in sorted(modern.groups):  # consumer-protocol (KIP-848) groups
+        cg = modern.group(group_id)
+        if cg is None or not _coordinates(ctx, group_id):
+            continue
+        if (states and cg.state.lower() not in states) or (types and "consumer" not in types):
+            continue
+        out.append(
+            P.ListGroupsResponse.ListedGroup(
+                group_id=group_id,
+                protocol_type="consumer",
+                group_state=cg.state,
+                group_type="consumer",
+            )
+        )
     for group_id in names:
-        if not _coordinates(ctx, group_id):
+        if not _coordinates(ctx, group_id) or group_id in modern.groups:
             continue
         state = coord.state_of(group_id)
         if state == DEAD:
