@@ -584,8 +584,7 @@ def render_public(modules: list[tuple[str, list[MessageDef]]]) -> str:
             names += [
                 s.name
                 for s in struct_order(m)
-                if (counts[s.name] == 1 or KEPT_EXPORTS.get(s.name) == mod)
-                and s.name not in names
+                if (counts[s.name] == 1 or KEPT_EXPORTS.get(s.name) == mod) and s.name not in names
             ]
             names.append(m.json_name)
         exported += names

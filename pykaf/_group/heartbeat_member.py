@@ -110,7 +110,7 @@ class HeartbeatMember(ConsumerGroup):
         self._rejoin_allowed.set()
         self._fenced = False
 
-    # -- the public surface -----------------------------------------------------
+    # -- consume, close, commit ------------------------------------------------------
 
     async def _membership(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
         """Heartbeat and reconcile the coordinator's assignments until closed, then leave.
