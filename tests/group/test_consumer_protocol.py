@@ -625,3 +625,74 @@ async def test_a_classic_member_joins_a_consumer_protocol_group(kafka_broker: An
         nursery.cancel_scope.cancel()
     assert overlap.overlaps == []
     assert set(modern.seen) | set(classic.seen) == every(topic, 4, 30)
+
+
+# ------------------------------------------------------------------ a killed member
+
+_MEMBER_SCRIPT = """
+import sys, trio, pykaf
+
+async def main(bootstrap, group, topic):
+    async with pykaf.open_consumer_group(
+        bootstrap, group, [topic], group_protocol="consumer", auto_commit_interval=0.1,
+        fetch_max_wait=0.05,
+    ) as member:
+        async for record in member:
+            print(record.partition, record.offset, flush=True)
+
+trio.run(main, *sys.argv[1:])
+"""
+
+
+async def test_a_killed_member_s_partitions_go_to_the_others_after_its_session(
+    cg_broker: Any,
+) -> None:
+    """A member killed with SIGKILL never leaves: the coordinator drops it after the
+    group's session timeout (10 s here) and the survivor resumes at its commits."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    broker = cg_broker
+    topic, group_id = unique("kip848-kill"), unique("g")
+    await create(broker, topic, 4)
+    await produce(broker.bootstrap, topic, 4, 50)
+    survivor = Recorder("survivor")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as g1,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g1.consume, survivor)
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3])
+        victim = await trio.lowlevel.open_process(
+            [sys.executable, "-c", _MEMBER_SCRIPT, broker.bootstrap, group_id, topic],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            await wait_for(lambda: len(owned(g1, topic=topic)) == 2, what=g1.assignment)
+            taken = set(range(4)) - set(owned(g1, topic=topic))
+            await produce(broker.bootstrap, topic, 4, 10, start=50)
+            await trio.sleep(1.5)  # the victim reads and commits some of its records
+        finally:
+            victim.send_signal(signal.SIGKILL)
+            await victim.wait()
+        assert victim.stdout is not None
+        out = b""
+        while chunk := await victim.stdout.receive_some(1 << 16):
+            out += chunk
+        lines = out.decode().split("\n")[:-1]  # whole lines only
+        victim_seen = {(topic, int(line.split()[0]), int(line.split()[1])) for line in lines}
+        assert {p for _, p, _ in victim_seen} <= taken and victim_seen
+        # no leave: its partitions stay its own until the session runs out
+        await trio.sleep(2)
+        assert set(owned(g1, topic=topic)).isdisjoint(taken)
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3], timeout=30)
+        await wait_for(lambda: len(set(survivor.seen) | victim_seen) == 240)
+        nursery.cancel_scope.cancel()
+    assert set(survivor.seen) | victim_seen == every(topic, 4, 60)
+    # the survivor resumed the victim's partitions at its commits, not at their start
+    resumed = [survivor.claims[(topic, p)][-1].initial_offset for p in taken]
+    assert all(offset > 0 for offset in resumed), resumed
