@@ -556,22 +556,30 @@ class ConsumerGroup:
         finally:
             claim.done.set()
 
-    async def _end_claims(self, tps: list[TopicPartition], *, commit: bool) -> None:
-        """End these claims, wait for their consume_claim, commit, and drop them."""
+    async def _end_claims(
+        self, tps: list[TopicPartition], *, commit: bool, wait: float | None = None
+    ) -> None:
+        """End these claims, wait for their consume_claim, commit, and drop them.
+
+        A consume_claim still running after ``wait`` seconds (``rebalance_timeout``
+        by default) is cancelled.
+        """
         ending = [self._claims[tp] for tp in tps if tp in self._claims]
         if not ending:
             return
         for claim in ending:
             await end_claim(claim)
-        with trio.move_on_after(self.config.rebalance_timeout) as waited:
+        limit = self.config.rebalance_timeout if wait is None else wait
+        with trio.move_on_after(limit) as waited:
             for claim in ending:
                 await claim.done.wait()
         if waited.cancelled_caught:
             stuck = [c for c in ending if not c.done.is_set()]
             log.warning(
-                "group %s: consume_claim of %s did not return within rebalance_timeout; cancelled",
+                "group %s: consume_claim of %s did not return within %g s; cancelled",
                 self.group_id,
                 stuck,
+                limit,
             )
             for claim in stuck:
                 claim.cancel_scope.cancel()

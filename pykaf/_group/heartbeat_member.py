@@ -335,7 +335,10 @@ class HeartbeatMember(ConsumerGroup):
         revoked = [tp for tp in self._claims if tp not in target]
         if revoked:
             log.info("group %s: revoking %s", self.group_id, sorted(revoked))
-            await self._end_claims(revoked, commit=True)
+            # The coordinator fences a member that has not given the partitions up
+            # within rebalance_timeout: half of it for consume_claim leaves time
+            # for the commit and the acknowledging heartbeat.
+            await self._end_claims(revoked, commit=True, wait=self.config.rebalance_timeout / 2)
             if self._fenced or self._closed:
                 return
         added = sorted(tp for tp in target if tp not in self._claims)

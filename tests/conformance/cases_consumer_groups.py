@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import trio
 from cases_txn import _retrying, find_coordinator
 from conformance_harness import Answers, Target, Wire, case, norm
 
@@ -186,3 +187,30 @@ async def case_consumer_group_life(t: Target, w: Wire, out: Answers) -> None:
     left = await w.send(H(group_id=group, member_id=two, member_epoch=-1))
     out.add("second leaves", answered(left))
     out.add("describe unknown group", described(await w.send(describe(group + ".none"))))
+
+
+@case()
+async def case_consumer_group_slow_revocation(t: Target, w: Wire, out: Answers) -> None:
+    """A member that does not give a partition up within its rebalance timeout is removed."""
+    topic = await t.create_topic("consumer_group_slow_revocation", 2)
+    group = "consumer_group_slow_revocation.g"
+    await find_coordinator(w, group, 0)
+    slow = H(
+        group_id=group,
+        member_id="slow",
+        member_epoch=0,
+        rebalance_timeout_ms=1000,
+        subscribed_topic_names=[topic],
+        topic_partitions=[],
+    )
+    first = await _retrying(w, slow, lambda r: r.error_code)
+    mine = owned_of(first)
+    await w.send(heartbeat(group, "other", 0, [topic]))
+    revoke = await t.wait_for(
+        lambda: w.send(heartbeat(group, "slow", first.member_epoch, None, mine)),
+        lambda r: r.assignment is not None,
+    )
+    out.add("asked to revoke", sorted(p for ps in owned_of(revoke).values() for p in ps) != [0, 1])
+    await trio.sleep(2.5)  # past the rebalance timeout, still owning both
+    late = await w.send(heartbeat(group, "slow", first.member_epoch, None, mine))
+    out.add("heartbeat after the rebalance timeout", answered(late))

@@ -696,3 +696,38 @@ async def test_a_killed_member_s_partitions_go_to_the_others_after_its_session(
     # the survivor resumed the victim's partitions at its commits, not at their start
     resumed = [survivor.claims[(topic, p)][-1].initial_offset for p in taken]
     assert all(offset > 0 for offset in resumed), resumed
+
+
+async def test_a_handler_that_keeps_a_revoked_claim_is_cancelled_after_rebalance_timeout(
+    cg_broker: Any,
+) -> None:
+    """The classic group's rule, on the consumer protocol: revocation waits for
+    consume_claim up to ``rebalance_timeout``, then cancels it and acknowledges."""
+    broker = cg_broker
+    topic, group_id = unique("kip848-stall"), unique("g")
+    await create(broker, topic, 2)
+    cancelled: list[int] = []
+
+    class Stubborn(Recorder):
+        async def consume_claim(self, session: pykaf.GroupSession, claim: pykaf.Claim) -> None:
+            self.claims[(claim.topic, claim.partition)].append(claim)
+            try:
+                await trio.sleep_forever()  # never looks at the claim ending
+            except trio.Cancelled:
+                cancelled.append(claim.partition)
+                raise
+
+    cfg = {**FAST, "rebalance_timeout": 1.5}
+    stubborn = Stubborn()
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **cfg) as g1,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g1.consume, stubborn)
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1])
+        async with pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **cfg) as g2:
+            nursery.start_soon(g2.consume, Recorder())
+            await wait_for(lambda: len(owned(g2, topic=topic)) == 1)
+            [moved] = owned(g2, topic=topic)
+            assert cancelled == [moved] and owned(g1, topic=topic) == [1 - moved]
+        nursery.cancel_scope.cancel()

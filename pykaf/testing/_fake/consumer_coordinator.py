@@ -7,9 +7,10 @@ server-side assignor for that epoch (``uniform``: balanced and sticky;
 ``range``: contiguous ranges per topic), and per member a **member epoch** and
 the partitions it may use. A member reaches its target step by step on its
 heartbeats: partitions the target takes away are revoked first (the member
-keeps its epoch until a heartbeat no longer lists them as owned); then it gets
-the target's partitions that no other member still holds, and the target's
-epoch. Sessions expire when the group is next looked at.
+keeps its epoch until a heartbeat no longer lists them as owned, and is
+removed from the group if that takes longer than its rebalance timeout); then
+it gets the target's partitions that no other member still holds, and the
+target's epoch. Sessions expire when the group is next looked at.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class ConsumerMember:
     #: the assignment last sent (an answer carries one only when it changed)
     sent: frozenset[IdPartition] | None = None
     deadline: float = 0.0
+    #: when the partitions being revoked must be given up (the rebalance timeout)
+    revoke_deadline: float = 0.0
     #: a static member that left with epoch -2: its place is kept until the deadline
     left: bool = False
 
@@ -109,7 +112,12 @@ class ConsumerGroupCoordinator:
         g = self.groups.get(group_id)
         if g is not None:
             now = clock()
-            expired = [m for m in g.members.values() if m.deadline <= now]
+            # a session run out, or partitions not given up within the rebalance timeout
+            expired = [
+                m
+                for m in g.members.values()
+                if m.deadline <= now or (m.revoking and m.revoke_deadline <= now)
+            ]
             for m in expired:
                 del g.members[m.member_id]  # the handlers' refresh gives the new epoch
         return g
@@ -204,6 +212,7 @@ def reconcile(
     if gone:
         m.assigned -= gone
         m.revoking = gone
+        m.revoke_deadline = clock() + m.rebalance_timeout_ms / 1000
         return
     m.assigned |= target - g.held_by_others(m.member_id)
     if m.epoch != g.assignment_epoch:
