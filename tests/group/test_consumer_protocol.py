@@ -223,6 +223,8 @@ async def test_a_second_member_takes_half_with_no_partition_consumed_twice_at_on
 
             await wait_for(split, what=lambda: (g1.assignment(), g2.assignment()))
             moved = set(g2.assignment()[topic])
+            # (a claim is the group's before its consume_claim task has started)
+            await wait_for(lambda: all(two.claims[(topic, p)] for p in moved))
             # The partitions that moved were revoked from the first member,
             # their marks committed, before the second one started them: it
             # starts where the first stopped.
