@@ -126,9 +126,12 @@ class KafkaBench(BenchBroker):
         """Where the node keeps its data and log."""
         return self._cluster.directory
 
-    def create_topic(self, topic: str, partitions: int) -> None:
-        """Create ``topic`` (replication factor 1); return once every partition has a leader."""
-        self._cluster.create_topic(topic, partitions)
+    def create_topic(self, topic: str, partitions: int, *, timeout: float = 30.0) -> None:
+        """Create ``topic`` (replication factor 1); return once every partition has a leader.
+
+        ``timeout``: seconds for every leader to serve (1,000 partitions take longer).
+        """
+        self._cluster.create_topic(topic, partitions, timeout=timeout)
 
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` (Kafka removes its files a minute later)."""

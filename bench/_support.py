@@ -226,6 +226,16 @@ def time_produce_rounds(
         benchmark.extra_info["peak_rss_growth_mb"] = round(max(growth_kb) / 1024, 1)
 
 
+def confluent_conf(bootstrap: str, linger_ms: int) -> dict[str, Any]:
+    """confluent-kafka's producer settings in every comparison: acks=all, idempotent, a linger."""
+    return {
+        "bootstrap.servers": bootstrap,
+        "linger.ms": linger_ms,
+        "acks": "all",
+        "enable.idempotence": True,
+    }
+
+
 def confluent_produce_all(producer: Any, topic: str, values: Any) -> int:
     """``produce()`` each value with confluent-kafka, serving the queue when it is full.
 

@@ -18,6 +18,16 @@ with a delivery callback per record, ``pykaf[sync_produce_cb]`` against
 ``confluent-kafka[poll_cb]``; and the async producer on trio,
 ``pykaf[send_nowait]`` (``send_nowait()`` per record, ``flush()``) and
 ``pykaf[send_nowait_cb]`` (with ``on_delivery=``, against ``poll_cb``).
+
+Awaited sends (``bench/test_awaited.py``; use ``--records 2000``):
+``pykaf[send]`` (``await send()`` per record) against
+``aiokafka[send_and_wait]``, and ``pykaf[sync_send]`` (the blocking
+``send()``) against ``confluent-kafka[produce_flush]`` (``produce()`` then
+``flush()`` per record)::
+
+    python bench/interleaved.py --broker tansu --rounds 7 --records 2000 \\
+        --clients aiokafka[send_and_wait] pykaf[send] \\
+                  confluent-kafka[produce_flush] pykaf[sync_send]
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import test_awaited as awaited
 from bench import test_producer as prod
 from bench._support import bulk_values
 
@@ -42,12 +53,18 @@ CLIENTS = {
     "pykaf[sync]": prod.PykafSyncRound,
     "pykaf[send_nowait]": prod.PykafSendNowaitRound,
     "pykaf[send_nowait_cb]": prod.PykafSendNowaitCallbackRound,
+    "aiokafka[send_and_wait]": awaited.AiokafkaSendAndWaitRound,
+    "confluent-kafka[produce_flush]": awaited.ConfluentFlushRound,
+    "pykaf[send]": awaited.PykafSendRound,
+    "pykaf[sync_send]": awaited.PykafSyncSendRound,
 }
 PEER = "confluent-kafka[poll]"
 #: Each pykaf client's peer, where it is not PEER: the same idiom on confluent-kafka.
 PEERS = {
     "pykaf[sync_produce_cb]": "confluent-kafka[poll_cb]",
     "pykaf[send_nowait_cb]": "confluent-kafka[poll_cb]",
+    "pykaf[send]": "aiokafka[send_and_wait]",
+    "pykaf[sync_send]": "confluent-kafka[produce_flush]",
 }
 
 
@@ -69,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.clients:
                 topic = f"interleaved-{name.replace('[', '-').rstrip(']')}-{next(ids)}"
                 broker.create_topic(topic, prod.PARTITIONS)
-                one = CLIENTS[name](broker.bootstrap, topic, values)
+                if name == "aiokafka[send_and_wait]":  # Tansu refuses its InitProducerId v0
+                    one = CLIENTS[name](
+                        broker.bootstrap, topic, values, idempotence=args.broker != "tansu"
+                    )
+                else:
+                    one = CLIENTS[name](broker.bootstrap, topic, values)
                 one.start()
                 started = time.perf_counter()
                 one.run()

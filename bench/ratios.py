@@ -15,6 +15,7 @@ Usage::
     python bench/ratios.py RESULTS.json            # table + bench/results/ratios.json
     python bench/ratios.py RESULTS.json --check bench/baseline.json
     python bench/ratios.py R1.json R2.json R3.json --update bench/baseline.json --tolerance 0.25
+    python bench/ratios.py BROKERS.json --update bench/baseline.json --merge
 
 Given several result files, each ratio is the median over them, and the
 spread between runs is printed (the evidence for the tolerance).
@@ -23,7 +24,9 @@ spread between runs is printed (the evidence for the tolerance).
 baseline (``current < baseline * (1 - tolerance)``), or when a baseline ratio is
 missing from the run (unless ``--allow-missing``); it prints which.
 ``--update`` writes the current ratios as the new baseline, keeping the
-baseline's tolerance and its evidence unless ``--tolerance`` is given. The
+baseline's tolerance and its evidence unless ``--tolerance`` is given; with
+``--merge`` the baseline's ratios the run did not measure stay (so that a
+run of some benchmark files updates only theirs). The
 baseline records the statistic its ratios use; ``--check`` uses the same one.
 
 Self-timed peers: a benchmark that runs another program which reports its own
@@ -501,11 +504,21 @@ def update(
     sources: list[Path],
     spread: dict[str, dict[str, float]] | None,
     stat: str,
+    *,
+    merge: bool = False,
 ) -> None:
-    """Write ``ratios`` as the new baseline (keeping the old tolerance unless given)."""
+    """Write ``ratios`` as the new baseline (keeping the old tolerance unless given).
+
+    With ``merge``, the old baseline's ratios that ``ratios`` lacks stay (a run
+    of some benchmark files updates theirs only); its sources are kept too.
+    """
     old: dict[str, Any] = {}
     if baseline_path.exists():
         old = load_json(baseline_path)
+    if merge and old.get("statistic", stat) != stat:
+        raise InputError(
+            f"{baseline_path} uses the {old.get('statistic')} statistic; cannot merge {stat} ratios"
+        )
     out: dict[str, Any] = {
         "description": (
             "pykaf speed relative to its peers (peer time / pykaf time per record, from each "
@@ -539,6 +552,13 @@ def update(
         r.key: {"pykaf": round(r.subject_records_per_s), "peer": round(r.peer_records_per_s)}
         for r in ratios
     }
+    if merge and old:
+        kept = {k: v for k, v in (old.get("ratios") or {}).items() if k not in out["ratios"]}
+        rates = old.get("records_per_s") or {}
+        out["sources"] = list(old.get("sources") or []) + out["sources"]
+        out["ratios"] = {**kept, **out["ratios"]}
+        out["records_per_s"] = {**{k: rates[k] for k in kept if k in rates}, **out["records_per_s"]}
+        print(f"kept {len(kept)} ratios of {baseline_path} that this run did not measure")
     baseline_path.write_text(json.dumps(out, indent=2) + "\n")
     print(f"\nwrote {len(ratios)} ratios to {baseline_path} (tolerance {out['tolerance']})")
 
@@ -580,6 +600,12 @@ def main(argv: list[str] | None = None) -> int:
         "--tolerance",
         type=float,
         help="with --update: the allowed relative drop (default: keep the baseline's)",
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --update: keep the baseline's ratios this run did not measure (its other "
+        "benchmark files), replacing only those it did",
     )
     parser.add_argument(
         "--allow-missing",
@@ -626,7 +652,9 @@ def main(argv: list[str] | None = None) -> int:
             if not ratios:
                 print("not updating the baseline with no ratios")
                 return 1
-            update(ratios, args.update, args.tolerance, args.results, spread, stat)
+            update(
+                ratios, args.update, args.tolerance, args.results, spread, stat, merge=args.merge
+            )
         if args.check:
             return check(ratios, args.check, args.allow_missing)
     except InputError as exc:

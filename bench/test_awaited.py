@@ -36,7 +36,15 @@ from typing import Any
 
 import pytest
 
-from bench._support import AIOKAFKA, KAFKA_PYTHON, PYKAF, bulk_values, tag, time_produce_rounds
+from bench._support import (
+    AIOKAFKA,
+    KAFKA_PYTHON,
+    PYKAF,
+    bulk_values,
+    confluent_conf,
+    tag,
+    time_produce_rounds,
+)
 from bench.test_producer import (
     LINGER_S,
     PARTITIONS,
@@ -62,14 +70,7 @@ class ConfluentFlushRound(Round):
 
     def start(self) -> None:
         ck = importlib.import_module("confluent_kafka")
-        self.producer = ck.Producer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "linger.ms": LINGER_MS,
-                "acks": "all",
-                "enable.idempotence": True,
-            }
-        )
+        self.producer = ck.Producer(confluent_conf(self.bootstrap, LINGER_MS))
         for partition in range(PARTITIONS):
             self.producer.produce(self.topic, _warm_value(self.values), partition=partition)
         assert self.producer.flush(ROUND_TIMEOUT_S) == 0, "confluent-kafka: warm-up unacknowledged"

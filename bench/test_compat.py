@@ -53,6 +53,7 @@ from bench._support import (
     KAFKA_PYTHON,
     PYKAF,
     bulk_values,
+    confluent_conf,
     confluent_produce_idiom,
     tag,
     time_produce_rounds,
@@ -84,12 +85,7 @@ class ConfluentApiRound(Round):
 
     def start(self) -> None:
         api = importlib.import_module(self.module)
-        conf = {
-            "bootstrap.servers": self.bootstrap,
-            "linger.ms": LINGER_MS,
-            "acks": "all",
-            "enable.idempotence": True,
-        }
+        conf = confluent_conf(self.bootstrap, LINGER_MS)
         self.producer = api.Producer(conf)
         warm = self.values[0]
         for partition in range(PARTITIONS):

@@ -603,11 +603,12 @@ class _PykafRound(_ThreadedRound):
                         nursery.start_soon(self._partition, consumer, p, totals, pykaf.OLDEST)
             self.result = (totals[0], totals[1])
             self.gate.done.set()
-            stats = consumer.statistics()
-            self.notes["fetch_requests"] = sum(b["requests"] for b in stats.brokers.values())
-            self.notes["fetched_mb"] = round(
-                sum(b["bytes"] for b in stats.brokers.values()) / 1e6, 1
-            )
+            self.note_statistics(consumer.statistics())
+
+    def note_statistics(self, stats: Any) -> None:
+        """Outside the timing: what the consumer's statistics say, into ``notes``."""
+        self.notes["fetch_requests"] = sum(b["requests"] for b in stats.brokers.values())
+        self.notes["fetched_mb"] = round(sum(b["bytes"] for b in stats.brokers.values()) / 1e6, 1)
 
     async def _partition(
         self, consumer: Any, partition: int, totals: list[int], oldest: int

@@ -55,7 +55,7 @@ from typing import Any
 
 import pytest
 
-from bench._support import PYKAF, confluent_produce_all, note_rate, tag
+from bench._support import PYKAF, confluent_conf, confluent_produce_all, note_rate, tag
 
 CONFLUENT = "confluent-kafka"
 RECORDS = 1_000_000
@@ -151,6 +151,8 @@ def _per_row_task(client: str, bootstrap: str, topic: str, counted: Any) -> Any:
     def confluent_rows(rows: Iterator[Any]) -> None:
         from confluent_kafka import Producer
 
+        # Runs on Spark's executors: only what the task closes over and the
+        # installed packages are there (not bench/), so the settings are inline.
         producer = Producer(
             {
                 "bootstrap.servers": bootstrap,
@@ -200,14 +202,7 @@ def _write(client: str, variant: str, df: Any, bootstrap: str, topic: str) -> No
         assert sum(r.records for r in rows) == RECORDS
     else:
         ck = importlib.import_module("confluent_kafka")
-        producer = ck.Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "linger.ms": LINGER_MS,
-                "acks": "all",
-                "enable.idempotence": True,
-            }
-        )
+        producer = ck.Producer(confluent_conf(bootstrap, LINGER_MS))
         confluent_produce_all(producer, topic, df.toArrow().column("value").to_pylist())
         assert producer.flush(120) == 0, "confluent-kafka: records unacknowledged"
 

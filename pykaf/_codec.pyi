@@ -154,6 +154,8 @@ class BatchBuilder:
     max_bytes: int
     max_records: int
     timestamp_type: int
+    @property
+    def extended_bytes(self) -> int: ...
     def __init__(
         self,
         *,

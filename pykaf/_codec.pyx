@@ -1077,6 +1077,7 @@ cdef class BatchBuilder:
     cdef public Py_ssize_t max_bytes
     cdef public int32_t max_records
     cdef public int timestamp_type
+    cdef readonly Py_ssize_t extended_bytes
     cdef int32_t _count
     cdef int64_t _base_ts
     cdef int64_t _max_ts
@@ -1262,12 +1263,15 @@ cdef class BatchBuilder:
         """Append ``values[start:stop]`` (with matching keys, timestamps, headers).
 
         Returns the index after the last record appended: ``stop`` when all
-        fitted, less when the batch filled up first.
+        fitted, less when the batch filled up first. Afterwards
+        ``extended_bytes`` holds the bytes of the values and keys it appended
+        (a null counts 0).
 
         Raises:
             RecordTooLargeError: the record at ``start`` cannot fit an empty batch.
             ValueError: the columns are shorter than ``stop``.
         """
+        self.extended_bytes = 0
         cdef Py_ssize_t n = len(values)
         cdef Py_ssize_t stop_ = n if stop is None else stop
         if not 0 <= start <= stop_ <= n:
@@ -1319,6 +1323,7 @@ cdef class BatchBuilder:
         cdef object h = None
         cdef Py_buffer kv, vv
         cdef int got_v, got_k
+        cdef Py_ssize_t payload = 0
         for i in range(start, stop_):
             if ts_mode_buf:
                 ts = ts_buf[i]
@@ -1334,12 +1339,18 @@ cdef class BatchBuilder:
                 if kcol is not None:
                     got_k = kcol.get(i, &kp, &klen, &kv)
                 if self._append(ts, kp, klen, vp, vlen, h) < 0:
+                    self.extended_bytes = payload
                     return i
+                if vlen > 0:
+                    payload += vlen
+                if klen > 0:
+                    payload += klen
             finally:
                 if got_v:
                     PyBuffer_Release(&vv)
                 if got_k:
                     PyBuffer_Release(&kv)
+        self.extended_bytes = payload
         return stop_
 
     def build(self, *, base_offset=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,

@@ -960,6 +960,7 @@ class BatchBuilder:
         self.max_bytes = max_bytes
         self.max_records = max_records
         self.timestamp_type = timestamp_type
+        self.extended_bytes = 0  # bytes of values and keys the last extend() appended
         self._buf = bytearray()
         self._count = 0
         self._base_ts = -1
@@ -1071,12 +1072,15 @@ class BatchBuilder:
         """Append ``values[start:stop]`` (with matching keys, timestamps, headers).
 
         Returns the index after the last record appended: ``stop`` when all
-        fitted, less when the batch filled up first.
+        fitted, less when the batch filled up first. Afterwards
+        ``extended_bytes`` holds the bytes of the values and keys it appended
+        (a null counts 0).
 
         Raises:
             RecordTooLargeError: the record at ``start`` cannot fit an empty batch.
             ValueError: the columns are shorter than ``stop``.
         """
+        self.extended_bytes = 0
         n = len(values)
         stop = n if stop is None else stop
         if not 0 <= start <= stop <= n:
@@ -1091,13 +1095,21 @@ class BatchBuilder:
                 raise ValueError(f"timestamps has {len(ts_list)} entries, fewer than {stop}")
         elif timestamp is None:
             timestamp = int(time.time() * 1000)
+        payload = 0
         for i in range(start, stop):
             ts = ts_list[i] if ts_list is not None else timestamp
             assert ts is not None
             k = keys[i] if keys is not None else None
             h = headers[i] if headers is not None else None
-            if self.append(ts, k, values[i], h) < 0:
+            v = values[i]
+            if self.append(ts, k, v, h) < 0:
+                self.extended_bytes = payload
                 return i
+            if v is not None:
+                payload += len(v)
+            if k is not None:
+                payload += len(k)
+        self.extended_bytes = payload
         return stop
 
     def build(

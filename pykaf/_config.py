@@ -21,6 +21,8 @@ T = TypeVar("T", bound="BaseConfig")
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+#: metadata_recovery_strategy values: go back to bootstrap_servers, or never.
+METADATA_RECOVERY_STRATEGIES = ("rebootstrap", "none")
 
 
 #: What a secret option's value shows as in ``repr()`` (and so in logs and tracebacks).
@@ -202,6 +204,18 @@ class ClientConfig(BaseConfig):
         0.05, "Initial seconds to wait before reconnecting to a broker (doubles per failure)."
     )
     reconnect_backoff_max: float = opt(1.0, "Upper bound of the reconnect backoff, seconds.")
+    metadata_recovery_strategy: str = opt(
+        "rebootstrap",
+        "What the client does when none of the brokers it learned from metadata answers "
+        "(KIP-899/KIP-1102): 'rebootstrap' forgets them and starts again from "
+        "bootstrap_servers; 'none' keeps trying the known brokers only.",
+    )
+    metadata_recovery_rebootstrap_trigger: float = opt(
+        300.0,
+        "With metadata_recovery_strategy='rebootstrap': seconds of failing metadata "
+        "refreshes after which the client rebootstraps even if some known broker still "
+        "accepts connections (one that hangs, for example).",
+    )
     max_response_bytes: int = opt(
         512 * 1024 * 1024, "Largest response frame accepted from a broker, in bytes."
     )
@@ -249,6 +263,7 @@ class ClientConfig(BaseConfig):
             "connect_timeout",
             "metadata_max_age",
             "reconnect_backoff_max",
+            "metadata_recovery_rebootstrap_trigger",
         ):
             positive(name, getattr(self, name))
         positive("retry_backoff", self.retry_backoff, allow_zero=True)
@@ -277,6 +292,12 @@ class ClientConfig(BaseConfig):
             "max_response_bytes",
             self.max_response_bytes,
             "must be an integer >= 1024",
+        )
+        check(
+            self.metadata_recovery_strategy in METADATA_RECOVERY_STRATEGIES,
+            "metadata_recovery_strategy",
+            self.metadata_recovery_strategy,
+            f"must be one of {', '.join(METADATA_RECOVERY_STRATEGIES)}",
         )
         proto = self.security_protocol.upper()
         check(

@@ -159,6 +159,7 @@ __all__ = [
     "PykafError",
     "ReassignmentInProgressError",
     "RebalanceInProgressError",
+    "RebootstrapRequiredError",
     "RecordBatchTooLargeError",
     "RecordTooLargeError",
     "ReplicaNotAvailableError",
@@ -2000,6 +2001,18 @@ class InvalidRegularExpressionError(KafkaError):
     description = "The regular expression is not valid."
 
 
+class RebootstrapRequiredError(KafkaError):
+    """Kafka error 129, REBOOTSTRAP_REQUIRED.
+
+    Client metadata is stale. The client should rebootstrap to obtain new metadata.
+    """
+
+    code = 129
+    name = "REBOOTSTRAP_REQUIRED"
+    retriable = False
+    description = "Client metadata is stale. The client should rebootstrap to obtain new metadata."
+
+
 class FieldVersionError(UnsupportedVersionError):
     """A field set to a non-default value does not exist in the version being encoded.
 
@@ -2208,6 +2221,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {
     DuplicateVoterError.code: DuplicateVoterError,
     VoterNotFoundError.code: VoterNotFoundError,
     InvalidRegularExpressionError.code: InvalidRegularExpressionError,
+    RebootstrapRequiredError.code: RebootstrapRequiredError,
 }
 
 

@@ -4,6 +4,15 @@
 connections' reader tasks and the periodic metadata refresh. Its surface is
 sarama's ``Client`` in Python names. Every method that may need the network
 is async; metadata lookups refresh the cache when it does not know the answer.
+
+Rebootstrap (KIP-899, KIP-1102): once metadata named the cluster's brokers,
+requests for "any broker" go to those brokers only. When none of them can be
+reached, when metadata refreshes kept failing for
+``metadata_recovery_rebootstrap_trigger`` seconds, or when a broker answers
+Metadata with REBOOTSTRAP_REQUIRED, the client (with the default
+``metadata_recovery_strategy="rebootstrap"``) forgets them, closes its
+connections and starts again from ``bootstrap_servers``, as when it opened.
+With ``"none"`` it keeps to the known brokers and raises a typed error.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
 from pykaf._net.metrics import RequestStatistics, merge
 from pykaf._util import open_service_nursery
+from pykaf.protocol.connection import BrokerVersions
 
 log = logging.getLogger("pykaf.cluster")
 
@@ -56,6 +66,8 @@ class ClientStatistics:
     connects: int
     connect_failures: int
     metadata_refreshes: int
+    #: Times the client went back to its bootstrap servers (KIP-1102).
+    rebootstraps: int
     requests_sent: int
     bytes_sent: int
     bytes_received: int
@@ -75,6 +87,13 @@ class Client:
         self._refreshes = 0  # refreshes completed
         self._coordinators: dict[tuple[int, str], BrokerInfo] = {}
         self._closed = False
+        # Rebootstrap state: whether "any broker" means the bootstrap servers
+        # (before the first metadata, and after a rebootstrap until metadata
+        # arrives again), since when metadata refreshes have kept failing
+        # (None while the last one succeeded), and how often it happened.
+        self._bootstrapping = True
+        self._failing_since: float | None = None
+        self.rebootstraps = 0
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -118,25 +137,78 @@ class Client:
         return await self._pool.get(broker.host, broker.port, broker.node_id)
 
     async def any_connection(self) -> BrokerConnection:
-        """A connection to some reachable broker: known brokers first, then bootstrap.
+        """A connection to some reachable broker of the cluster's metadata.
+
+        Before the first metadata (and after a rebootstrap) that is a bootstrap
+        server. When no known broker can be reached, the client rebootstraps
+        (``metadata_recovery_strategy="rebootstrap"``) or gives up.
 
         Raises:
             KafkaConnectionError: no broker could be reached.
         """
         self._check_open()
-        live = self._pool.connections()
+        if self._should_rebootstrap():
+            self.rebootstrap(
+                "metadata refreshes have failed for"
+                f" {self.config.metadata_recovery_rebootstrap_trigger:g}s"
+            )
+        if self._bootstrapping:
+            return await self._bootstrap_connection()
+        known = {(b.host, b.port): b for b in self.metadata.brokers.values()}
+        live = [c for c in self._pool.connections() if (c.host, c.port) in known]
         if live:
             return min(live, key=lambda c: c.in_flight)
-        candidates = [(b.host, b.port, b.node_id) for b in self.metadata.brokers.values()]
+        candidates = list(known.values())
         random.shuffle(candidates)
-        candidates += [(h, p, -1) for h, p in self.config.bootstrap]
         last: Exception | None = None
-        for host, port, node in candidates:
+        for b in candidates:
             try:
-                return await self._pool.get(host, port, node)
+                return await self._pool.get(b.host, b.port, b.node_id)
+            except errors.KafkaConnectionError as exc:
+                last = exc
+        addresses = ", ".join(sorted(b.address for b in candidates))
+        if self.config.metadata_recovery_strategy == "none":
+            raise errors.KafkaConnectionError(
+                f"none of the known brokers ({addresses}) is reachable: {last}"
+                " (metadata_recovery_strategy='none': the client does not go back"
+                " to its bootstrap servers)"
+            )
+        self.rebootstrap(f"none of the known brokers ({addresses}) is reachable: {last}")
+        return await self._bootstrap_connection()
+
+    async def _bootstrap_connection(self) -> BrokerConnection:
+        # Names are resolved again on each connect: a rebootstrap finds
+        # brokers whose addresses changed behind the same name.
+        last: Exception | None = None
+        for host, port in self.config.bootstrap:
+            try:
+                return await self._pool.get(host, port, -1)
             except errors.KafkaConnectionError as exc:
                 last = exc
         raise errors.KafkaConnectionError(f"no broker reachable: {last}")
+
+    def _should_rebootstrap(self) -> bool:
+        return (
+            self.config.metadata_recovery_strategy == "rebootstrap"
+            and not self._bootstrapping
+            and self._failing_since is not None
+            and rq.now() - self._failing_since >= self.config.metadata_recovery_rebootstrap_trigger
+        )
+
+    def rebootstrap(self, reason: str) -> None:
+        """Forget the known brokers and start again from ``bootstrap_servers`` (KIP-899).
+
+        Every connection is closed (requests in flight on them fail with a
+        retriable KafkaConnectionError): a broker that hangs is left too. The
+        next request for any broker goes to a bootstrap server, whose metadata
+        names the brokers again. Cached coordinators are forgotten.
+        """
+        log.warning("rebootstrapping from %s: %s", self.config.bootstrap_servers, reason)
+        self.rebootstraps += 1
+        self._bootstrapping = True
+        self._failing_since = None
+        self._coordinators.clear()
+        self._pool.drop_all()
 
     async def request(self, node_id: int, request: Any, version: int | None = None) -> Any:
         """Send ``request`` to broker ``node_id`` and return the response body."""
@@ -179,6 +251,7 @@ class Client:
             version = conn.version_for(_METADATA)
             req = _metadata_request(None if full else topics, version, self.config)
             resp = await conn.request(req, version)
+            self._check_metadata_error(conn, getattr(resp, "error_code", 0))
             topic_errors = self.metadata.update(resp, full=full)
             # A full answer leaves out the topics the principal may not
             # describe: ask for the missing wanted ones by name, whose
@@ -194,6 +267,8 @@ class Client:
         failures: list[BaseException] = []
 
         def retrying(exc: BaseException) -> None:
+            if self._failing_since is None:
+                self._failing_since = rq.now()
             if not failures:  # at once, not only after the wait: the cause
                 log.warning("%s; retrying for up to %gs", exc, wait)
             failures.append(exc)
@@ -201,16 +276,51 @@ class Client:
         def exhausted(last: BaseException, answer: None) -> None:
             raise errors.KafkaConnectionError(f"metadata refresh failed: {last}")
 
-        await rq.call(
-            self,
-            rq.ANY_BROKER,
-            exchange,
-            what="metadata refresh",
-            retry_raised=(errors.KafkaConnectionError, errors.ProtocolError),
-            timeout=wait,
-            on_retry=retrying,
-            exhausted=exhausted,
-        )
+        cluster_id = self.metadata.cluster_id
+        try:
+            await rq.call(
+                self,
+                rq.ANY_BROKER,
+                exchange,
+                what="metadata refresh",
+                retry_raised=(
+                    errors.KafkaConnectionError,
+                    errors.ProtocolError,
+                    errors.RetriableError,
+                ),
+                timeout=wait,
+                on_retry=retrying,
+                exhausted=exhausted,
+            )
+        except errors.PykafError:
+            if self._failing_since is None:
+                self._failing_since = rq.now()
+            raise
+        if self._bootstrapping and self.metadata.brokers:
+            self._bootstrapping = False
+            if cluster_id is not None and self.metadata.cluster_id != cluster_id:
+                log.warning(
+                    "after rebootstrapping the cluster id is %s, not %s as before",
+                    self.metadata.cluster_id,
+                    cluster_id,
+                )
+        self._failing_since = None
+
+    def _check_metadata_error(self, conn: BrokerConnection, code: int) -> None:
+        """Act on a Metadata response's top-level error code (v13+, KIP-1102)."""
+        err = errors.error_for_code(code)
+        if err is None:
+            return
+        where = f"broker {conn.node_id} at {conn.host}:{conn.port}"
+        if err is errors.RebootstrapRequiredError:
+            # The broker says the client's view of the cluster is too old to
+            # refresh from: start again from the bootstrap servers.
+            exc = err(f"{where} answered Metadata with REBOOTSTRAP_REQUIRED")
+            if self.config.metadata_recovery_strategy == "none":
+                raise exc
+            self.rebootstrap(str(exc))
+            raise errors.KafkaConnectionError(str(exc))
+        raise err(f"{where} answered Metadata with {err.name}: {err.description}")
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -446,6 +556,24 @@ class Client:
         self._coordinators[(key_type, key)] = broker
         return broker
 
+    # -- features ----------------------------------------------------------------
+
+    def newest_features(self) -> BrokerVersions | None:
+        """The versions of the open connection that reported the newest finalized features.
+
+        Finalized feature levels (KIP-584: ``transaction.version``,
+        ``group.version``, ...) are cluster-wide; each broker reports them in
+        ApiVersions with an epoch, and the highest epoch is the newest view.
+        None when no connection is open; a ``BrokerVersions`` whose
+        ``finalized_features`` is empty when no broker reported any.
+        """
+        best: BrokerVersions | None = None
+        for conn in self._pool.connections():
+            versions = conn.versions
+            if best is None or versions.finalized_features_epoch > best.finalized_features_epoch:
+                best = versions
+        return best
+
     # -- observability -----------------------------------------------------------
 
     def statistics(self) -> ClientStatistics:
@@ -458,6 +586,7 @@ class Client:
             connects=self._pool.connects,
             connect_failures=self._pool.connect_failures,
             metadata_refreshes=self.metadata.updates,
+            rebootstraps=self.rebootstraps,
             requests_sent=sum(c.requests_sent for c in conns),
             bytes_sent=sum(c.bytes_sent for c in conns),
             bytes_received=sum(c.bytes_received for c in conns),

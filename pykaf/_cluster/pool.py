@@ -104,6 +104,14 @@ class ConnectionPool:
         if slot is not None and slot.conn is not None:
             slot.conn.close()
 
+    def drop_all(self) -> None:
+        """Close every connection and forget the reconnect backoffs (a rebootstrap)."""
+        for slot in self._slots.values():
+            if slot.conn is not None:
+                slot.conn.close()
+            slot.failures = 0
+            slot.next_attempt = 0.0
+
     async def aclose(self) -> None:
         """Close every connection and wait for their reader tasks to end."""
         self._closed = True

@@ -49,6 +49,12 @@ class ConsumerConfig(ClientConfig):
         "offset; none reports LogTruncationError.",
     )
     check_crcs: bool = opt(True, "Check every fetched batch's CRC-32C.")
+    fetch_sessions: bool = opt(
+        True,
+        "Open a KIP-227 fetch session with each broker: after the first, full Fetch, each "
+        "request names only the partitions added or whose position moved, and lists the ones "
+        "dropped. False: every Fetch names every partition and the broker keeps no session.",
+    )
     partition_buffer: int = opt(
         4, "Fetch answers a partition consumer holds, unread, before its fetching pauses."
     )

@@ -49,6 +49,8 @@ _OFFSET_FOR_LEADER_EPOCH = P.OffsetForLeaderEpochRequest.API_KEY
 #: v3+ names the consumer (replica id -1), so the leader answers as to a consumer;
 #: an older broker gets no validation (as Kafka's consumer does).
 MIN_EPOCH_VERSION = 3
+#: the longest a closing consumer waits for a broker to close its fetch session
+_CLOSE_SESSION_TIMEOUT = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +209,11 @@ class Consumer:
         self._closed = True
         for pc in list(self._partitions.values()):
             await pc.aclose()
+        # Free the brokers' session slots where that costs one round trip.
+        timeout = min(self.config.request_timeout, _CLOSE_SESSION_TIMEOUT)
+        async with trio.open_nursery() as nursery:
+            for fetcher in self._fetchers.values():
+                nursery.start_soon(fetcher.close_session, timeout)
         self._nursery.cancel_scope.cancel()
 
     # -- partition tasks --------------------------------------------------------

@@ -11,6 +11,12 @@ cure detach the partition (its partition task finds the new leader); an offset
 out of range is reset as configured; a batch larger than the fetch size grows
 the size. With an ``on_batch`` hook, each batch whose records were handed to
 the reader is reported as the reader decodes it.
+
+With ``fetch_sessions`` (the default) the fetcher keeps a KIP-227 session with
+its broker (:mod:`pykaf._consumer.fetch_session`): a request names only the
+partitions whose fetch state changed, and an answer that leaves a partition
+out means nothing new for it. A session error drops the session and the next
+request is a full one, from the positions as they are.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST
+from pykaf._consumer.fetch_session import SESSION_ERRORS, FetchSession
 from pykaf._consumer.fetched import Fetched, scan_record_set
-from pykaf.protocol import versions
+from pykaf.protocol import quirks, versions
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
     from pykaf._consumer.config import ConsumerConfig
+    from pykaf._consumer.fetch_session import FetchState, PartitionKey
     from pykaf._consumer.fetched import ByteBudget
     from pykaf._consumer.partition import PartitionConsumer
     from pykaf._net.metrics import BatchEvent
@@ -86,6 +94,9 @@ class BrokerFetcher:
         self.errors = 0
         self.aborted_records = 0
         self.batch_hook: Callable[[BatchEvent], object] | None = consumer.config.on_batch
+        #: the KIP-227 fetch session with this broker
+        self.session = FetchSession(enabled=consumer.config.fetch_sessions)
+        self._in_flight = False
         consumer.budget.on_room(self.wake)
 
     def wake(self) -> None:
@@ -128,19 +139,29 @@ class BrokerFetcher:
                 self._lost_leader(pc, exc)
             return
         F = P.FetchRequest
-        topics: dict[str, list[Any]] = {}
         asked: dict[tuple[str, int], tuple[PartitionConsumer, int, int]] = {}
+        wanted: dict[PartitionKey, FetchState] = {}
         for pc in parts:
-            asked[(pc.topic, pc.partition)] = (pc, pc.generation, pc.fetch_offset)
-            topics.setdefault(pc.topic, []).append(
+            key = (pc.topic, pc.partition)
+            asked[key] = (pc, pc.generation, pc.fetch_offset)
+            wanted[key] = (pc.fetch_offset, -1, pc.max_bytes, pc.leader_epoch)
+        plan = self.session.plan(wanted, version)
+        topics: dict[str, list[Any]] = {}
+        for key in plan.send:
+            offset, log_start, max_bytes, leader_epoch = wanted[key]
+            topics.setdefault(key[0], []).append(
                 F.FetchPartition(
-                    partition=pc.partition,
-                    fetch_offset=pc.fetch_offset,
-                    partition_max_bytes=pc.max_bytes,
+                    partition=key[1],
+                    fetch_offset=offset,
+                    log_start_offset=log_start,
+                    partition_max_bytes=max_bytes,
                     # KIP-320: the leader fences a stale epoch (v9+; -1 checks nothing)
-                    current_leader_epoch=pc.leader_epoch,
+                    current_leader_epoch=leader_epoch,
                 )
             )
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in plan.forgotten:
+            forgotten.setdefault(topic, []).append(partition)
         # Ask for no more than the budget has room for (at least 1 byte: a broker
         # answers with one whole batch anyway, KIP-74). A broker may send more.
         budget = consumer.budget
@@ -151,22 +172,46 @@ class BrokerFetcher:
             min_bytes=min(cfg.fetch_min_bytes, max_bytes),
             max_bytes=max_bytes,
             isolation_level=cfg.isolation_code,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
             topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[
+                F.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()
+            ],
         )
         timeout = cfg.request_timeout + cfg.fetch_max_wait
+        self._in_flight = True
         try:
             response = await conn.request(request, version, timeout=timeout)
         except errors.PykafError as exc:
+            self.session.failed()
             self.errors += 1
             for pc in parts:
                 self._lost_leader(pc, exc)
             return
+        except BaseException:
+            # Cancelled while the broker may still serve it: the epoch is unknown,
+            # and the session is not closed behind this Fetch.
+            self.session.failed()
+            raise
+        finally:
+            self._in_flight = False
         self.requests += 1
-        top = errors.error_for_code(getattr(response, "error_code", 0) or 0)
+        code = getattr(response, "error_code", 0) or 0
+        usable = self.session.answered(plan, code, getattr(response, "session_id", 0) or 0)
+        top = errors.error_for_code(code)
+        if top is not None and code in SESSION_ERRORS:
+            # The session is gone (evicted, or an epoch out of step): the next
+            # request is a full fetch from the positions as they are.
+            log.info("Fetch from broker %d: %s; fetching in full", self.node_id, top.description)
+            return
         if top is not None:
             self.errors += 1
             log.warning("Fetch from broker %d: %s", self.node_id, top.description)
             await trio.sleep(cfg.retry_backoff)
+            return
+        if not usable:
+            log.info("Fetch from broker %d: an answer for another session, dropped", self.node_id)
             return
         # Record sets are views of the whole answer: with more than one, each is
         # copied, so that reading one partition frees its bytes whatever the others do.
@@ -281,8 +326,52 @@ class BrokerFetcher:
         pc.report(error)
         pc.paused = True
 
+    async def close_session(self, timeout: float) -> bool:
+        """Close the fetch session on the broker (epoch -1), if that is cheap.
+
+        Only when no Fetch is in flight: the broker answers requests on a
+        connection in order, so a close behind a waiting Fetch would wait up
+        to ``fetch_max_wait``. Otherwise the broker evicts the session from
+        its cache in time. Returns whether the broker answered the close.
+        """
+        if self._in_flight or not self.session.open:
+            return False
+        plan = self.session.closing()
+        if plan is None:
+            return False
+        F = P.FetchRequest
+        with trio.move_on_after(timeout):
+            try:
+                conn = await self.consumer.client.broker_connection(self.node_id)
+                version = versions.FETCH.pick(conn)
+                await conn.request(
+                    F(
+                        replica_id=-1,
+                        # quirk: tansu-fetch-zero-wait
+                        max_wait_ms=int(quirks.TANSU_MIN_FETCH_WAIT * 1000),
+                        min_bytes=0,
+                        max_bytes=0,
+                        isolation_level=self.consumer.config.isolation_code,
+                        session_id=plan.session_id,
+                        session_epoch=plan.epoch,
+                        topics=[],
+                        forgotten_topics_data=[],
+                    ),
+                    version,
+                    timeout=timeout,
+                )
+            except errors.PykafError as exc:
+                log.debug("closing the fetch session with broker %d: %s", self.node_id, exc)
+                return False
+            return True
+        return False
+
     def statistics(self) -> dict[str, int]:
-        """Counters of this broker's fetcher."""
+        """Counters of this broker's fetcher.
+
+        ``session_id``, ``full_fetches``, ``incremental_fetches`` and
+        ``session_resets`` are the KIP-227 fetch session's.
+        """
         return {
             "node_id": self.node_id,
             "partitions": len(self.parts),
@@ -290,4 +379,8 @@ class BrokerFetcher:
             "bytes": self.bytes,
             "errors": self.errors,
             "aborted_records": self.aborted_records,
+            "session_id": self.session.session_id,
+            "full_fetches": self.session.full_fetches,
+            "incremental_fetches": self.session.incremental_fetches,
+            "session_resets": self.session.resets,
         }

@@ -11,6 +11,7 @@ pending request fails, and the owner opens a new one.
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
@@ -40,6 +41,7 @@ log = logging.getLogger("pykaf.net")
 
 #: Seconds a graceful close (after acks=0 requests) waits for the broker to close too.
 CLOSE_DRAIN = 1.0
+_READ_SIZE = 1 << 18  # bytes asked of the kernel per read
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError)
 
 
@@ -92,12 +94,14 @@ def _fresh(error: BaseException) -> BaseException:
 class _Slot:
     """Where the reader task leaves one response for the task waiting on it."""
 
-    __slots__ = ("api", "api_key", "error", "event", "response", "sent_at", "size")
+    __slots__ = ("api", "api_key", "error", "event", "on_answer", "response", "sent_at", "size")
 
     def __init__(self, api_key: int, api: str) -> None:
         self.event = trio.Event()
         self.response: Any = None
         self.error: BaseException | None = None
+        #: Called by the reader task with the decoded body as the answer is read.
+        self.on_answer: Callable[[Any], None] | None = None
         self.api_key = api_key
         self.api = api
         self.sent_at = 0.0
@@ -152,6 +156,10 @@ class BrokerConnection:
         self.node_id = node_id
         self.config = config
         self._stream = stream
+        #: A plain TCP stream's descriptor (-1 otherwise): the reader and the
+        #: writer call the kernel directly and wait only when it is not ready,
+        #: which saves a trip through trio's scheduler per request and per answer.
+        self._fd = stream.socket.fileno() if type(stream) is trio.SocketStream else -1
         self._proto = Connection(config.client_id, max_response_bytes=config.max_response_bytes)
         self._send_lock = trio.Lock()
         self._in_flight = trio.Semaphore(config.max_in_flight_per_connection)
@@ -310,7 +318,12 @@ class BrokerConnection:
             return resp.body
 
     async def send(
-        self, request: Any, version: int | None = None, *, expect_response: bool = True
+        self,
+        request: Any,
+        version: int | None = None,
+        *,
+        expect_response: bool = True,
+        on_answer: Callable[[Any], None] | None = None,
     ) -> PendingResponse | None:
         """Write ``request`` now and return a handle to await its response later.
 
@@ -320,12 +333,25 @@ class BrokerConnection:
         the connection's in-flight slots until the response is collected
         (returns None, holding no slot, when ``expect_response`` is False).
 
+        ``on_answer``, if given, is called by the reader task with the decoded
+        response body as soon as the answer is read (in the order the requests
+        were written), before :meth:`PendingResponse.response` returns it; it
+        is not called when the request fails (the connection broke or timed
+        out): ``response()`` raises then. It must not raise.
+
         Raises:
             KafkaConnectionError: the connection broke before the write.
         """
-        await self._in_flight.acquire()
+        # No checkpoint when a slot is free: a pipelining sender (the producer's
+        # sender task) yields once per request in the socket write, not three times.
         try:
-            slot = await self._send(request, version, expect_response=expect_response)
+            self._in_flight.acquire_nowait()
+        except trio.WouldBlock:
+            await self._in_flight.acquire()
+        try:
+            slot = await self._send(
+                request, version, expect_response=expect_response, on_answer=on_answer
+            )
         except BaseException:
             self._in_flight.release()
             raise
@@ -343,11 +369,25 @@ class BrokerConnection:
         finally:
             self._in_flight.release()
 
-    async def _send(self, request: Any, version: int | None, *, expect_response: bool) -> Any:
+    async def _send(
+        self,
+        request: Any,
+        version: int | None,
+        *,
+        expect_response: bool,
+        on_answer: Callable[[Any], None] | None = None,
+    ) -> Any:
         self._check()
         cls = type(request)
         slot = _Slot(cls.API_KEY, _api_name(cls)) if expect_response else None
-        async with self._send_lock:
+        if slot is not None:
+            slot.on_answer = on_answer
+        lock = self._send_lock
+        try:
+            lock.acquire_nowait()  # uncontended: no checkpoint (the write has one)
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             self._check()
             self._proto.send_request(
                 request, version, expect_response=expect_response, context=slot
@@ -359,26 +399,70 @@ class BrokerConnection:
                 slot.sent_at = trio.current_time()
                 slot.size = len(data)
             # A frame cut in half by a cancellation would corrupt the stream for
-            # every later request, so the write is shielded and has its own bound.
-            with trio.CancelScope(shield=True):
+            # every later request, so the write is shielded and has its own bound
+            # (one scope: a shielded scope's own deadline still applies).
+            with trio.CancelScope(
+                shield=True, deadline=trio.current_time() + self.config.request_timeout
+            ) as scope:
                 try:
-                    with trio.fail_after(self.config.request_timeout):
-                        await self._stream.send_all(data)
-                except trio.TooSlowError:
-                    self._fail(KafkaTimeoutError(f"{self}: sending a request timed out"))
+                    await self._write(data)
                 except _IO_ERRORS as exc:
                     self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
+            if scope.cancelled_caught:
+                self._fail(KafkaTimeoutError(f"{self}: sending a request timed out"))
             self.requests_sent += 1
             self.bytes_sent += len(data)
+        finally:
+            lock.release()
         self._check()
         return slot
 
+    async def _write(self, data: bytes) -> None:
+        """Write all of ``data``; on plain TCP, no checkpoint when the kernel takes it at once."""
+        fd = self._fd
+        if fd < 0:
+            await self._stream.send_all(data)
+            return
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            written = 0
+        if written < len(data):  # the socket buffer is full: wait for room
+            await self._stream.send_all(memoryview(data)[written:])
+
+    async def _read(self) -> bytes | bytearray:
+        """The next bytes from the broker (b"" once it closed the connection).
+
+        Like ``receive_some``, each read yields to the scheduler once: waiting
+        for data when the kernel has none, or a checkpoint when it had some
+        at once (so that a stream of answers cannot starve the other tasks).
+        On a plain TCP stream it asks the kernel directly.
+        """
+        fd = self._fd
+        if fd < 0:
+            return await self._stream.receive_some(_READ_SIZE)
+        await trio.lowlevel.checkpoint_if_cancelled()  # raises a pending cancel; no yield
+        try:
+            data = os.read(fd, _READ_SIZE)
+        except BlockingIOError:
+            while True:
+                await trio.lowlevel.wait_readable(fd)
+                try:
+                    return os.read(fd, _READ_SIZE)
+                except BlockingIOError:
+                    continue
+        # Shielded: the bytes are read, so a cancellation here must not drop them
+        # (the next read raises it instead).
+        await trio.lowlevel.cancel_shielded_checkpoint()
+        return data
+
     async def _wait(self, slot: _Slot, timeout: float) -> Any:
-        with trio.move_on_after(timeout) as scope:
-            await slot.event.wait()
-        if scope.cancelled_caught:
-            # Responses come in order: one that is late blocks all behind it.
-            self._fail(KafkaTimeoutError(f"{self}: no response within {timeout}s"))
+        if not slot.event.is_set():  # (no timer needed for an answer already in)
+            with trio.move_on_after(timeout) as scope:
+                await slot.event.wait()
+            if scope.cancelled_caught:
+                # Responses come in order: one that is late blocks all behind it.
+                self._fail(KafkaTimeoutError(f"{self}: no response within {timeout}s"))
         if slot.error is not None:
             raise _fresh(slot.error)
         if not slot.event.is_set():  # failed before this request was answered
@@ -397,7 +481,7 @@ class BrokerConnection:
                 task_status.started()
                 try:
                     while True:
-                        data = await self._stream.receive_some(1 << 18)
+                        data = await self._read()
                         if not data:
                             self._fail(KafkaConnectionError(f"{self}: closed by the broker"))
                             break
@@ -413,6 +497,8 @@ class BrokerConnection:
                             slot.response = resp
                             slot.event.set()
                             record(slot.api_key, slot.api, now - slot.sent_at, slot.size, None)
+                            if slot.on_answer is not None:
+                                slot.on_answer(resp.body)
                 except ProtocolError as exc:
                     self._fail(exc)
                 except _IO_ERRORS as exc:

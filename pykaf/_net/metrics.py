@@ -108,7 +108,12 @@ def report_batch(hook: Callable[[BatchEvent], object], event: BatchEvent) -> Non
 
 @dataclass(frozen=True, slots=True)
 class RequestStatistics:
-    """A broker's requests of one API, summed over its connections."""
+    """A broker's requests of one API, summed over its connections.
+
+    ``bytes_sent`` is the requests' size on the wire, summed (``bytes_sent /
+    count`` is the mean request size: a consumer's Fetch requests shrink
+    with fetch sessions, for instance).
+    """
 
     node_id: int
     api: str
@@ -116,10 +121,11 @@ class RequestStatistics:
     errors: int
     mean_ms: float
     max_ms: float
+    bytes_sent: int = 0
 
 
 class ApiCounters:
-    """A connection's counters per API: count, errors, total and longest seconds."""
+    """A connection's counters per API: count, errors, total and longest seconds, bytes sent."""
 
     __slots__ = ("by_api", "hook", "names", "node_id")
 
@@ -140,7 +146,7 @@ class ApiCounters:
         """Count one request's outcome and tell the hook."""
         counts = self.by_api.get(api_key)
         if counts is None:
-            counts = self.by_api[api_key] = [0, 0, 0.0, 0.0]
+            counts = self.by_api[api_key] = [0, 0, 0.0, 0.0, 0]
             self.names[api_key] = api
         counts[0] += 1
         if error is not None:
@@ -148,6 +154,7 @@ class ApiCounters:
         counts[2] += seconds
         if seconds > counts[3]:
             counts[3] = seconds
+        counts[4] += bytes_sent
         if self.hook is not None:
             try:
                 self.hook(RequestEvent(self.node_id, api, api_key, seconds, bytes_sent, error))
@@ -161,12 +168,13 @@ def merge(counters: list[ApiCounters]) -> list[RequestStatistics]:
     names: dict[int, str] = {}
     for c in counters:
         names.update(c.names)
-        for api_key, (count, errors, total, longest) in c.by_api.items():
-            s = summed.setdefault((c.node_id, api_key), [0, 0, 0.0, 0.0])
+        for api_key, (count, errors, total, longest, sent) in c.by_api.items():
+            s = summed.setdefault((c.node_id, api_key), [0, 0, 0.0, 0.0, 0])
             s[0] += count
             s[1] += errors
             s[2] += total
             s[3] = max(s[3], longest)
+            s[4] += sent
     return [
         RequestStatistics(
             node_id=node_id,
@@ -175,6 +183,7 @@ def merge(counters: list[ApiCounters]) -> list[RequestStatistics]:
             errors=int(errors),
             mean_ms=round(1000 * total / count, 3) if count else 0.0,
             max_ms=round(1000 * longest, 3),
+            bytes_sent=int(sent),
         )
-        for (node_id, api_key), (count, errors, total, longest) in sorted(summed.items())
+        for (node_id, api_key), (count, errors, total, longest, sent) in sorted(summed.items())
     ]

@@ -214,7 +214,13 @@ class Accumulator:
             self.check_size(key, value, headers)
         batch = p.open
         if batch is not None:
-            delta = batch.builder.append(timestamp, key, value, headers)  # type: ignore[union-attr]
+            builder = batch.builder
+            assert builder is not None
+            delta = builder.append(timestamp, key, value, headers)
+            if delta < 0 and self._grow(
+                p, builder, partition is None and key is None and t.count > 1
+            ):
+                delta = builder.append(timestamp, key, value, headers)
             if delta < 0:
                 self.seal(p)
                 batch = None
@@ -384,9 +390,7 @@ class Accumulator:
             return start + 1
         added = end - start
         if added:
-            nbytes = _column_bytes(values, start, end) + RECORD_OVERHEAD * added
-            if keys is not None:
-                nbytes += _column_bytes(keys, start, end)
+            nbytes = builder.extended_bytes + RECORD_OVERHEAD * added
             batch.count += added
             if batch.count == added and p.broker is not None:
                 p.broker.wake()
@@ -401,7 +405,9 @@ class Accumulator:
                     else [int(ts) for ts in timestamps[start:end]]
                 )
             done[0] = end
-        if end < stop or added == 0:
+        if (end < stop or added == 0) and not self._grow(
+            p, builder, partition is None and t.count > 1
+        ):
             self.seal(p)
         return end
 
@@ -518,6 +524,28 @@ class Accumulator:
             batch.builder = self.builder(self._batch_bytes)
             return batch.builder.append(timestamp, key, value, headers)
 
+    def _grow(self, p: PartitionState, builder: BatchBuilder, sticky: bool) -> bool:
+        """Let a full open batch grow (up to ``batch_bytes``) while its partition is backed up.
+
+        A batch is sealed at ``flush_bytes`` so that it goes out early; but when
+        the partition already has a sealed batch waiting (its requests in flight
+        are at the limit, five with idempotence), sealing another only queues
+        it behind. Growing the open one instead sends the same records in fewer,
+        larger requests once there is room, which is what holds back a single
+        busy partition. Not for records the sticky partitioner places (they go
+        to another partition's batch instead), nor when the batch is full of
+        records rather than bytes. Returns whether the batch grew.
+        """
+        if (
+            sticky
+            or not p.queue
+            or builder.max_bytes >= self._batch_bytes
+            or builder.record_count >= builder.max_records
+        ):
+            return False
+        builder.max_bytes = min(self._batch_bytes, 2 * builder.max_bytes)
+        return True
+
     # ------------------------------------------------------------------ batches
 
     def builder(self, max_bytes: int) -> BatchBuilder:
@@ -572,16 +600,6 @@ def column(values: Any) -> Any:
     if hasattr(values, "buffers") and hasattr(values, "type"):
         return BinaryColumn.from_arrow(values)
     return values
-
-
-def _column_bytes(col: Any, start: int, stop: int) -> int:
-    if isinstance(col, BinaryColumn):
-        return col.span_bytes(start, stop)
-    part = col[start:stop]
-    try:
-        return sum(map(len, part))  # in C: the usual column has no None
-    except TypeError:
-        return sum(0 if v is None else len(v) for v in part)
 
 
 __all__ = ["RECORD_OVERHEAD", "Accumulator", "column"]

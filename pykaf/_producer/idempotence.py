@@ -259,6 +259,19 @@ class Idempotence:
             self._bump_done.set()
             pipeline.resume()
 
+    def adopt(self, producer_id: int, epoch: int, partitions: Iterable[PartitionState]) -> None:
+        """Take the id and epoch the coordinator gave at a transaction's end (EndTxn v5).
+
+        Transactions V2 (KIP-890 part 2) bump the epoch at every transaction's
+        end (a new id once the epoch would overflow); sequences start again.
+        """
+        if (producer_id, epoch) != (self.producer_id, self.producer_epoch):
+            log.debug("producer id %d epoch %d (transaction ended)", producer_id, epoch)
+        self.producer_id = producer_id
+        self.producer_epoch = epoch
+        for p in partitions:
+            p.next_sequence = 0
+
     async def new_epoch(self, partitions: Iterable[PartitionState]) -> None:
         """A new epoch from the coordinator; every partition's sequence starts again at 0."""
         await self.init_producer_id(bump=True)

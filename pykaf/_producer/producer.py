@@ -447,6 +447,7 @@ class Producer:
             producer_id=ids.producer_id,
             producer_epoch=ids.producer_epoch,
             brokers=sinks.statistics(),
+            transaction_version=0 if self.txn is None else self.txn.transaction_version,
         )
 
     async def aclose(self) -> None:
@@ -653,6 +654,10 @@ class _TxnLink:
     async def new_epoch(self) -> None:
         """A new epoch from the coordinator; every partition's sequence starts again at 0."""
         await self._ids.new_epoch(self._sinks.partitions())
+
+    def adopt_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """The id and epoch EndTxn v5 returned (transactions V2); sequences start at 0."""
+        self._ids.adopt(producer_id, producer_epoch, self._sinks.partitions())
 
 
 @asynccontextmanager

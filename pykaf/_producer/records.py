@@ -86,10 +86,15 @@ class ProducerStatistics:
         errors: Produce errors seen from brokers (retried or not): an error
             code per partition, or a request whose connection failed; the sum
             of the brokers' ``errors``.
-        epoch_bumps: idempotent producer id/epoch resets (KIP-360 recovery).
+        epoch_bumps: idempotent producer id/epoch resets (KIP-360 recovery) the
+            producer asked for (InitProducerId); not the bumps transactions V2
+            make at every transaction's end (EndTxn v5).
         splits: batches the broker refused as too large (MESSAGE_TOO_LARGE)
             and the producer sent again as two smaller ones.
         brokers: per broker counters.
+        transaction_version: 0 without a ``transactional_id``; else 1 or 2,
+            the transaction protocol of the open or last transaction
+            (2: KIP-890 part 2, when the cluster's ``transaction.version`` is 2).
     """
 
     buffered_records: int
@@ -107,6 +112,7 @@ class ProducerStatistics:
     producer_id: int
     producer_epoch: int
     brokers: dict[int, BrokerStatistics]
+    transaction_version: int = 0
 
 
 #: ``BatchDelivery.on_settle(partition, index, count, offset, timestamp, error)``.

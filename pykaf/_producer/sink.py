@@ -37,6 +37,7 @@ from pykaf._producer.idempotence import Idempotence
 from pykaf._producer.records import BrokerStatistics
 from pykaf._producer.state import PartitionState, TopicState
 from pykaf.errors import PykafError
+from pykaf.protocol import versions
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
@@ -466,6 +467,22 @@ class Sinks:
             self.detach(p)
 
 
+class _Answer:
+    """Settles one Produce request's batches when the reader task reads its answer."""
+
+    __slots__ = ("batches", "settled", "sink")
+
+    def __init__(self, sink: BrokerSink, batches: list[ProducerBatch]) -> None:
+        self.sink = sink
+        self.batches = batches
+        self.settled = False
+
+    def __call__(self, response: Any) -> None:
+        if not self.settled:
+            self.settled = True
+            self.sink.answered(self.batches, response, None)
+
+
 class BrokerSink:
     """Sends the batches of the partitions one broker leads."""
 
@@ -475,9 +492,9 @@ class BrokerSink:
         self.parts: dict[PartitionState, None] = {}  # insertion-ordered set
         self.in_flight = 0
         self._wake = trio.Event()
-        self._send, self._receive = trio.open_memory_channel[
-            tuple["PendingResponse", list[ProducerBatch]]
-        ](sinks.config.max_in_flight)
+        self._send, self._receive = trio.open_memory_channel[tuple["PendingResponse", _Answer]](
+            sinks.config.max_in_flight
+        )
         self.requests = 0
         self.batches = 0
         self.records = 0
@@ -543,9 +560,8 @@ class BrokerSink:
                     continue
             if not sinks.expire_queued(part, now):
                 continue
-            if txn is not None and part.txn_added != txn.serial:
-                txn.need(part)  # held until AddPartitionsToTxn added it
-                continue
+            if txn is not None and part.txn_added != txn.serial and not txn.need(part):
+                continue  # held until AddPartitionsToTxn added it
             est = part.queue[0].size()
             if ready and size + est > limit:
                 deadline = now
@@ -566,14 +582,19 @@ class BrokerSink:
                 if ready:
                     await self._send_request(ready)
                     continue
-            with trio.move_on_at(deadline):
+            if deadline == math.inf:
                 await self._wake.wait()
+            else:
+                with trio.move_on_at(deadline):
+                    await self._wake.wait()
 
     async def _send_request(self, ready: list[PartitionState]) -> None:
         sinks = self.sinks
         try:
             conn = await sinks.client.broker_connection(self.node_id)
             version = conn.version_for(_PRODUCE)
+            if sinks.txn is not None and not sinks.txn.v2:
+                version = min(version, versions.PRODUCE_TXN_V1.max_version)
         except PykafError as exc:
             log.info("broker %d unreachable for producing: %s", self.node_id, exc)
             self.errors += 1
@@ -630,8 +651,11 @@ class BrokerSink:
         sinks.count_sent(batches, nrecords)
         # In flight from here on: an epoch bump waits until no request is.
         self.in_flight += 1
+        answer = _Answer(self, batches)
         try:
-            pending = await conn.send(req, version, expect_response=sinks.acks != 0)
+            pending = await conn.send(
+                req, version, expect_response=sinks.acks != 0, on_answer=answer
+            )
         except PykafError as exc:
             self.errors += 1
             sinks.error_count += 1
@@ -640,19 +664,44 @@ class BrokerSink:
         if pending is None:  # acks=0: nothing will come back
             self._settled_here(batches, None)
             return
-        await self._send.send((pending, batches))
+        try:  # the channel holds max_in_flight: no checkpoint while it has room
+            self._send.send_nowait((pending, answer))
+        except trio.WouldBlock:
+            await self._send.send((pending, answer))
 
     def _settled_here(self, batches: list[ProducerBatch], error: PykafError | None) -> None:
         self.in_flight -= 1
         self.sinks.settle(self, batches, None, error)
         self.sinks.in_flight_changed()
 
+    def answered(
+        self, batches: list[ProducerBatch], response: Any, error: PykafError | None
+    ) -> None:
+        """One request's answer (or failure) is in: settle its batches, free its slot."""
+        self.in_flight -= 1
+        sinks = self.sinks
+        sinks.settle(self, batches, response, error)
+        self.wake()
+        sinks.in_flight_changed()
+
     # -- the receiver task -------------------------------------------------------
 
     async def run_receiver(self) -> None:
-        """Read the answers in order and settle their batches."""
+        """Collect the answers in order; settle the requests that failed.
+
+        An answer read in time is settled by the connection's reader task as
+        it reads it (:class:`_Answer`), which wakes an awaiting ``send()``
+        one scheduler pass sooner; this task frees the connection's slots and
+        settles the requests that failed (the connection broke, or no answer
+        came within ``request_timeout``), in order.
+        """
         sinks = self.sinks
-        async for pending, batches in self._receive:
+        receive = self._receive
+        while True:
+            try:  # no checkpoint when a request is already waiting for its answer
+                pending, answer = receive.receive_nowait()
+            except trio.WouldBlock:
+                pending, answer = await receive.receive()
             try:
                 resp = await pending.response()
                 error: PykafError | None = None
@@ -660,12 +709,9 @@ class BrokerSink:
                 resp, error = None, exc
                 self.errors += 1
                 sinks.error_count += 1
-            except trio.Cancelled:
-                raise
-            self.in_flight -= 1
-            sinks.settle(self, batches, resp, error)
-            self.wake()
-            sinks.in_flight_changed()
+            if not answer.settled:
+                answer.settled = True
+                self.answered(answer.batches, resp, error)
 
 
 __all__ = ["BrokerSink", "Sinks"]

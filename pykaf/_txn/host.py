@@ -77,5 +77,8 @@ class TxnHost(Protocol):
     async def new_epoch(self) -> None:
         """A new epoch from the coordinator; sequence numbers start again at 0."""
 
+    def adopt_epoch(self, producer_id: int, producer_epoch: int) -> None:
+        """Use the id and epoch a transaction's end gave (EndTxn v5); sequences from 0."""
+
 
 __all__ = ["TxnHost", "TxnPartition", "TxnSender"]

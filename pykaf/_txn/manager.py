@@ -12,6 +12,17 @@ whose ``txn_added`` is not the current transaction's serial and asks the
 manager to add it; one task (:meth:`TransactionManager.run_adder`) sends the
 partitions asked for meanwhile in one AddPartitionsToTxn, then marks them
 added and wakes their senders. Nothing of this runs per record.
+
+Transactions V2 (KIP-890 part 2): when the cluster's finalized
+``transaction.version`` is 2 or more (ApiVersions, KIP-584) and the brokers
+speak the versions it needs, a transaction is run the V2 way, decided when it
+begins. No AddPartitionsToTxn (a partition joins at once: Produce v12 adds it
+on the broker), no AddOffsetsToTxn (TxnOffsetCommit v5 adds the group), and
+EndTxn v5, whose answer carries the producer id and epoch for the next
+transaction: the coordinator bumps the epoch at every transaction's end,
+which fences a late write of the transaction before. Otherwise (V1 brokers,
+brokers that report no features, the fake cluster) the V1 calls above, with
+Produce v11, TxnOffsetCommit v4 and EndTxn v4 at most.
 """
 
 from __future__ import annotations
@@ -40,6 +51,9 @@ _ADD_PARTITIONS_TO_TXN = P.AddPartitionsToTxnRequest.API_KEY
 _ADD_OFFSETS_TO_TXN = P.AddOffsetsToTxnRequest.API_KEY
 _END_TXN = P.EndTxnRequest.API_KEY
 _TXN_OFFSET_COMMIT = P.TxnOffsetCommitRequest.API_KEY
+_PRODUCE = P.ProduceRequest.API_KEY
+#: The lowest versions transactions V2 are spoken with (KIP-890 part 2).
+_V2_VERSIONS = {_PRODUCE: 12, _END_TXN: 5, _TXN_OFFSET_COMMIT: 5}
 
 #: Errors after which the producer can only be closed.
 _FATAL: tuple[type[errors.KafkaError], ...] = (
@@ -136,6 +150,8 @@ class TransactionManager:
         #: An add (partitions or offsets) succeeded: the coordinator knows it.
         self.confirmed = False
         self.transactions = 0  # ended (committed or aborted), for statistics
+        #: The open (or next) transaction uses transactions V2 (KIP-890 part 2).
+        self.v2 = False
         self._lock = trio.Lock()
         self._to_add: dict[TxnPartition, None] = {}
         self._add_wake = trio.Event()
@@ -228,13 +244,35 @@ class TransactionManager:
             raise TransactionStateError(f"{what} needs an open transaction ({self.status.value})")
 
     def begin(self) -> None:
-        """READY -> IN_TRANSACTION."""
+        """READY -> IN_TRANSACTION; the transaction uses V2 when the cluster has it."""
         self._raise_fatal()
         if self.status is TxnStatus.ABORTABLE_ERROR:
             raise self._abortable_error()
         self._set(TxnEvent.BEGIN)
         self.error = None
         self.started = self.confirmed = False
+        v2 = self._cluster_has_v2()
+        if v2 != self.v2:
+            log.info(
+                "transactional producer %r: transactions V%d",
+                self.transactional_id,
+                2 if v2 else 1,
+            )
+        self.v2 = v2
+
+    def _cluster_has_v2(self) -> bool:
+        """Whether the cluster's ``transaction.version`` is 2+ and the brokers speak V2's calls."""
+        versions = self.producer.client.newest_features()
+        return (
+            versions is not None
+            and versions.feature_level("transaction.version") >= 2
+            and all(versions.supports(key, v) for key, v in _V2_VERSIONS.items())
+        )
+
+    @property
+    def transaction_version(self) -> int:
+        """1 or 2: the protocol of the open (or last) transaction (KIP-890 part 2)."""
+        return 2 if self.v2 else 1
 
     def _finish(self) -> None:
         self._set(TxnEvent.END)
@@ -278,13 +316,14 @@ class TransactionManager:
             if await self.producer.drop_transaction(aborted):
                 self.needs_bump = True
             await self._wait_adder()
+            bumped = False
             if self.started:
                 # Only adds that failed: the coordinator may never have begun
                 # the transaction, and then answers INVALID_TXN_STATE.
-                await self._end(commit=False, nothing_begun_ok=not self.confirmed)
-            if self.needs_bump:
+                bumped = await self._end(commit=False, nothing_begun_ok=not self.confirmed)
+            if self.needs_bump and not bumped:  # V2's EndTxn bumped it already
                 await self.producer.new_epoch()
-                self.needs_bump = False
+            self.needs_bump = False
             self._finish()
 
     async def abort_on_close(self) -> None:
@@ -296,15 +335,22 @@ class TransactionManager:
                 except errors.PykafError as exc:
                     log.warning("could not abort the transaction on close: %s", exc)
 
-    async def _end(self, *, commit: bool, nothing_begun_ok: bool = False) -> None:
-        await self._txn_request(
+    async def _end(self, *, commit: bool, nothing_begun_ok: bool = False) -> bool:
+        """EndTxn; whether it gave the producer a new epoch (V2: EndTxn v5)."""
+        resp = await self._txn_request(
             _END_TXN,
             P.EndTxnRequest,
             "EndTxn(commit)" if commit else "EndTxn(abort)",
-            max_version=versions.END_TXN.max_version,
+            max_version=None if self.v2 else versions.END_TXN.max_version,
             tolerate=(errors.InvalidTxnStateError,) if nothing_begun_ok else (),
             committed=commit,
         )
+        # v5 answers with the id and epoch for the next transaction (-1 below
+        # v5, and when a tolerated error answered).
+        if resp.error_code == 0 and resp.producer_id >= 0 and resp.producer_epoch >= 0:
+            self.producer.adopt_epoch(resp.producer_id, resp.producer_epoch)
+            return True
+        return False
 
     async def _txn_request(
         self,
@@ -315,10 +361,10 @@ class TransactionManager:
         max_version: int | None = None,
         tolerate: tuple[type[errors.KafkaError], ...] = (),
         **fields: Any,
-    ) -> None:
+    ) -> Any:
         """A request to the transaction coordinator naming this producer, answered by one code.
 
-        Error codes of ``tolerate`` count as success.
+        Error codes of ``tolerate`` count as success. Returns the response.
         """
         pr = self.producer
 
@@ -326,7 +372,7 @@ class TransactionManager:
             err = errors.error_for_code(resp.error_code)
             return None if err is not None and issubclass(err, tolerate) else err
 
-        await self._call(
+        return await self._call(
             api_key,
             lambda v: request(
                 transactional_id=self.transactional_id,
@@ -342,7 +388,10 @@ class TransactionManager:
     # ------------------------------------------------------------------ offsets
 
     async def send_offsets(self, offsets: Offsets, group: Any) -> None:
-        """AddOffsetsToTxn, then TxnOffsetCommit. See ``Producer.send_offsets_to_transaction``."""
+        """AddOffsetsToTxn (V1 only), then TxnOffsetCommit.
+
+        See ``Producer.send_offsets_to_transaction``.
+        """
         gm = group_metadata_of(group)
         by_topic = offsets_by_topic(offsets)
         async with self._lock:
@@ -351,14 +400,16 @@ class TransactionManager:
                 return
             self.started = True
             try:
-                await self._txn_request(
-                    _ADD_OFFSETS_TO_TXN,
-                    P.AddOffsetsToTxnRequest,
-                    "AddOffsetsToTxn",
-                    group_id=gm.group_id,
-                )
-                self.confirmed = True
+                if not self.v2:  # V2: TxnOffsetCommit v5 adds the group itself
+                    await self._txn_request(
+                        _ADD_OFFSETS_TO_TXN,
+                        P.AddOffsetsToTxnRequest,
+                        "AddOffsetsToTxn",
+                        group_id=gm.group_id,
+                    )
+                    self.confirmed = True
                 await self._txn_offset_commit(gm, by_topic)
+                self.confirmed = True
             except errors.KafkaTimeoutError:
                 raise  # nothing changed for good: the call may be made again
             except errors.PykafError as exc:
@@ -398,13 +449,29 @@ class TransactionManager:
         def check(resp: Any) -> type[errors.KafkaError] | None:
             return _first_error(p.error_code for t in resp.topics for p in t.partitions)
 
-        await self._call(_TXN_OFFSET_COMMIT, build, check, "TxnOffsetCommit", group=gm.group_id)
+        await self._call(
+            _TXN_OFFSET_COMMIT,
+            build,
+            check,
+            "TxnOffsetCommit",
+            group=gm.group_id,
+            max_version=None if self.v2 else versions.TXN_OFFSET_COMMIT_V1.max_version,
+        )
 
     # ------------------------------------------------------------------ partitions
 
-    def need(self, part: TxnPartition) -> None:
-        """The sender has a batch for ``part``, which is not in the transaction yet."""
+    def need(self, part: TxnPartition) -> bool:
+        """The sender has a batch for ``part``, which is not in the transaction yet.
+
+        Returns whether ``part`` is in the transaction now: with V2 it joins
+        at once (its Produce adds it on the broker); with V1 it waits for
+        AddPartitionsToTxn (:meth:`run_adder` wakes its sender).
+        """
         if self.status in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
+            if self.v2:
+                part.txn_added = self.serial
+                self.started = True
+                return True
             if part not in self._to_add:
                 self._to_add[part] = None
                 self._add_wake.set()
@@ -416,6 +483,7 @@ class TransactionManager:
                 error = self._abortable_error()
             if self.producer.drop_unsent(part, error):
                 self.needs_bump = True
+        return False
 
     async def _wait_adder(self) -> None:
         while self._to_add or not self._add_idle.is_set():

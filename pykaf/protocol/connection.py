@@ -67,6 +67,16 @@ class BrokerVersions:
 
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
     chosen: dict[int, int] = field(default_factory=dict)
+    #: The cluster-wide finalized feature levels the broker reported (ApiVersions
+    #: v3+ tagged fields; KIP-584), by name: ``{"transaction.version": 2, ...}``.
+    #: Empty when the broker reports none (older brokers, some test brokers).
+    finalized_features: dict[str, int] = field(default_factory=dict)
+    #: Their epoch (-1: none reported): a higher one is newer.
+    finalized_features_epoch: int = -1
+
+    def feature_level(self, name: str) -> int:
+        """The finalized max level of feature ``name`` (0 when not finalized)."""
+        return self.finalized_features.get(name, 0)
 
     def version_for(self, api_key: int) -> int:
         """The version to use for ``api_key``; raises if no common version exists."""
@@ -407,6 +417,12 @@ class Connection:
             self._break(f"ApiVersions failed with error code {body.error_code}")
         ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
         self.versions = negotiate(ranges)
+        epoch = getattr(body, "finalized_features_epoch", -1)
+        if epoch is not None and epoch >= 0:  # the features are valid only then
+            self.versions.finalized_features_epoch = epoch
+            self.versions.finalized_features = {
+                f.name: f.max_version_level for f in body.finalized_features or ()
+            }
         return self.versions
 
     retry_api_versions_version: int = 0

@@ -26,7 +26,9 @@ from pykaf.protocol._messages.join_group import JoinGroupRequest
 from pykaf.protocol._messages.leave_group import LeaveGroupRequest
 from pykaf.protocol._messages.offset_commit import OffsetCommitRequest
 from pykaf.protocol._messages.offset_fetch import OffsetFetchRequest
+from pykaf.protocol._messages.produce import ProduceRequest
 from pykaf.protocol._messages.sync_group import SyncGroupRequest
+from pykaf.protocol._messages.txn_offset_commit import TxnOffsetCommitRequest
 
 
 class _Versions(Protocol):
@@ -106,8 +108,23 @@ ADD_PARTITIONS_TO_TXN = VersionCap(
 END_TXN = VersionCap(
     EndTxnRequest.API_KEY,
     4,
-    "EndTxn v5 bumps the producer epoch at every transaction's end (KIP-890 part 2), which "
-    "pykaf's transaction manager does not follow.",
+    "EndTxn v5 bumps the producer epoch at every transaction's end (KIP-890 part 2, "
+    "transactions V2): a producer on transactions V1 sends v4 at most.",
+)
+#: A transactional producer on transactions V1 (the broker's transaction.version
+#: is below 2, or it lacks the V2 versions).
+PRODUCE_TXN_V1 = VersionCap(
+    ProduceRequest.API_KEY,
+    11,
+    "Produce v12 tells the broker the transactional producer uses transactions V2 "
+    "(KIP-890 part 2: the partition joins the transaction implicitly); on V1 it sends v11 "
+    "at most, after AddPartitionsToTxn.",
+)
+TXN_OFFSET_COMMIT_V1 = VersionCap(
+    TxnOffsetCommitRequest.API_KEY,
+    4,
+    "TxnOffsetCommit v5 adds the group to the transaction implicitly (transactions V2, "
+    "no AddOffsetsToTxn); on V1 it sends v4 at most, after AddOffsetsToTxn.",
 )
 
 #: Caps applied to every request of their API when a connection negotiates.
@@ -124,4 +141,6 @@ ALL_CAPS: tuple[VersionCap, ...] = (
     LEAVE_GROUP,
     ADD_PARTITIONS_TO_TXN,
     END_TXN,
+    PRODUCE_TXN_V1,
+    TXN_OFFSET_COMMIT_V1,
 )

@@ -47,6 +47,8 @@ _CLIENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "reconnect.backoff.ms": ("reconnect_backoff", _ms),
     "reconnect.backoff.max.ms": ("reconnect_backoff_max", _ms),
     "metadata.max.age.ms": ("metadata_max_age", _ms),
+    "metadata.recovery.strategy": ("metadata_recovery_strategy", str.lower),
+    "metadata.recovery.rebootstrap.trigger.ms": ("metadata_recovery_rebootstrap_trigger", _ms),
     "security.protocol": ("security_protocol", str),
     "sasl.mechanism": ("sasl_mechanism", str),
     "sasl.username": ("sasl_username", str),  # librdkafka's names

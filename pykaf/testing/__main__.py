@@ -52,6 +52,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME:PASSWORD",
         help="a SASL user (repeatable); with any, clients must authenticate",
     )
+    p.add_argument(
+        "--transaction-version",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="the finalized transaction.version: 2 for transactions V2, KIP-890 (default 1)",
+    )
     p.add_argument("--certfile", help="TLS: the server certificate chain (PEM)")
     p.add_argument("--keyfile", help="TLS: the server private key (PEM)")
     p.add_argument(
@@ -87,6 +94,7 @@ def build(args: argparse.Namespace) -> FakeCluster:
         auto_create_topics=not args.no_auto_create,
         users=dict(args.user) if args.user else None,
         ssl_context=ssl_context,
+        transaction_version=args.transaction_version,
     )
     for spec in args.topic:
         name, _, count = spec.partition(":")
@@ -144,6 +152,13 @@ def kafka_parser() -> argparse.ArgumentParser:
         metavar="NAME[:PARTITIONS]",
         help="a topic to create at start (repeatable)",
     )
+    p.add_argument(
+        "--feature",
+        action="append",
+        default=[],
+        metavar="NAME=LEVEL",
+        help="format with this feature level, e.g. transaction.version=1 (repeatable)",
+    )
     p.add_argument("--directory", help="keep data and logs here (default: a temporary directory)")
     return p
 
@@ -164,6 +179,13 @@ def kafka_main(argv: Sequence[str]) -> int:
             print(f"python -m pykaf.testing kafka: not KEY=VALUE: {item!r}", file=sys.stderr)
             return 2
         configs[key] = value
+    features: dict[str, int] = {}
+    for item in args.feature:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value.isdigit():
+            print(f"python -m pykaf.testing kafka: not NAME=LEVEL: {item!r}", file=sys.stderr)
+            return 2
+        features[key] = int(value)
     try:
         if args.fetch:
             print(kafka_home(args.version), flush=True)
@@ -179,6 +201,7 @@ def kafka_main(argv: Sequence[str]) -> int:
                     authorizer=args.acls,
                     broker_configs=configs,
                     directory=args.directory,
+                    features=features,
                 )
             )
             for spec in args.topic:

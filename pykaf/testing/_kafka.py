@@ -205,6 +205,11 @@ class KafkaCluster:
             directory (removed by :meth:`close`) when None.
         start_timeout: seconds to wait for every node to serve.
         cluster_id: the KRaft cluster id; a random one when None.
+        features: finalized feature levels to format the cluster with
+            (the storage tool's ``--feature name=level``), e.g.
+            ``{"transaction.version": 1}`` for a cluster on transactions V1;
+            None: the release's defaults (Kafka 4.3.1: ``transaction.version``
+            2, see ``docs/transactions.md``).
     """
 
     def __init__(
@@ -223,6 +228,7 @@ class KafkaCluster:
         directory: str | os.PathLike[str] | None = None,
         start_timeout: float = 120.0,
         cluster_id: str | None = None,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least 1 broker, not {brokers}")
@@ -239,6 +245,7 @@ class KafkaCluster:
         self._start_timeout = start_timeout
         # KRaft wants a base64 UUID of 16 bytes (22 characters).
         self._cluster_id = cluster_id or _kraft_id()
+        self._features = dict(features or {})
         self._owned = directory is None
         self._directory: Path | None = None if directory is None else Path(directory)
         self._nodes: dict[int, _Node] = {}
@@ -259,6 +266,11 @@ class KafkaCluster:
         if not self._nodes or name not in self._nodes[1].ports:
             raise KafkaClusterError(f"this cluster has no {name} listener")
         return ",".join(f"{_HOST}:{n.ports[name]}" for n in self._nodes.values())
+
+    @property
+    def features(self) -> dict[str, int]:
+        """The feature levels the cluster was formatted with (empty: the release's defaults)."""
+        return dict(self._features)
 
     @property
     def bootstrap(self) -> str:
@@ -493,6 +505,8 @@ class KafkaCluster:
         for user, password in self._users.items():
             for mechanism in _MECHANISMS[1:]:
                 command += ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
+        for name, level in self._features.items():
+            command += ["--feature", f"{name}={level}"]
         done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if done.returncode != 0:
             raise KafkaClusterError(
@@ -574,17 +588,28 @@ class KafkaCluster:
             raise KafkaClusterError(f"Kafka node {node_id} is not running")
         _stop_process(proc, timeout, kill)
 
-    def broker_up(self, node_id: int) -> None:
-        """Start node ``node_id`` again (after :meth:`broker_down`); return once it serves."""
-        self._spawn_again(node_id)
+    def broker_up(self, node_id: int, *, new_ports: bool = False) -> None:
+        """Start node ``node_id`` again (after :meth:`broker_down`); return once it serves.
+
+        With ``new_ports`` its client listeners (every one but the KRaft
+        controller's) move to new ports, as when a broker comes back
+        elsewhere: clients that knew the old address must find the new one
+        (:attr:`bootstrap` gives it).
+        """
+        self._spawn_again(node_id, new_ports=new_ports)
         deadline = time.monotonic() + self._start_timeout
         while not self._poll_ready(node_id, deadline):
             time.sleep(0.1)
 
-    def _spawn_again(self, node_id: int) -> None:
+    def _spawn_again(self, node_id: int, *, new_ports: bool = False) -> None:
         node = self._node(node_id)
         if self.running(node_id):
             raise KafkaClusterError(f"Kafka node {node_id} is running already")
+        if new_ports:
+            for name in node.ports:
+                if name != "CONTROLLER":
+                    node.ports[name] = _free_port()
+            (node.directory / "server.properties").write_text(self._properties(node))
         self._spawn(node)
 
     def create_topic(
@@ -707,10 +732,10 @@ class AsyncKafkaCluster:
             lambda: self.cluster.broker_down(node_id, kill=kill, timeout=timeout)
         )
 
-    async def broker_up(self, node_id: int) -> None:
-        """Start node ``node_id`` again and wait until it serves."""
+    async def broker_up(self, node_id: int, *, new_ports: bool = False) -> None:
+        """Start node ``node_id`` again; return once it serves (``KafkaCluster.broker_up``)."""
         cluster = self.cluster
-        cluster._spawn_again(node_id)  # in this thread: see _die_with_parent
+        cluster._spawn_again(node_id, new_ports=new_ports)  # in this thread: see _die_with_parent
         deadline = time.monotonic() + cluster._start_timeout
         while not cluster._poll_ready(node_id, deadline):
             await trio.sleep(0.1)

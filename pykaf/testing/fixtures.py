@@ -26,6 +26,14 @@ Fixtures:
     kafka_cluster3: real Apache Kafka, three KRaft nodes (each broker and
         controller), shared by the session; for replication and faults
         (``broker_down`` / ``broker_up``): leave every node up afterwards.
+    kafka_cluster_tv1: ``kafka_cluster``'s twin (the same listeners, users and
+        ACLs) formatted with ``transaction.version=1`` (transactions V1),
+        shared by the session: to run transaction tests on both protocols
+        (KIP-890 part 2).
+
+The environment variable ``PYKAF_KAFKA_FEATURES`` (``"name=level,..."``, e.g.
+``transaction.version=1``) formats every Kafka fixture's cluster with those
+feature levels: a whole test run on transactions V1.
 
 Every broker listens on 127.0.0.1 with ports picked by the OS and is stopped
 after its scope. A fixture skips its test when what it needs is not installed:
@@ -38,6 +46,7 @@ The Kafka fixtures never skip: without Java (17+) and Maven (or a prepared
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -54,6 +63,7 @@ __all__ = [
     "fake_cluster",
     "kafka_cluster",
     "kafka_cluster3",
+    "kafka_cluster_tv1",
     "mock_cluster",
     "tansu",
     "tansu_fresh",
@@ -155,6 +165,16 @@ def fake_cluster() -> Iterator[FakeClusterThread]:
 KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 
 
+def kafka_features() -> dict[str, int]:
+    """The feature levels ``PYKAF_KAFKA_FEATURES`` asks for (``"name=level,..."``)."""
+    out: dict[str, int] = {}
+    for item in os.environ.get("PYKAF_KAFKA_FEATURES", "").split(","):
+        if item.strip():
+            name, _, level = item.partition("=")
+            out[name.strip()] = int(level)
+    return out
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster(tls_certs: TLSCertificates) -> Iterator[KafkaCluster]:
     """Apache Kafka, one node, shared by the session (SASL, TLS and ACLs on).
@@ -162,7 +182,12 @@ def kafka_cluster(tls_certs: TLSCertificates) -> Iterator[KafkaCluster]:
     Topics and groups other tests made are still there: use unique names.
     """
     with KafkaCluster(
-        1, users=KAFKA_USERS, certificates=tls_certs, authorizer=True, super_users=("admin",)
+        1,
+        users=KAFKA_USERS,
+        certificates=tls_certs,
+        authorizer=True,
+        super_users=("admin",),
+        features=kafka_features(),
     ) as cluster:
         yield cluster
 
@@ -173,8 +198,25 @@ def kafka_cluster3() -> Iterator[KafkaCluster]:
 
     A test that stops a node must start it again before it ends.
     """
-    with KafkaCluster(3) as cluster:
+    with KafkaCluster(3, features=kafka_features()) as cluster:
         yield cluster
         down = [n for n in cluster.node_ids if not cluster.running(n)]
     if down:
         pytest.fail(f"a test left Kafka nodes {down} of kafka_cluster3 down")
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster_tv1(tls_certs: TLSCertificates) -> Iterator[KafkaCluster]:
+    """``kafka_cluster``'s twin on transactions V1 (``transaction.version=1``), for the session.
+
+    The same listeners, users and ACL enforcement as ``kafka_cluster``.
+    """
+    with KafkaCluster(
+        1,
+        users=KAFKA_USERS,
+        certificates=tls_certs,
+        authorizer=True,
+        super_users=("admin",),
+        features={**kafka_features(), "transaction.version": 1},
+    ) as cluster:
+        yield cluster

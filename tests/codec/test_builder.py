@@ -610,3 +610,34 @@ def test_extend_rejects_bad_arguments(codec: ModuleType, kwargs: dict[str, Any])
             builder.extend(values, **kwargs)
         assert builder.record_count == 0
         assert builder.size == 61
+
+
+def _payload(values: Any, keys: Any, start: int, stop: int) -> int:
+    """Bytes of the values and keys of records ``start`` to ``stop - 1`` (a null counts 0)."""
+    total = 0
+    for i in range(start, stop):
+        for col in (values, keys):
+            if col is not None and col[i] is not None:
+                total += len(col[i])
+    return total
+
+
+def test_extended_bytes_counts_what_extend_appended(codec: ModuleType) -> None:
+    builder = codec.BatchBuilder()
+    assert builder.extended_bytes == 0
+    assert builder.extend(VALUES, KEYS, STAMPS, HEADERS, start=1, stop=6) == 6
+    assert builder.extended_bytes == _payload(VALUES, KEYS, 1, 6) > 0
+    # Without keys, values only; the count is per call, not cumulative.
+    assert builder.extend(VALUES, None, STAMPS, None, start=6) == len(VALUES)
+    assert builder.extended_bytes == _payload(VALUES, None, 6, len(VALUES))
+    # Nulls count nothing.
+    assert builder.extend([None, b"abc"], [b"k", None], timestamp=T) == 2
+    assert builder.extended_bytes == 4
+
+
+def test_extended_bytes_stops_where_the_batch_filled(codec: ModuleType) -> None:
+    builder = codec.BatchBuilder(max_records=3)
+    assert builder.extend(VALUES, KEYS, STAMPS, HEADERS) == 3
+    assert builder.extended_bytes == _payload(VALUES, KEYS, 0, 3)
+    assert builder.extend(VALUES, KEYS, STAMPS, HEADERS, start=3) == 3  # full: nothing
+    assert builder.extended_bytes == 0

@@ -1,4 +1,4 @@
-"""Conformance cases of idempotence and transactions (raw requests, v1 transactions)."""
+"""Conformance cases of idempotence and transactions (raw requests; v1 transactions, and v2)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pykaf import protocol as P
 RETRIABLE = frozenset({14, 15, 16, 51})
 
 
-async def _retrying(w: Wire, request: Any, code_of: Any) -> Any:
+async def _retrying(w: Wire, request: Any, code_of: Any, version: int | None = None) -> Any:
     """Send ``request`` again while the answer is a retriable coordinator error.
 
     Kafka's coordinator answers CONCURRENT_TRANSACTIONS while markers of the
@@ -24,7 +24,7 @@ async def _retrying(w: Wire, request: Any, code_of: Any) -> Any:
     internal topics. Either way a client retries, and so does the case.
     """
     for _ in range(400):
-        resp = await w.send(request)
+        resp = await w.send(request, version)
         if code_of(resp) not in RETRIABLE:
             return resp
         await trio.sleep(0.05)
@@ -65,6 +65,35 @@ def end_txn(tid: str, pid: int, epoch: int, commit: bool) -> P.EndTxnRequest:
     """EndTxn."""
     return P.EndTxnRequest(
         transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
+    )
+
+
+def txn_offset_commit(
+    tid: str, group: str, pid: int, epoch: int, topic: str, offset: int
+) -> P.TxnOffsetCommitRequest:
+    """TxnOffsetCommit of ``offset`` for partition 0 of ``topic`` (no member: generation -1)."""
+    T = P.TxnOffsetCommitRequest
+    return T(
+        transactional_id=tid,
+        group_id=group,
+        producer_id=pid,
+        producer_epoch=epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            T.TxnOffsetCommitRequestTopic(
+                name=topic,
+                partitions=[
+                    T.TxnOffsetCommitRequestPartition(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                ],
+            )
+        ],
     )
 
 
@@ -262,28 +291,7 @@ async def case_transaction_errors(t: Target, w: Wire, out: Answers) -> None:
             )
         ),
     )
-    commit = P.TxnOffsetCommitRequest(
-        transactional_id=tid,
-        group_id="transaction_errors.g",
-        producer_id=pid,
-        producer_epoch=epoch,
-        generation_id=-1,
-        member_id="",
-        group_instance_id=None,
-        topics=[
-            P.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
-                name=topic,
-                partitions=[
-                    P.TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition(
-                        partition_index=0,
-                        committed_offset=5,
-                        committed_leader_epoch=-1,
-                        committed_metadata="",
-                    )
-                ],
-            )
-        ],
-    )
+    commit = txn_offset_commit(tid, "transaction_errors.g", pid, epoch, topic, 5)
     await find_coordinator(w, "transaction_errors.g", 0)
     first = await _retrying(w, commit, lambda r: r.topics[0].partitions[0].error_code)
     out.add("txn offset commit", norm(first))
@@ -340,3 +348,58 @@ async def case_transaction_first_sequences(t: Target, w: Wire, out: Answers) -> 
     await send("a gap", [b"z"], 5)
     end = await _retrying(w, end_txn(tid, pid, epoch, True), lambda r: r.error_code)
     out.add("commit", end.error_code)
+
+
+def _end_v5(resp: Any, epoch: int) -> dict[str, Any]:
+    """An EndTxn v5 answer: its code, and the epoch it gives relative to ``epoch``."""
+    return {
+        "error_code": resp.error_code,
+        "producer id": norm(resp)["producer_id"],
+        "epoch - before": resp.producer_epoch - epoch if resp.producer_epoch >= 0 else None,
+    }
+
+
+@case()
+async def case_transactions_v2(t: Target, w: Wire, out: Answers) -> None:
+    """KIP-890 part 2 (``transaction.version`` 2, Kafka 4.x's default): Produce v12 and
+    TxnOffsetCommit v5 add to the transaction, EndTxn v5 bumps the epoch at every end."""
+    versions = w.client.newest_features()
+    level = versions.feature_level("transaction.version") if versions is not None else 0
+    out.add("transaction.version", level)
+    if level < 2:  # a run on V1 clusters (PYKAF_KAFKA_FEATURES): nothing more to compare
+        return
+    topic = await t.create_topic("transactions_v2")
+    tid, group = "transactions_v2.t", "transactions_v2.g"
+    init = await init_pid(w, tid)
+    pid, epoch = init.producer_id, init.producer_epoch
+
+    async def send(label: str, e: int, seq: int, version: int) -> None:
+        resp = await w.send(
+            produce(
+                topic, batch([b"v2"], pid=pid, epoch=e, seq=seq, txn=True), transactional_id=tid
+            ),
+            version,
+        )
+        out.add(label, norm(one_partition(resp)))
+
+    await send("produce v11, partition not added", epoch, 0, 11)
+    await send("produce v12 adds the partition", epoch, 0, 12)
+    end = await _retrying(w, end_txn(tid, pid, epoch, True), lambda r: r.error_code, 5)
+    out.add("commit (EndTxn v5)", _end_v5(end, epoch))
+    again = await _retrying(w, end_txn(tid, pid, epoch, True), lambda r: r.error_code, 5)
+    out.add("the commit retried at the epoch before", _end_v5(again, epoch))
+    await send("produce v12 at the epoch before", epoch, 1, 12)
+    await t.wait_for(
+        lambda: w.send(fetch(topic, 0, isolation=1)),
+        lambda r: one_partition(r).last_stable_offset == 2,
+    )
+    fetched = one_partition(await w.send(fetch(topic, 0, isolation=1)))
+    out.add("read_committed after the commit", norm(fetched))
+    await find_coordinator(w, group, 0)
+    commit = txn_offset_commit(tid, group, pid, epoch + 1, topic, 1)
+    resp = await _retrying(
+        w, commit, lambda r: r.topics[0].partitions[0].error_code if r.topics else 0, 5
+    )
+    out.add("txn offset commit v5 adds the group", norm(resp))
+    end = await _retrying(w, end_txn(tid, pid, epoch + 1, False), lambda r: r.error_code, 5)
+    out.add("abort (EndTxn v5)", _end_v5(end, epoch))

@@ -76,3 +76,70 @@ def test_ratios_pair_cpu_beside_speed(tmp_path: Path) -> None:
     assert by_peer["confluent-kafka"].ratio == 1.5
     assert by_peer["confluent-kafka"].cpu_ratio == 2.5
     assert by_peer["aiokafka"].cpu_ratio is None  # not noted for the peer: no figure
+
+
+def _results(path: Path, times: dict[tuple[str, str], float]) -> Path:
+    """A pytest-benchmark file: ``times[(group, client)]`` seconds per 1,000 records."""
+    path.write_text(
+        json.dumps(
+            {
+                "benchmarks": [
+                    {
+                        "name": f"{group}-{client}",
+                        "group": group,
+                        "stats": {"median": seconds},
+                        "extra_info": {"client": client, "records": 1000, "params": ""},
+                    }
+                    for (group, client), seconds in times.items()
+                ]
+            }
+        )
+    )
+    return path
+
+
+def test_update_with_merge_keeps_the_ratios_the_run_did_not_measure(tmp_path: Path) -> None:
+    ratios = load("ratios_merge_under_test", ROOT / "bench" / "ratios.py")
+    baseline = tmp_path / "baseline.json"
+    first = _results(
+        tmp_path / "a.json",
+        {
+            ("codec", "pykaf"): 1.0,
+            ("codec", "aiokafka"): 2.0,
+            ("produce", "pykaf"): 1.0,
+            ("produce", "confluent-kafka"): 3.0,
+        },
+    )
+    out = tmp_path / "ratios.json"
+    assert ratios.main([str(first), "--update", str(baseline), "--out", str(out)]) == 0
+    assert json.loads(baseline.read_text())["ratios"] == {
+        "codec | pykaf | aiokafka": 2.0,
+        "produce | pykaf | confluent-kafka": 3.0,
+    }
+    # A run of the producer benchmarks only: merged, the codec ratio stays.
+    run = _results(
+        tmp_path / "b.json", {("produce", "pykaf"): 1.0, ("produce", "confluent-kafka"): 4.0}
+    )
+    assert ratios.main([str(run), "--update", str(baseline), "--merge", "--out", str(out)]) == 0
+    merged = json.loads(baseline.read_text())
+    assert merged["ratios"] == {
+        "codec | pykaf | aiokafka": 2.0,
+        "produce | pykaf | confluent-kafka": 4.0,
+    }
+    assert str(run) in merged["sources"] and str(first) in merged["sources"]
+    # Without --merge the baseline is the run's ratios only.
+    assert ratios.main([str(run), "--update", str(baseline), "--out", str(out)]) == 0
+    assert json.loads(baseline.read_text())["ratios"] == {"produce | pykaf | confluent-kafka": 4.0}
+
+
+def test_latency_percentile_is_the_nearest_rank() -> None:
+    sys.path.insert(0, str(ROOT))
+    try:
+        latency = importlib.import_module("bench.test_latency")
+    finally:
+        sys.path.remove(str(ROOT))
+    samples = [float(i) for i in range(100, 0, -1)]  # 1..100, unsorted
+    assert latency.percentile(samples, 0.5) == 50.0
+    assert latency.percentile(samples, 0.99) == 99.0
+    assert latency.percentile(samples, 0.999) == 100.0
+    assert latency.percentile([7.0], 0.99) == 7.0

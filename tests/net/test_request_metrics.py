@@ -35,6 +35,12 @@ async def test_requests_are_counted_per_broker_and_api_and_reported_to_the_hook(
     produce = [e for e in events if e.api == "Produce"]
     assert len(produce) == 3 and all(e.api_key == 0 for e in produce)
     assert all(e.error is None and e.seconds >= 0 and e.bytes_sent > 0 for e in events)
+    # each API's bytes are its requests' sizes on the wire, summed (a bootstrap
+    # connection's events name node -1, its counters the node it turned out to be)
+    for api, per_node in by_api.items():
+        sizes = [e.bytes_sent for e in events if e.api == api]
+        assert sum(s.bytes_sent for s in per_node) == sum(sizes) > 0, api
+    assert all(s.bytes_sent > 0 for s in stats)
 
 
 async def test_each_request_is_timed_from_its_own_send(kafka_or_fake_bootstrap: str) -> None:

@@ -431,3 +431,58 @@ async def test_keyed_send_batch_refuses_a_bad_partition_before_buffering_any() -
     with pytest.raises(PartitionerError):
         await producer.send_batch("t", [b"a", b"b"], keys=[b"good", b"bad"])
     assert producer.buffered_records == 0
+
+
+def _batch_sizes(p: PartitionState) -> list[int]:
+    sizes = []
+    for b in p.batches():
+        assert b.builder is not None
+        sizes.append(b.builder.size)
+    return sizes
+
+
+@pytest.mark.parametrize("how", ["send_batch", "send_nowait"])
+async def test_a_backed_up_partition_grows_its_open_batch_up_to_batch_bytes(how: str) -> None:
+    # Nothing is sent here: once the first batch is sealed at flush_bytes it
+    # waits in the partition's queue, and the next batches grow to batch_bytes.
+    producer, t = _offline_producer(flush_bytes=1000, batch_bytes=8000, max_message_bytes=1000)
+    values = [b"x" * 100] * 300
+    if how == "send_batch":
+        await producer.send_batch("t", values, partition=2)
+    else:
+        for value in values:
+            producer.send_nowait("t", value, partition=2)
+        _drain(producer)
+    sizes = _batch_sizes(t.parts[2])
+    assert sum(b.count for b in t.parts[2].batches()) == 300
+    assert sizes[0] <= 1000  # sealed at flush_bytes: nothing was waiting yet
+    assert all(size <= 8000 for size in sizes)
+    assert all(size > 4000 for size in sizes[1:-1])  # grown while the queue was backed up
+
+
+async def test_sticky_records_move_on_instead_of_growing_a_batch() -> None:
+    producer, t = _offline_producer(flush_bytes=1000, batch_bytes=8000, max_message_bytes=1000)
+    await producer.send_batch("t", [b"x" * 100] * 300)
+    sizes = [size for p in t.parts for size in _batch_sizes(p)]
+    assert len(sizes) > 20 and max(sizes) <= 1000
+
+
+async def test_a_one_partition_topic_grows_its_batch_for_null_keys_too() -> None:
+    producer, _t = _offline_producer(flush_bytes=1000, batch_bytes=8000, max_message_bytes=1000)
+    one = TopicState("one")
+    one.parts = [PartitionState("one", 0)]
+    one.count = 1
+    producer._router.topics["one"] = one
+    for _ in range(300):
+        producer.send_nowait("one", b"x" * 100)
+    _drain(producer)
+    sizes = _batch_sizes(one.parts[0])
+    assert sizes[0] <= 1000 and max(sizes) > 4000
+
+
+async def test_a_batch_full_of_records_does_not_grow() -> None:
+    producer, t = _offline_producer(
+        flush_bytes=1000, batch_bytes=8000, max_message_bytes=1000, batch_records=5
+    )
+    await producer.send_batch("t", [b"x"] * 50, partition=0)
+    assert [b.count for b in t.parts[0].batches()] == [5] * 10

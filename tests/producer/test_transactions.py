@@ -457,7 +457,8 @@ async def test_an_abort_after_lost_sequence_numbers_bumps_the_epoch(real_broker:
         after = producer.statistics()
         assert after.producer_id == before.producer_id
         assert after.producer_epoch == before.producer_epoch + 1
-        assert after.epoch_bumps == 1
+        # V1 asks InitProducerId for it; on V2 the abort's EndTxn v5 bumped it already
+        assert after.epoch_bumps == (0 if after.transaction_version == 2 else 1)
         producer.begin_transaction()
         await producer.send(topic, b"three")  # sequence 0 of the new epoch: accepted
         await producer.commit_transaction()

@@ -74,11 +74,19 @@ def test_refusals_say_what_was_asked() -> None:
         transition(S.COMMITTING, E.ABORT)
 
 
+class _Client:
+    """A stand-in cluster client with no connection open (so: transactions V1)."""
+
+    def newest_features(self) -> None:
+        return None
+
+
 class _Host:
     """A stand-in producer: records whether the manager lets sends through."""
 
     def __init__(self) -> None:
         self.gated = True
+        self.client = _Client()
 
     def allow_sends(self, allowed: bool) -> None:
         self.gated = not allowed

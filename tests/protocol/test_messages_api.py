@@ -14,7 +14,7 @@ from pykaf.errors import ProtocolError, UnsupportedVersionError
 def test_class_attributes() -> None:
     assert P.MetadataRequest.API_KEY == 3
     assert P.MetadataRequest.API_NAME == "Metadata"
-    assert (P.MetadataRequest.MIN_VERSION, P.MetadataRequest.MAX_VERSION) == (0, 12)
+    assert (P.MetadataRequest.MIN_VERSION, P.MetadataRequest.MAX_VERSION) == (0, 13)
     assert P.MetadataRequest.FLEXIBLE_VERSION == 9
     assert P.SaslHandshakeRequest.FLEXIBLE_VERSION is None
     assert P.FetchResponse.API_KEY == 1
@@ -96,8 +96,8 @@ def test_eq_and_repr() -> None:
 
 
 def test_version_out_of_range() -> None:
-    with pytest.raises(UnsupportedVersionError, match="0-12"):
-        P.MetadataRequest().encode(13)
+    with pytest.raises(UnsupportedVersionError, match="0-13"):
+        P.MetadataRequest().encode(14)
     with pytest.raises(UnsupportedVersionError):
         P.MetadataResponse.decode(b"", -1)
 

@@ -465,3 +465,14 @@ def test_the_command_refuses_bad_arguments() -> None:
     )
     assert out.returncode == 2
     assert "both --certfile and --keyfile" in out.stderr
+
+
+def test_the_command_sets_the_transaction_version() -> None:
+    from pykaf.testing.__main__ import build, parser
+
+    assert build(parser().parse_args([])).transaction_version == 1
+    cluster = build(parser().parse_args(["--transaction-version", "2"]))
+    assert cluster.transaction_version == 2
+    assert cluster.api_versions().finalized_features[0].max_version_level == 2
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--transaction-version", "3"])

@@ -194,7 +194,14 @@ async def end(client: Any, node: int, tid: str, pid: int, epoch: int, commit: bo
 
 
 async def produce_txn(
-    client: Any, cluster: FakeCluster, topic: str, pid: int, epoch: int, seq: int, value: bytes
+    client: Any,
+    cluster: FakeCluster,
+    topic: str,
+    pid: int,
+    epoch: int,
+    seq: int,
+    value: bytes,
+    version: int | None = None,
 ) -> int:
     builder = BatchBuilder()
     builder.append(1_700_000_000_000, None, value)
@@ -214,7 +221,7 @@ async def produce_txn(
             )
         ],
     )
-    resp = await client.request(part.leader, req)
+    resp = await client.request(part.leader, req, version)
     return int(resp.responses[0].partition_responses[0].error_code)
 
 
@@ -299,6 +306,58 @@ async def test_coordinator_checks_fencing_and_partition_verification() -> None:
         )  # type: ignore[union-attr]
         assert [(a.producer_id, a.first_offset) for a in part.aborted_transactions] == [(pid, 0)]
         assert [b.control_type for b in decode_batches(part.records)] == [None, "abort"]
+
+
+@pytest.mark.parametrize("transaction_version", [1, 2])
+async def test_transactions_v2_implicit_adds_and_epoch_bumps(transaction_version: int) -> None:
+    """KIP-890 part 2 on the fake: only at ``transaction.version`` 2 and the V2 versions."""
+    async with (
+        open_fake_cluster(brokers=1, transaction_version=transaction_version) as cluster,
+        pykaf.open_client(cluster.bootstrap) as client,
+    ):
+        cluster.create_topic("raw", 1)
+        versions = client.newest_features()
+        assert versions is not None
+        assert versions.feature_level("transaction.version") == transaction_version
+        v2 = transaction_version == 2
+        assert versions.supports(P.EndTxnRequest.API_KEY, 5) is v2
+        assert versions.supports(P.ProduceRequest.API_KEY, 12) is v2
+        r = await init(client, 1, "t-v2")
+        pid, epoch = r.producer_id, r.producer_epoch
+        # Produce v11 never adds the partition: refused as outside the transaction
+        assert await produce_txn(client, cluster, "raw", pid, epoch, 0, b"v", 11) == (
+            errors.TransactionAbortableError.code
+        )
+        if not v2:
+            return
+        # v12 adds it: the transaction begins with the batch
+        assert await produce_txn(client, cluster, "raw", pid, epoch, 0, b"v", 12) == 0
+        assert cluster.last_stable_offset("raw", 0) == 0
+        end5 = P.EndTxnRequest(
+            transactional_id="t-v2", producer_id=pid, producer_epoch=epoch, committed=True
+        )
+        resp = await client.request(1, end5, 5)
+        assert (resp.error_code, resp.producer_id, resp.producer_epoch) == (0, pid, epoch + 1)
+        assert cluster.last_stable_offset("raw", 0) == 2  # the record and its marker
+        # a retried EndTxn (the epoch before, the transaction complete) gets the same answer
+        again = await client.request(1, end5, 5)
+        assert (again.error_code, again.producer_epoch) == (0, epoch + 1)
+        # the old epoch is fenced: a late batch of the finished transaction is refused
+        assert await produce_txn(client, cluster, "raw", pid, epoch, 1, b"v", 12) == (
+            errors.InvalidProducerEpochError.code
+        )
+        # the new epoch's first batch opens the next transaction (TxnOffsetCommit v5's
+        # implicit add is in the conformance case transactions_v2); its abort bumps again
+        assert await produce_txn(client, cluster, "raw", pid, epoch + 1, 0, b"v", 12) == 0
+        abort = P.EndTxnRequest(
+            transactional_id="t-v2", producer_id=pid, producer_epoch=epoch + 1, committed=False
+        )
+        resp = await client.request(1, abort, 5)
+        assert (resp.error_code, resp.producer_epoch) == (0, epoch + 2)
+        # EndTxn v4 on V2 does not bump (a V1 client's end)
+        assert await produce_txn(client, cluster, "raw", pid, epoch + 2, 0, b"v", 12) == 0
+        assert await end(client, 1, "t-v2", pid, epoch + 2, True) == 0
+        assert cluster.transactions.transactions["t-v2"].epoch == epoch + 2
 
 
 async def test_a_transaction_open_past_its_timeout_is_aborted_and_its_producer_fenced() -> None:

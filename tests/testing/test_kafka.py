@@ -246,3 +246,12 @@ async def test_open_kafka_cluster_runs_in_a_trio_test() -> None:
         directory = kafka.directory
     assert not directory.exists()  # an owned directory goes with the cluster
     await trio.sleep(0)
+
+
+def test_the_kafka_command_refuses_a_bad_feature(capsys: pytest.CaptureFixture[str]) -> None:
+    from pykaf.testing.__main__ import kafka_main, kafka_parser
+
+    args = kafka_parser().parse_args(["--feature", "transaction.version=1", "--feature", "a=2"])
+    assert args.feature == ["transaction.version=1", "a=2"]
+    assert kafka_main(["--feature", "transaction.version"]) == 2
+    assert "not NAME=LEVEL" in capsys.readouterr().err

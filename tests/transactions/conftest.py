@@ -17,14 +17,18 @@ from txn_target import TxnTarget
 from pykaf.testing import open_fake_cluster
 
 
-@pytest.fixture(params=["kafka", "fake"])
+@pytest.fixture(params=["kafka", "kafka-tv1", "fake", "fake-tv2"])
 async def target(request: pytest.FixtureRequest) -> AsyncIterator[TxnTarget]:
-    """The session's one-node Kafka, or a fresh fake cluster of three brokers."""
-    if request.param == "kafka":
-        kafka = request.getfixturevalue("kafka_cluster")
+    """The session's one-node Kafka (transactions V2, Kafka 4.3.1's default, unless
+    ``PYKAF_KAFKA_FEATURES`` says otherwise), one formatted on transactions V1, or a
+    fresh fake cluster of three brokers, on transactions V1 or V2."""
+    if request.param.startswith("kafka"):
+        name = "kafka_cluster" if request.param == "kafka" else "kafka_cluster_tv1"
+        kafka = request.getfixturevalue(name)
         yield TxnTarget("kafka", kafka.bootstrap, kafka=kafka)
         return
-    async with open_fake_cluster(3) as fake:
+    version = 2 if request.param == "fake-tv2" else 1
+    async with open_fake_cluster(3, transaction_version=version) as fake:
         yield TxnTarget("fake", fake.bootstrap, fake=fake)
         failed = list(fake.handler_errors)
     assert not failed, f"the fake cluster's request handlers raised: {failed!r}"
@@ -40,6 +44,6 @@ def fake_clock(request: pytest.FixtureRequest) -> MockClock | None:
     argument (pytest-trio runs the test on a clock among its arguments).
     """
     callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and callspec.params.get("target") == "fake":
+    if callspec is not None and str(callspec.params.get("target")).startswith("fake"):
         return MockClock(autojump_threshold=0)
     return None

@@ -110,9 +110,10 @@ async def test_abort_after_a_refused_first_add_is_not_fatal(
     async with pykaf.open_producer(bootstrap, transactional_id=tid, **options) as producer:
         producer.begin_transaction()
         if target.fake is not None:
-            target.fake.push_request_errors(
-                P.AddPartitionsToTxnRequest.API_KEY, errors.TopicAuthorizationError.code
-            )
+            # V1 refuses the AddPartitionsToTxn; V2 sends none, its Produce is refused
+            v2 = target.fake.transaction_version >= 2
+            api = P.ProduceRequest if v2 else P.AddPartitionsToTxnRequest
+            target.fake.push_request_errors(api.API_KEY, errors.TopicAuthorizationError.code)
         producer.send_nowait(topic, b"lost", partition=0)
         with pytest.raises(errors.TransactionAbortableError) as info:
             await producer.commit_transaction()

@@ -114,6 +114,10 @@ OPTIONS: dict[str, Option] = {
     "reconnect.backoff.ms": Option("reconnect_backoff", _ms),
     "reconnect.backoff.max.ms": Option("reconnect_backoff_max", _ms),
     "metadata.max.age.ms": Option("metadata_max_age", _ms),
+    "metadata.recovery.strategy": Option("metadata_recovery_strategy", _lower),
+    "metadata.recovery.rebootstrap.trigger.ms": Option(
+        "metadata_recovery_rebootstrap_trigger", _ms
+    ),
     "allow.auto.create.topics": Option("allow_auto_create_topics", _bool),
     "security.protocol": Option("security_protocol", _upper),
     "sasl.mechanism": Option("sasl_mechanism", _upper),

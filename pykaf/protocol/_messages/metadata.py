@@ -49,7 +49,7 @@ class MetadataRequestTopic(Struct):
 
 
 class MetadataRequest(Request):
-    """Metadata request (API key 3, versions 0-12).
+    """Metadata request (API key 3, versions 0-13).
 
     Attributes:
         topics: The topics to fetch metadata for. [nullable 1+]
@@ -71,7 +71,7 @@ class MetadataRequest(Request):
     API_KEY = 3
     API_NAME = "Metadata"
     MIN_VERSION = 0
-    MAX_VERSION = 12
+    MAX_VERSION = 13
     FLEXIBLE_VERSION = 9
     SCHEMA = """
         Topics []MetadataRequestTopic 0+ null=1+
@@ -229,7 +229,7 @@ class MetadataResponseTopic(Struct):
 
 
 class MetadataResponse(Response):
-    """Metadata response (API key 3, versions 0-12).
+    """Metadata response (API key 3, versions 0-13).
 
     Attributes:
         throttle_time_ms: The duration in milliseconds for which the request was throttled due to a
@@ -241,6 +241,7 @@ class MetadataResponse(Response):
         topics: Each topic in the response.
         cluster_authorized_operations: 32-bit bitfield to represent authorized operations for this
             cluster. [versions 8-10; default -2147483648]
+        error_code: The top-level error code, or 0 if there was no error. [versions 13+]
     """
 
     __slots__ = (
@@ -250,11 +251,12 @@ class MetadataResponse(Response):
         "controller_id",
         "topics",
         "cluster_authorized_operations",
+        "error_code",
     )
     API_KEY = 3
     API_NAME = "Metadata"
     MIN_VERSION = 0
-    MAX_VERSION = 12
+    MAX_VERSION = 13
     FLEXIBLE_VERSION = 9
     SCHEMA = """
         ThrottleTimeMs int32 3+ ignorable
@@ -280,6 +282,7 @@ class MetadataResponse(Response):
             OfflineReplicas []int32 5+ ignorable
           TopicAuthorizedOperations int32 8+ default=-2147483648
         ClusterAuthorizedOperations int32 8-10 default=-2147483648
+        ErrorCode int16 13+ ignorable
     """
 
     MetadataResponseBroker: TypeAlias = MetadataResponseBroker
@@ -292,6 +295,7 @@ class MetadataResponse(Response):
     controller_id: int
     topics: list[MetadataResponseTopic]
     cluster_authorized_operations: int
+    error_code: int
 
     if TYPE_CHECKING:
 
@@ -304,5 +308,6 @@ class MetadataResponse(Response):
             controller_id: int = ...,
             topics: list[MetadataResponseTopic] = ...,
             cluster_authorized_operations: int = ...,
+            error_code: int = ...,
             unknown_tags: dict[int, bytes] | None = None,
         ) -> None: ...

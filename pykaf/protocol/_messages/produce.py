@@ -78,7 +78,7 @@ class TopicProduceData(Struct):
 
 
 class ProduceRequest(Request):
-    """Produce request (API key 0, versions 0-11).
+    """Produce request (API key 0, versions 0-12).
 
     Attributes:
         transactional_id: The transactional ID, or null if the producer is not transactional.
@@ -99,7 +99,7 @@ class ProduceRequest(Request):
     API_KEY = 0
     API_NAME = "Produce"
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 12
     FLEXIBLE_VERSION = 9
     SCHEMA = """
         TransactionalId string 3+ null=3+ default=null
@@ -304,7 +304,7 @@ class NodeEndpoint(Struct):
 
 
 class ProduceResponse(Response):
-    """Produce response (API key 0, versions 0-11).
+    """Produce response (API key 0, versions 0-12).
 
     Attributes:
         responses: Each produce response
@@ -323,7 +323,7 @@ class ProduceResponse(Response):
     API_KEY = 0
     API_NAME = "Produce"
     MIN_VERSION = 0
-    MAX_VERSION = 11
+    MAX_VERSION = 12
     FLEXIBLE_VERSION = 9
     SCHEMA = """
         Responses []TopicProduceResponse 0+

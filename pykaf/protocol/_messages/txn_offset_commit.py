@@ -83,7 +83,7 @@ class TxnOffsetCommitRequestTopic(Struct):
 
 
 class TxnOffsetCommitRequest(Request):
-    """TxnOffsetCommit request (API key 28, versions 0-4).
+    """TxnOffsetCommit request (API key 28, versions 0-5).
 
     Attributes:
         transactional_id: The ID of the transaction.
@@ -110,7 +110,7 @@ class TxnOffsetCommitRequest(Request):
     API_KEY = 28
     API_NAME = "TxnOffsetCommit"
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_VERSION = 3
     SCHEMA = """
         TransactionalId string 0+
@@ -211,7 +211,7 @@ class TxnOffsetCommitResponseTopic(Struct):
 
 
 class TxnOffsetCommitResponse(Response):
-    """TxnOffsetCommit response (API key 28, versions 0-4).
+    """TxnOffsetCommit response (API key 28, versions 0-5).
 
     Attributes:
         throttle_time_ms: The duration in milliseconds for which the request was throttled due to a
@@ -226,7 +226,7 @@ class TxnOffsetCommitResponse(Response):
     API_KEY = 28
     API_NAME = "TxnOffsetCommit"
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_VERSION = 3
     SCHEMA = """
         ThrottleTimeMs int32 0+

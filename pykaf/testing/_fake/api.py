@@ -17,15 +17,26 @@ it is None, the response class is built empty with ``error_code`` set.
 from __future__ import annotations
 
 import ssl
+import time
 import zlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pykaf import errors
-from pykaf.protocol import ApiVersion, ApiVersionsResponse, RequestHeader, Response
+from pykaf.protocol import (
+    ApiVersion,
+    ApiVersionsResponse,
+    EndTxnRequest,
+    FinalizedFeatureKey,
+    ProduceRequest,
+    RequestHeader,
+    Response,
+    TxnOffsetCommitRequest,
+)
 from pykaf.testing._fake.consumer_coordinator import ConsumerGroupCoordinator
+from pykaf.testing._fake.fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from pykaf.testing._fake.group_coordinator import GroupCoordinator
 from pykaf.testing._fake.model import (
     AclEntry,
@@ -69,6 +80,14 @@ class Api:
     before_auth: bool = False
 
 
+#: The newest versions of the APIs that speak transactions V2 (KIP-890 part 2).
+_V2_VERSIONS = {
+    ProduceRequest.API_KEY: 12,
+    TxnOffsetCommitRequest.API_KEY: 5,
+    EndTxnRequest.API_KEY: 5,
+}
+
+
 class FakeClusterError(Exception):
     """A fake-cluster control was misused (unknown broker, topic or partition)."""
 
@@ -84,10 +103,17 @@ class ClusterState:
         groups: the group coordinator (groups, members, committed offsets).
         consumer_groups: the consumer-protocol (KIP-848) groups.
         transactions: the transaction coordinator.
+        transaction_version: the finalized ``transaction.version`` feature
+            ApiVersions reports: 1 (transactions V1), or 2 (KIP-890 part 2:
+            Produce v12 and TxnOffsetCommit v5 add to the transaction
+            implicitly, EndTxn v5 bumps the epoch at every end).
         sasl: the SASL users and mechanisms.
         apis: the APIs answered, by key.
         handler_errors: exceptions raised inside request handlers (a bug of the
             fake cluster; its fixture fails the test when this is not empty).
+        fetch_session_slots: the most KIP-227 fetch sessions each broker
+            keeps (Kafka's ``max.incremental.fetch.session.cache.slots``; 0:
+            no sessions).
     """
 
     def __init__(
@@ -103,7 +129,11 @@ class ClusterState:
         max_transaction_timeout_ms: int,
         group_initial_rebalance_delay_ms: int,
         apis: Iterable[Api],
+        transaction_version: int = 1,
+        fetch_session_slots: int = DEFAULT_SLOTS,
     ) -> None:
+        if transaction_version not in (1, 2):
+            raise ValueError(f"transaction_version must be 1 or 2, not {transaction_version}")
         self.nodes = nodes
         self.host = host
         self.topics: dict[str, Topic] = {}
@@ -126,6 +156,15 @@ class ClusterState:
         self.acls: list[AclEntry] = []
         self.transactions = TransactionCoordinator(self.partition, self.groups)
         self.apis: dict[int, Api] = {api.request.API_KEY: api for api in apis}
+        self.transaction_version = transaction_version
+        if transaction_version >= 2:
+            # The versions that speak transactions V2 (Kafka 4.0+ advertises them).
+            for key, newest in _V2_VERSIONS.items():
+                api = self.apis.get(key)
+                if api is not None:
+                    self.apis[key] = replace(api, max_version=max(api.max_version, newest))
+        self.fetch_session_slots = fetch_session_slots
+        self._fetch_sessions: dict[int, FetchSessionCache] = {}
 
     @property
     def group_initial_rebalance_delay_ms(self) -> int:
@@ -136,6 +175,14 @@ class ClusterState:
     def sasl_required(self) -> bool:
         """Whether clients must authenticate with SASL."""
         return self.sasl.users is not None
+
+    def fetch_sessions(self, node_id: int) -> FetchSessionCache:
+        """Broker ``node_id``'s fetch-session cache."""
+        cache = self._fetch_sessions.get(node_id)
+        if cache is None:
+            cache = FetchSessionCache(time.monotonic, self.fetch_session_slots)
+            self._fetch_sessions[node_id] = cache
+        return cache
 
     # -- versions --------------------------------------------------------------
 
@@ -151,7 +198,16 @@ class ClusterState:
             ApiVersion(api_key=k, min_version=a.min_version, max_version=a.max_version)
             for k, a in sorted(self.apis.items())
         ]
-        return ApiVersionsResponse(error_code=0, api_keys=keys)
+        # KIP-584's finalized features (ApiVersions v3+): the one the fake has.
+        level = self.transaction_version
+        features = [
+            FinalizedFeatureKey(
+                name="transaction.version", max_version_level=level, min_version_level=level
+            )
+        ]
+        return ApiVersionsResponse(
+            error_code=0, api_keys=keys, finalized_features_epoch=1, finalized_features=features
+        )
 
     # -- topics ----------------------------------------------------------------
 

@@ -83,6 +83,12 @@ class FakeCluster(ClusterState):
         max_transaction_timeout_ms: the largest transaction timeout a producer may ask.
         group_initial_rebalance_delay_ms: how long the first join of an empty
             group waits for more members (Kafka's default is 3000; 0 here).
+        transaction_version: the finalized ``transaction.version`` it reports:
+            1 (transactions V1), or 2 for KIP-890 part 2 (what Kafka 4.x
+            formats new clusters with): Produce v12 and TxnOffsetCommit v5
+            add to the transaction implicitly and EndTxn v5 bumps the epoch.
+        fetch_session_slots: KIP-227 fetch sessions each broker keeps (Kafka's
+            ``max.incremental.fetch.session.cache.slots``, 1000; 0: none).
 
     Attributes:
         nodes: the brokers by id.
@@ -108,6 +114,8 @@ class FakeCluster(ClusterState):
         cluster_id: str = "pykaf-fake-cluster",
         max_transaction_timeout_ms: int = 900_000,
         group_initial_rebalance_delay_ms: int = 0,
+        transaction_version: int = 1,
+        fetch_session_slots: int = 1000,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, not {brokers}")
@@ -133,6 +141,8 @@ class FakeCluster(ClusterState):
             max_transaction_timeout_ms=max_transaction_timeout_ms,
             group_initial_rebalance_delay_ms=group_initial_rebalance_delay_ms,
             apis=all_apis(),
+            transaction_version=transaction_version,
+            fetch_session_slots=fetch_session_slots,
         )
         self._servers: dict[int, BrokerServer] = {}
 
@@ -230,6 +240,15 @@ class FakeCluster(ClusterState):
             raise FakeClusterError(f"{topic}[{partition}]: {exc}") from None
         p.new_leader_epoch()
         return end
+
+    def evict_fetch_sessions(self, broker_id: int | None = None) -> int:
+        """Drop the brokers' (or one broker's) fetch sessions, as a full cache evicts them.
+
+        A client's next incremental Fetch gets FETCH_SESSION_ID_NOT_FOUND.
+        Returns how many sessions were dropped.
+        """
+        ids = [broker_id] if broker_id is not None else list(self.nodes)
+        return sum(self.fetch_sessions(self._node(i).node_id).evict() for i in ids)
 
     def push_request_errors(
         self, api_key: int, *errors: int, broker_id: int | None = None, rtt_ms: float = 0.0

@@ -6,6 +6,7 @@ KIP-890's "is this partition in the producer's transaction"), then appends the
 client's bytes. Fetch hands stored batch bytes back, holding read_committed
 fetches below the last stable offset and listing the aborted transactions of
 the range returned; it waits for ``min_bytes`` on a wakeup set by appends.
+Fetch keeps KIP-227 fetch sessions (``fetch_sessions.py``).
 Produce, Fetch, ListOffsets and OffsetForLeaderEpoch fence a
 ``current_leader_epoch`` other than the partition's (KIP-320); batches are
 stamped with the leader epoch and OffsetForLeaderEpoch answers from each
@@ -29,6 +30,7 @@ from pykaf.codec import decode_batches
 from pykaf.errors import CorruptRecordError
 from pykaf.testing._fake.api import Api, RequestContext
 from pykaf.testing._fake.configs import new_topic_configs, topic_value, validate_topic_configs
+from pykaf.testing._fake.fetch_sessions import must_answer
 from pykaf.testing._fake.log import PartitionLog, split_batches, stamp_log_append_time
 from pykaf.testing._fake.model import Partition
 
@@ -121,6 +123,11 @@ def _produce_partition(
     topic_obj = ctx.cluster.topics[topic]
     # the KIP-890 check runs before the log's own (Kafka verifies, then appends)
     if header.transactional:
+        if version >= 12 and ctx.cluster.transaction_version >= 2:
+            # transactions V2: the partition joins the transaction with this batch
+            ctx.cluster.transactions.add_implicitly(
+                header.producer_id, header.producer_epoch, partition=(topic, data.index)
+            )
         code = ctx.cluster.transactions.verify_produce(
             header.producer_id, header.producer_epoch, topic, data.index
         )
@@ -253,41 +260,56 @@ def _fetch_partition(
 
 
 def _fetch_once(
-    ctx: RequestContext, req: P.FetchRequest
-) -> tuple[P.FetchResponse, int, bool, list[PartitionLog]]:
-    """One pass over the requested partitions: response, bytes, any error, logs read."""
+    ctx: RequestContext, req: P.FetchRequest, reads: list[tuple[str, Any]]
+) -> tuple[list[tuple[str, _FetchPart]], int, bool, list[PartitionLog]]:
+    """One pass over ``reads`` ((topic, FetchPartition)): answers, bytes, any error, logs read."""
     remaining = req.max_bytes
     size = 0
     failed = False
     logs: list[PartitionLog] = []
-    topics = []
-    for ft in req.topics:
-        parts = []
-        for fp in ft.partitions:
-            if remaining <= 0 and size:
-                limit, min_one = 0, False
-            else:
-                limit, min_one = min(fp.partition_max_bytes, remaining), size == 0
-            part, log = _fetch_partition(ctx, ft.topic, fp, req.isolation_level, limit, min_one)
-            n = len(part.records or b"")
-            size += n
-            remaining -= n
-            failed = failed or part.error_code != 0
-            if log is not None:
-                logs.append(log)
-            parts.append(part)
-        topics.append(P.FetchResponse.FetchableTopicResponse(topic=ft.topic, partitions=parts))
-    resp = P.FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
-    return resp, size, failed, logs
+    answers = []
+    for topic, fp in reads:
+        if remaining <= 0 and size:
+            limit, min_one = 0, False
+        else:
+            limit, min_one = min(fp.partition_max_bytes, remaining), size == 0
+        part, log = _fetch_partition(ctx, topic, fp, req.isolation_level, limit, min_one)
+        n = len(part.records or b"")
+        size += n
+        remaining -= n
+        failed = failed or part.error_code != 0
+        if log is not None:
+            logs.append(log)
+        answers.append((topic, part))
+    return answers, size, failed, logs
+
+
+def _grouped(answers: list[tuple[str, _FetchPart]]) -> list[Any]:
+    """Partition answers as topics: consecutive partitions of a topic share one entry."""
+    topics: list[Any] = []
+    for topic, part in answers:
+        if not topics or topics[-1].topic != topic:
+            topics.append(P.FetchResponse.FetchableTopicResponse(topic=topic, partitions=[]))
+        topics[-1].partitions.append(part)
+    return topics
 
 
 async def fetch(ctx: RequestContext, req: P.FetchRequest, version: int) -> Any:
-    """Read each partition; wait up to max_wait_ms for min_bytes (woken by appends)."""
+    """Read each partition; wait up to max_wait_ms for min_bytes (woken by appends).
+
+    The request's session fields are applied first (KIP-227,
+    ``fetch_sessions.py``): an incremental fetch reads every partition of its
+    session and answers only those with news.
+    """
+    cache = ctx.cluster.fetch_sessions(ctx.broker.node_id)
+    sc = cache.context(req, version)
+    if sc.error:
+        return P.FetchResponse(throttle_time_ms=0, error_code=sc.error, session_id=0, responses=[])
     deadline = trio.current_time() + max(req.max_wait_ms, 0) / 1000
     while True:
-        resp, size, failed, logs = _fetch_once(ctx, req)
+        answers, size, failed, logs = _fetch_once(ctx, req, sc.reads)
         if size >= req.min_bytes or failed or not logs or trio.current_time() >= deadline:
-            return resp
+            break
         event = trio.Event()
         for log in logs:
             log.add_waiter(event)
@@ -297,6 +319,24 @@ async def fetch(ctx: RequestContext, req: P.FetchRequest, version: int) -> Any:
         finally:
             for log in logs:
                 log.remove_waiter(event)
+    session_id = 0
+    session = sc.session
+    if session is not None:
+        session_id = session.session_id
+        kept = []
+        for topic, part in answers:
+            key = (topic, part.partition_index)
+            cached = session.partitions[key]
+            if must_answer(cached, part):
+                kept.append((topic, part))
+                del session.partitions[key]  # answered: to the end of the session's order
+                session.partitions[key] = cached
+        answers = kept
+    elif sc.create:
+        session_id = cache.create(sc.reads, [part for _, part in answers])
+    return P.FetchResponse(
+        throttle_time_ms=0, error_code=0, session_id=session_id, responses=_grouped(answers)
+    )
 
 
 def _fetch_error(req: P.FetchRequest, version: int, code: int) -> P.FetchResponse:

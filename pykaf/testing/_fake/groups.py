@@ -539,6 +539,11 @@ async def txn_offset_commit(
             code = FENCED
         elif req.generation_id >= 0 and (g is None or req.generation_id != g.generation):
             code = ILLEGAL_GENERATION
+    if code == 0 and version >= 5 and ctx.cluster.transaction_version >= 2:
+        # transactions V2: the group joins the transaction (no AddOffsetsToTxn)
+        ctx.cluster.transactions.add_implicitly(
+            req.producer_id, req.producer_epoch, group=req.group_id
+        )
     if code == 0:
         code = ctx.cluster.transactions.verify_offsets(
             req.producer_id, req.producer_epoch, req.group_id

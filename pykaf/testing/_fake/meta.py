@@ -150,7 +150,7 @@ def _sasl_error(req: Any, version: int, code: int) -> P.SaslAuthenticateResponse
 
 APIS = [
     Api(P.ApiVersionsRequest, P.ApiVersionsResponse, api_versions, 0, 3, before_auth=True),
-    Api(P.MetadataRequest, P.MetadataResponse, metadata, 0, 12),
+    Api(P.MetadataRequest, P.MetadataResponse, metadata, 0, 13),
     Api(P.DescribeClusterRequest, P.DescribeClusterResponse, describe_cluster, 0, 1),
     Api(P.SaslHandshakeRequest, P.SaslHandshakeResponse, sasl_handshake, 0, 1, before_auth=True),
     Api(

@@ -18,7 +18,6 @@ from pykaf.testing._fake.api import Api, RequestContext
 from pykaf.testing._fake.txn_coordinator import TransactionCoordinator, TxnMetadata, TxnStatus
 
 TRANSACTION = 1  # FindCoordinator key type
-_MAX_EPOCH = 32767 - 1  # Kafka gives a new producer id before the epoch reaches Short.MAX
 _FENCED = errors.ProducerFencedError.code
 _NOT_COORDINATOR = errors.NotCoordinatorError.code
 _BAD_STATE = errors.InvalidTxnStateError.code
@@ -65,13 +64,7 @@ def _init_transactional(ctx: RequestContext, req: P.InitProducerIdRequest) -> tu
         coord.fence_and_abort(txn)
     txn.timeout_ms = timeout
     txn.status = TxnStatus.EMPTY
-    if txn.epoch >= _MAX_EPOCH:
-        del coord.by_producer[txn.producer_id]
-        txn.producer_id, txn.epoch, txn.last_epoch = coord.new_producer_id(), 0, -1
-        coord.by_producer[txn.producer_id] = txn
-    else:
-        txn.last_epoch = txn.epoch
-        txn.epoch += 1
+    coord.bump_epoch(txn)
     return 0, txn.producer_id, txn.epoch
 
 
@@ -166,15 +159,38 @@ async def add_offsets_to_txn(
 
 
 async def end_txn(ctx: RequestContext, req: P.EndTxnRequest, version: int) -> Any:
-    """Commit or abort: markers on every partition of the transaction, then the offsets."""
+    """Commit or abort: markers on every partition of the transaction, then the offsets.
+
+    Transactions V2 (EndTxn v5 on a cluster at ``transaction.version`` 2): the
+    epoch is bumped at every end and the answer carries the id and epoch to
+    use next; a retried end (at the epoch before, after it completed) is
+    answered the same.
+    """
     coord: TransactionCoordinator = ctx.cluster.transactions
+    v2 = version >= 5 and ctx.cluster.transaction_version >= 2
+    done = TxnStatus.COMPLETE_COMMIT if req.committed else TxnStatus.COMPLETE_ABORT
     code, txn = _check(ctx, req.transactional_id, req.producer_id, req.producer_epoch)
+    if v2 and code == _FENCED:
+        retried = coord.transactions.get(req.transactional_id)
+        if (
+            retried is not None
+            and retried.producer_id == req.producer_id
+            and retried.last_epoch == req.producer_epoch
+            and retried.status is done
+        ):
+            code, txn = 0, retried  # the answer to the end it retries
+            return P.EndTxnResponse(
+                throttle_time_ms=0,
+                error_code=0,
+                producer_id=txn.producer_id,
+                producer_epoch=txn.epoch,
+            )
     if txn is not None:
         if txn.status is TxnStatus.ONGOING:
             coord.complete(txn, req.committed)
-        elif txn.status is not (
-            TxnStatus.COMPLETE_COMMIT if req.committed else TxnStatus.COMPLETE_ABORT
-        ):
+            if v2:
+                coord.bump_epoch(txn)
+        elif txn.status is not done:
             # nothing open, or it ended the other way (aborted by the coordinator)
             code = _BAD_STATE
     return P.EndTxnResponse(

@@ -24,6 +24,7 @@ from pykaf.testing._fake.model import Partition
 _FENCED = errors.ProducerFencedError.code
 _BAD_MAPPING = errors.InvalidPidMappingError.code
 _BAD_STATE = errors.InvalidTxnStateError.code
+_MAX_EPOCH = 32767 - 1  # Kafka gives a new producer id before the epoch reaches Short.MAX
 
 
 class TxnStatus(Enum):
@@ -96,6 +97,39 @@ class TransactionCoordinator:
         txn.status = TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT
         txn.partitions.clear()
         txn.groups.clear()
+
+    def add_implicitly(
+        self,
+        producer_id: int,
+        epoch: int,
+        *,
+        partition: tuple[str, int] | None = None,
+        group: str | None = None,
+    ) -> None:
+        """Transactions V2: a Produce v12 or TxnOffsetCommit v5 adds to the transaction.
+
+        At the producer's current epoch only, starting the transaction if none
+        is open; anything else is left for the verification that follows.
+        """
+        self.expire()
+        txn = self.by_producer.get(producer_id)
+        if txn is None or epoch != txn.epoch:
+            return
+        self.begin(txn)
+        if partition is not None:
+            txn.partitions.add(partition)
+        if group is not None:
+            txn.groups.add(group)
+
+    def bump_epoch(self, txn: TxnMetadata) -> None:
+        """The next epoch (a new producer id when the epoch would overflow)."""
+        if txn.epoch >= _MAX_EPOCH:
+            del self.by_producer[txn.producer_id]
+            txn.producer_id, txn.epoch, txn.last_epoch = self.new_producer_id(), 0, -1
+            self.by_producer[txn.producer_id] = txn
+        else:
+            txn.last_epoch = txn.epoch
+            txn.epoch += 1
 
     def fence_and_abort(self, txn: TxnMetadata) -> None:
         """Bump the epoch and abort the open transaction with it (the old producer is fenced)."""

@@ -1,0 +1,109 @@
+"""BrokerConnection.send: answers handed to ``on_answer`` as they are read; large writes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+import trio
+from test_bad_peers import frame, open_conn, read_request, serve, versions_body
+
+from pykaf import errors
+from pykaf import protocol as P
+
+
+def answering(delay: float = 0.0) -> object:
+    """A broker that answers every Metadata request with its correlation id as cluster id."""
+
+    async def handler(stream: trio.SocketStream) -> None:
+        buf = bytearray()
+        header = await read_request(stream, buf)
+        await stream.send_all(frame(header, versions_body(header)))
+        try:
+            while True:
+                header = await read_request(stream, buf)
+                await trio.sleep(delay)
+                body = P.MetadataResponse(cluster_id=str(header.correlation_id))
+                await stream.send_all(frame(header, body.encode(header.api_version)))
+        except (EOFError, trio.BrokenResourceError):
+            return
+
+    return handler
+
+
+async def test_on_answer_gets_each_body_in_order_before_response_returns() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await serve(answering(), nursery)  # type: ignore[arg-type]
+        conn = await open_conn(port, nursery, max_in_flight_per_connection=5)
+        heard: list[object] = []
+        pending = []
+        with trio.fail_after(5):
+            for _ in range(5):
+                handle = await conn.send(P.MetadataRequest(topics=None), on_answer=heard.append)
+                assert handle is not None
+                pending.append(handle)
+            # The reader hands each answer over as it reads it: nobody awaits
+            # response() yet, and every answer is already in, in order.
+            while len(heard) < 5:
+                await trio.sleep(0.01)
+            bodies = [await p.response() for p in pending]
+        assert bodies == heard  # the same objects
+        assert [b.cluster_id for b in bodies] == ["1", "2", "3", "4", "5"]  # type: ignore[attr-defined]
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_on_answer_is_not_called_for_a_request_that_failed() -> None:
+    async def read_then_hang_up(stream: trio.SocketStream) -> None:
+        buf = bytearray()
+        header = await read_request(stream, buf)
+        await stream.send_all(frame(header, versions_body(header)))
+        await read_request(stream, buf)
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        port = await serve(read_then_hang_up, nursery)
+        conn = await open_conn(port, nursery)
+        heard: list[object] = []
+        handle = await conn.send(P.MetadataRequest(topics=None), on_answer=heard.append)
+        assert handle is not None
+        with trio.fail_after(5), pytest.raises(errors.KafkaConnectionError):
+            await handle.response()
+        assert heard == []
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_request_larger_than_the_socket_buffer_arrives_whole() -> None:
+    # Many long topic names: about 9 MB, more than the kernel takes in one
+    # write, so the writer waits for room and writes the rest.
+    names = [f"topic-{i:07d}-" + "x" * 200 for i in range(40_000)]
+    sizes: list[int] = []
+
+    async def slow_reader(stream: trio.SocketStream) -> None:
+        buf = bytearray()
+        header = await read_request(stream, buf)
+        await stream.send_all(frame(header, versions_body(header)))
+        while len(buf) < 4:
+            await trio.sleep(0.05)  # let the client's write fill the socket buffers
+            buf += await stream.receive_some(1 << 16)
+        (size,) = struct.unpack_from(">i", buf)
+        sizes.append(size)
+        while len(buf) < 4 + size:
+            buf += await stream.receive_some(1 << 16)
+        header = P.decode_request_header(bytes(buf[4 : 4 + size]))
+        body = P.MetadataResponse(cluster_id="whole")
+        await stream.send_all(frame(header, body.encode(header.api_version)))
+
+    async with trio.open_nursery() as nursery:
+        port = await serve(slow_reader, nursery)
+        conn = await open_conn(port, nursery, request_timeout=30.0)
+        request = P.MetadataRequest(
+            topics=[P.MetadataRequest.MetadataRequestTopic(name=n) for n in names]
+        )
+        with trio.fail_after(30):
+            resp = await conn.request(request)
+        assert resp.cluster_id == "whole"
+        assert sizes and sizes[0] > 8_000_000
+        assert conn.bytes_sent > 8_000_000
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
