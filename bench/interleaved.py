@@ -20,7 +20,8 @@ with a delivery callback per record, ``pykaf[sync_produce_cb]`` against
 ``pykaf[send_nowait_cb]`` (with ``on_delivery=``, against ``poll_cb``).
 
 Awaited sends (``bench/test_awaited.py``; use ``--records 2000``):
-``pykaf[send]`` (``await send()`` per record) against
+``pykaf[send]`` (``await send()`` per record) and ``pykaf[send_plain]``
+(the same, not idempotent: aiokafka's settings on Tansu) against
 ``aiokafka[send_and_wait]``, and ``pykaf[sync_send]`` (the blocking
 ``send()``) against ``confluent-kafka[produce_flush]`` (``produce()`` then
 ``flush()`` per record)::
@@ -56,6 +57,7 @@ CLIENTS = {
     "aiokafka[send_and_wait]": awaited.AiokafkaSendAndWaitRound,
     "confluent-kafka[produce_flush]": awaited.ConfluentFlushRound,
     "pykaf[send]": awaited.PykafSendRound,
+    "pykaf[send_plain]": awaited.PykafSendPlainRound,
     "pykaf[sync_send]": awaited.PykafSyncSendRound,
 }
 PEER = "confluent-kafka[poll]"
@@ -64,6 +66,7 @@ PEERS = {
     "pykaf[sync_produce_cb]": "confluent-kafka[poll_cb]",
     "pykaf[send_nowait_cb]": "confluent-kafka[poll_cb]",
     "pykaf[send]": "aiokafka[send_and_wait]",
+    "pykaf[send_plain]": "aiokafka[send_and_wait]",
     "pykaf[sync_send]": "confluent-kafka[produce_flush]",
 }
 

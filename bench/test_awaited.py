@@ -23,6 +23,11 @@ it). Every pykaf path is paired with every peer (``params`` are the same):
 * ``aiokafka[send_and_wait]``: ``await send_and_wait()`` per record.
 * ``kafka-python[send_get]``: ``send().get()`` per record.
 * ``pykaf[send]``: ``await producer.send()`` per record (trio).
+* ``pykaf[send_plain]``: the same, not idempotent. Tansu refuses aiokafka's
+  InitProducerId v0, so aiokafka runs there without idempotence, and an
+  idempotent Produce costs Tansu more per request (its sequence checks):
+  on Tansu, ``send_plain`` against ``aiokafka[send_and_wait]`` is the
+  like-for-like pair.
 * ``pykaf[sync_send]``: ``pykaf.sync.Producer.send()`` per record.
 * ``pykaf[compat_kafka_get]``: ``pykaf.compat.kafka``'s ``send().get()``.
 """
@@ -146,6 +151,12 @@ class PykafSendRound(_PykafRound):
         return len(self.values)
 
 
+class PykafSendPlainRound(PykafSendRound):
+    """``await producer.send()`` per record, not idempotent: aiokafka's settings on Tansu."""
+
+    idempotence = False
+
+
 class PykafSyncSendRound(Round):
     """pykaf's blocking facade: ``pykaf.sync.Producer.send()`` per record."""
 
@@ -177,6 +188,7 @@ CASES: list[tuple[str, str, Callable[[str], Callable[..., Round]], str]] = [
     ),
     (KAFKA_PYTHON, "send_get", lambda b: KafkaPythonGetRound, "kafka"),
     (PYKAF, "send", lambda b: PykafSendRound, "trio"),
+    (PYKAF, "send_plain", lambda b: PykafSendPlainRound, "trio"),
     (PYKAF, "sync_send", lambda b: PykafSyncSendRound, "trio"),
     (PYKAF, "compat_kafka_get", lambda b: KafkaShimGetRound, "kafka"),
 ]

@@ -396,12 +396,15 @@ def _pykaf_options() -> dict[str, Any]:
 class _PykafRound(_ThreadedRound):
     """pykaf's async producer, on trio."""
 
+    idempotence = True  # False: for a peer that cannot be idempotent on this broker
+
     def loop_main(self) -> None:
         trio.run(self._main_async)
 
     async def _main_async(self) -> None:
         pykaf = importlib.import_module("pykaf")
-        async with pykaf.open_producer(self.bootstrap, **_pykaf_options()) as producer:
+        options = {**_pykaf_options(), "idempotence": self.idempotence}
+        async with pykaf.open_producer(self.bootstrap, **options) as producer:
             for partition in range(self.partitions):
                 await producer.send(self.topic, _warm_value(self.values), partition=partition)
             self.gate.ready.set()

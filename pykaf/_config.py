@@ -249,6 +249,12 @@ class ClientConfig(BaseConfig):
         "records, bytes, compression, offset, error, seconds, retries): a hook for metrics "
         "libraries. It runs in the producer's or consumer's tasks: keep it quick.",
     )
+    enable_metrics_push: bool = opt(
+        True,
+        "Push this client's metrics to the cluster when a broker has a client-metrics "
+        "subscription that matches it (KIP-714: GetTelemetrySubscriptions, then PushTelemetry "
+        "every push interval); False: never ask or push.",
+    )
 
     def __post_init__(self) -> None:
         parse_bootstrap(self.bootstrap_servers)

@@ -41,6 +41,7 @@ ListGroups DeleteGroups OffsetDelete InitProducerId AddPartitionsToTxn AddOffset
 EndTxn TxnOffsetCommit CreateTopics DeleteTopics CreatePartitions DescribeConfigs
 IncrementalAlterConfigs DeleteRecords DescribeCluster DescribeAcls CreateAcls DeleteAcls
 SaslHandshake SaslAuthenticate ConsumerGroupHeartbeat ConsumerGroupDescribe
+GetTelemetrySubscriptions PushTelemetry
 """)
 # Versioned data structures (no API key) that travel inside other messages.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]

@@ -36,11 +36,13 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
+from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.config import ConsumerConfig
 from pykaf._consumer.fetched import ByteBudget
 from pykaf._consumer.fetcher import LEADER_ERRORS, BrokerFetcher
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._consumer.read_committed import TransactionFilter
+from pykaf._consumer.telemetry import consumer_points
 from pykaf._util import open_service_nursery, start_task_nursery
 
 log = logging.getLogger("pykaf.consumer")
@@ -81,6 +83,8 @@ class ConsumerStatistics:
     brokers: dict[int, dict[str, int]]
     buffered_bytes: int = 0
     peak_buffered_bytes: int = 0
+    #: records handed to readers over the consumer's life, closed partitions included
+    records_fetched: int = 0
 
     @property
     def lag(self) -> int:
@@ -100,6 +104,7 @@ class Consumer:
         self._closed = False
         #: the fetched, unread bytes of all partitions, against ``fetch_buffer_bytes``
         self.budget = ByteBudget(config.fetch_buffer_bytes)
+        self._closed_records_fetched = 0  # of partition consumers closed since
 
     async def topics(self) -> list[str]:
         """The cluster's topics."""
@@ -200,6 +205,8 @@ class Consumer:
             brokers={node: f.statistics() for node, f in self._fetchers.items()},
             buffered_bytes=self.budget.used,
             peak_buffered_bytes=self.budget.peak,
+            records_fetched=self._closed_records_fetched
+            + sum(pc.records_fetched for pc in self._partitions.values()),
         )
 
     async def aclose(self) -> None:
@@ -381,7 +388,9 @@ class Consumer:
 
     def _forget(self, pc: PartitionConsumer) -> None:
         """A partition consumer closed: it is no longer this consumer's."""
-        self._partitions.pop((pc.topic, pc.partition), None)
+        if self._partitions.get((pc.topic, pc.partition)) is pc:
+            del self._partitions[(pc.topic, pc.partition)]
+            self._closed_records_fetched += pc.records_fetched
 
 
 @asynccontextmanager
@@ -405,9 +414,13 @@ async def open_consumer(
             # The consumer's tasks live in a nursery of their own, so that
             # aclose() inside the block stops them and not the block.
             consumer = Consumer(client, cfg, await start_task_nursery(nursery))
+            telemetry = start_telemetry(
+                client, cfg, nursery, "consumer", lambda: consumer_points(consumer)
+            )
             try:
                 yield consumer
             finally:
                 with trio.CancelScope(shield=True):
                     await consumer.aclose()
+                    await close_telemetry(telemetry)
                 nursery.cancel_scope.cancel()

@@ -13,12 +13,16 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import trio
+
 from pykaf import errors
 from pykaf._cluster.client import Client, client_for
+from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.consumer import Consumer
 from pykaf._group.config import GroupConfig
 from pykaf._group.group import ConsumerGroup, membership_block
 from pykaf._group.heartbeat_member import HeartbeatMember
+from pykaf._group.telemetry import group_points
 from pykaf._util import open_service_nursery, start_task_nursery
 
 __all__ = ["open_consumer_group"]
@@ -73,8 +77,13 @@ async def open_consumer_group(
             else:
                 assert not isinstance(topics, re.Pattern)  # refused above
                 group = ConsumerGroup(client, cfg, group_id, topics, consumer, tasks)
+            telemetry = start_telemetry(
+                client, cfg, nursery, "consumer", lambda: group_points(group, consumer)
+            )
             try:
                 async with membership_block(group):
                     yield group
             finally:
+                with trio.CancelScope(shield=True):
+                    await close_telemetry(telemetry)
                 nursery.cancel_scope.cancel()

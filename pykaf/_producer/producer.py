@@ -33,6 +33,7 @@ import trio
 
 from pykaf import errors
 from pykaf._cluster.client import Client, client_for
+from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._producer.accumulator import Accumulator, column
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.delivery import OnDelivery, Reports, record_metadata
@@ -50,6 +51,7 @@ from pykaf._producer.routing import Router
 from pykaf._producer.sink import Sinks
 from pykaf._producer.staging import Staging
 from pykaf._producer.state import PartitionState, TopicState
+from pykaf._producer.telemetry import producer_points
 from pykaf._txn.host import TxnPartition
 from pykaf._txn.manager import Offsets, TransactionManager, TxnStatus
 from pykaf._util import open_service_nursery
@@ -683,8 +685,14 @@ async def open_producer(
         async with open_service_nursery() as nursery:
             producer = Producer(client, cfg, nursery)
             await producer._start()
-            async with _run(producer):
-                yield producer
+            telemetry = start_telemetry(
+                client, cfg, nursery, "producer", lambda: producer_points(producer)
+            )
+            try:
+                async with _run(producer):
+                    yield producer
+            finally:
+                await close_telemetry(telemetry)  # the final push, after the last delivery
 
 
 @asynccontextmanager

@@ -158,6 +158,10 @@ from pykaf.protocol._messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from pykaf.protocol._messages.get_telemetry_subscriptions import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+)
 from pykaf.protocol._messages.heartbeat import (
     HeartbeatRequest,
     HeartbeatResponse,
@@ -249,6 +253,10 @@ from pykaf.protocol._messages.produce import (
     ProduceResponse,
     TopicProduceData,
     TopicProduceResponse,
+)
+from pykaf.protocol._messages.push_telemetry import (
+    PushTelemetryRequest,
+    PushTelemetryResponse,
 )
 from pykaf.protocol._messages.sasl_authenticate import (
     SaslAuthenticateRequest,
@@ -365,6 +373,8 @@ __all__ = [
     "FindCoordinatorRequest",
     "FindCoordinatorResponse",
     "ForgottenTopic",
+    "GetTelemetrySubscriptionsRequest",
+    "GetTelemetrySubscriptionsResponse",
     "HeartbeatRequest",
     "HeartbeatResponse",
     "IncrementalAlterConfigsRequest",
@@ -430,6 +440,8 @@ __all__ = [
     "ProduceRequest",
     "ProduceResponse",
     "ProtocolError",
+    "PushTelemetryRequest",
+    "PushTelemetryResponse",
     "ReplicaState",
     "Request",
     "RequestHeader",

@@ -201,6 +201,8 @@ class KafkaCluster:
             pykaf's test defaults (see ``_TEST_DEFAULTS``).
         heap: each JVM's maximum heap (``-Xmx``).
         jvm_options: more JVM options (before the main class).
+        plugins: more class path entries (directories or jars) for broker
+            plugins, such as a metrics reporter named in ``broker_configs``.
         directory: where the nodes keep data and logs; a new temporary
             directory (removed by :meth:`close`) when None.
         start_timeout: seconds to wait for every node to serve.
@@ -225,6 +227,7 @@ class KafkaCluster:
         broker_configs: Mapping[str, str] | None = None,
         heap: str = "384m",
         jvm_options: Sequence[str] = (),
+        plugins: Sequence[str | os.PathLike[str]] = (),
         directory: str | os.PathLike[str] | None = None,
         start_timeout: float = 120.0,
         cluster_id: str | None = None,
@@ -242,6 +245,7 @@ class KafkaCluster:
         self._broker_configs = dict(broker_configs or {})
         self._heap = heap
         self._jvm_options = list(jvm_options)
+        self._plugins = [str(p) for p in plugins]
         self._start_timeout = start_timeout
         # KRaft wants a base64 UUID of 16 bytes (22 characters).
         self._cluster_id = cluster_id or _kraft_id()
@@ -307,7 +311,8 @@ class KafkaCluster:
     @property
     def version(self) -> str:
         """The Apache Kafka release the nodes run (from the jar's name)."""
-        jar = next(Path(self.classpath[:-1]).glob("kafka_2.13-*.jar"))
+        lib = kafka_classpath(kafka_home(self._version))  # "<home>/lib/*"
+        jar = next(Path(lib[:-1]).glob("kafka_2.13-*.jar"))
         return jar.stem.removeprefix("kafka_2.13-")
 
     @property
@@ -321,7 +326,9 @@ class KafkaCluster:
     def classpath(self) -> str:
         """The Java class path of Kafka's jars (for Kafka's own tools and clients)."""
         if self._classpath is None:
-            self._classpath = kafka_classpath(kafka_home(self._version))
+            self._classpath = os.pathsep.join(
+                [kafka_classpath(kafka_home(self._version)), *self._plugins]
+            )
         return self._classpath
 
     @property

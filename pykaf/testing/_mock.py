@@ -25,7 +25,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, TypeAlias
 
@@ -123,6 +123,12 @@ _OPTIONAL: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_mock_request_destroy": (None, [_c_ptr]),
     "rd_kafka_mock_request_destroy_array": (None, [ctypes.POINTER(_c_ptr), _c_size]),
     "rd_kafka_mem_free": (None, [_c_ptr, _c_ptr]),
+    # KIP-714: the subscription every client gets (librdkafka 2.5+).
+    "rd_kafka_mock_telemetry_set_requested_metrics": (
+        _c_int,
+        [_c_ptr, ctypes.POINTER(_c_str), _c_size],
+    ),
+    "rd_kafka_mock_telemetry_set_push_interval": (_c_int, [_c_ptr, _c_int64]),
 }
 
 
@@ -695,6 +701,27 @@ class MockCluster:
             min_version,
             max_version,
         )
+
+    def set_telemetry(self, metrics: Sequence[str], push_interval_ms: int | None = None) -> None:
+        """Set the client-metrics subscription (KIP-714) the brokers hand every client.
+
+        ``metrics`` are the requested name prefixes (empty: none, ``""``:
+        all); ``push_interval_ms`` the push interval (None: left as it is).
+        """
+        encoded = [_encode(m) for m in metrics]
+        array = (_c_str * max(1, len(encoded)))(*encoded)
+        self._check(
+            "setting the telemetry subscription",
+            "rd_kafka_mock_telemetry_set_requested_metrics",
+            array,
+            len(encoded),
+        )
+        if push_interval_ms is not None:
+            self._check(
+                "setting the telemetry push interval",
+                "rd_kafka_mock_telemetry_set_push_interval",
+                push_interval_ms,
+            )
 
     def set_group_initial_rebalance_delay(self, delay_ms: int) -> None:
         """Set the brokers' ``group.initial.rebalance.delay.ms``."""

@@ -500,6 +500,14 @@ async def test_statistics_show_positions_and_lag(broker: Any) -> None:
         assert parts[1].position == 4 and parts[1].lag == 6  # fetched, not yet read
         assert stats.lag == 6
         assert sum(b["requests"] for b in stats.brokers.values()) >= 1
+        # records_fetched: over the consumer's life, closed partitions included
+        handed = sum(p.records_fetched for p in stats.partitions)
+        assert stats.records_fetched == handed >= 30
+        await p0.aclose()
+        await p0.aclose()  # twice: still counted once
+        after = consumer.statistics()
+        assert [p.partition for p in after.partitions] == [1]
+        assert after.records_fetched == 30 + after.partitions[0].records_fetched
 
 
 # ------------------------------------------------------------------ faults on the mock

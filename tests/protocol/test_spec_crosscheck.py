@@ -60,6 +60,8 @@ REQUIRED_APIS = (
     "SaslAuthenticate",
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
+    "GetTelemetrySubscriptions",
+    "PushTelemetry",
 )
 
 # Versions compared: far beyond any real version, so "N+" is checked as open-ended.

@@ -119,6 +119,7 @@ OPTIONS: dict[str, Option] = {
         "metadata_recovery_rebootstrap_trigger", _ms
     ),
     "allow.auto.create.topics": Option("allow_auto_create_topics", _bool),
+    "enable.metrics.push": Option("enable_metrics_push", _bool),
     "security.protocol": Option("security_protocol", _upper),
     "sasl.mechanism": Option("sasl_mechanism", _upper),
     "sasl.mechanisms": Option("sasl_mechanism", _upper),

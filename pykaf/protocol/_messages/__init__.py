@@ -49,6 +49,10 @@ from pykaf.protocol._messages.find_coordinator import (
     FindCoordinatorRequest,
     FindCoordinatorResponse,
 )
+from pykaf.protocol._messages.get_telemetry_subscriptions import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+)
 from pykaf.protocol._messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from pykaf.protocol._messages.incremental_alter_configs import (
     IncrementalAlterConfigsRequest,
@@ -68,6 +72,7 @@ from pykaf.protocol._messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
 )
 from pykaf.protocol._messages.produce import ProduceRequest, ProduceResponse
+from pykaf.protocol._messages.push_telemetry import PushTelemetryRequest, PushTelemetryResponse
 from pykaf.protocol._messages.sasl_authenticate import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -119,6 +124,8 @@ REQUESTS: dict[int, type[Request]] = {
     SaslAuthenticateRequest.API_KEY: SaslAuthenticateRequest,
     ConsumerGroupHeartbeatRequest.API_KEY: ConsumerGroupHeartbeatRequest,
     ConsumerGroupDescribeRequest.API_KEY: ConsumerGroupDescribeRequest,
+    GetTelemetrySubscriptionsRequest.API_KEY: GetTelemetrySubscriptionsRequest,
+    PushTelemetryRequest.API_KEY: PushTelemetryRequest,
 }
 #: Response classes by API key.
 RESPONSES: dict[int, type[Response]] = {
@@ -158,6 +165,8 @@ RESPONSES: dict[int, type[Response]] = {
     SaslAuthenticateResponse.API_KEY: SaslAuthenticateResponse,
     ConsumerGroupHeartbeatResponse.API_KEY: ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeResponse.API_KEY: ConsumerGroupDescribeResponse,
+    GetTelemetrySubscriptionsResponse.API_KEY: GetTelemetrySubscriptionsResponse,
+    PushTelemetryResponse.API_KEY: PushTelemetryResponse,
 }
 #: Kafka's name of every API key in its specs (pykaf speaks those in REQUESTS).
 API_NAMES: dict[int, str] = {
