@@ -58,8 +58,8 @@ from pykaf._group.group import (
     ConsumerGroup,
     GroupPartitionStatistics,
     GroupStatistics,
-    open_consumer_group,
 )
+from pykaf._group.opener import open_consumer_group
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession
 from pykaf._net.metrics import BatchEvent, RequestEvent, RequestStatistics
 from pykaf._producer.config import ProducerConfig

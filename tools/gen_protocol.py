@@ -40,7 +40,7 @@ JoinGroup SyncGroup Heartbeat LeaveGroup OffsetCommit OffsetFetch DescribeGroups
 ListGroups DeleteGroups OffsetDelete InitProducerId AddPartitionsToTxn AddOffsetsToTxn
 EndTxn TxnOffsetCommit CreateTopics DeleteTopics CreatePartitions DescribeConfigs
 IncrementalAlterConfigs DeleteRecords DescribeCluster DescribeAcls CreateAcls DeleteAcls
-SaslHandshake SaslAuthenticate
+SaslHandshake SaslAuthenticate ConsumerGroupHeartbeat ConsumerGroupDescribe
 GetTelemetrySubscriptions PushTelemetry
 """)
 # Versioned data structures (no API key) that travel inside other messages.
@@ -421,16 +421,30 @@ def struct_order(msg: MessageDef) -> list[StructDef]:
     return order
 
 
+def _struct_shape(s: StructDef) -> list[str]:
+    """The schema lines of a struct's fields, to tell whether two definitions agree."""
+    lines: list[str] = []
+    _schema_struct(s, 0, lines)
+    return lines
+
+
 def render_module(title: str, sources: list[str], messages: list[MessageDef]) -> str:
     names: list[str] = []
     body: list[str] = []
     used_types = set()
+    rendered: dict[str, list[str]] = {}
     for msg in messages:
         for s in struct_order(msg):
-            if s.name in names:
-                raise ValueError(f"{title}: struct {s.name} defined twice in one module")
+            lines = render_struct(s)
+            if s.name in rendered:
+                # A request and its response may each define the same struct (one inline,
+                # one as a common struct): one class serves both when they agree.
+                if _struct_shape(s) != rendered[s.name]:
+                    raise ValueError(f"{title}: struct {s.name} defined twice in one module")
+                continue
+            rendered[s.name] = _struct_shape(s)
             names.append(s.name)
-            body += ["", "", *render_struct(s)]
+            body += ["", "", *lines]
         names.append(msg.json_name)
         body += ["", "", *render_message(msg)]
         for s in [msg.root, *msg.structs.values()]:
@@ -552,18 +566,27 @@ encode_response_header request_header_flexible response_header_flexible
 """)
 
 
+#: Struct names exported before a later API defined a struct of the same name:
+#: the first module keeps exporting its own (``pykaf.protocol.DescribedGroup`` is
+#: DescribeGroups', not ConsumerGroupDescribe's).
+KEPT_EXPORTS = {"DescribedGroup": "describe_groups"}
+
+
 def render_public(modules: list[tuple[str, list[MessageDef]]]) -> str:
     counts: dict[str, int] = {}
     for _, msgs in modules:
-        for m in msgs:
-            for s in m.structs:
-                counts[s] = counts.get(s, 0) + 1
+        for s in {s for m in msgs for s in m.structs}:  # a module shares its own structs
+            counts[s] = counts.get(s, 0) + 1
     lines = [PUBLIC_HEAD.rstrip("\n")]
     exported = list(PUBLIC_HELPERS)
     for mod, msgs in modules:
         names = []
         for m in msgs:
-            names += [s.name for s in struct_order(m) if counts[s.name] == 1]
+            names += [
+                s.name
+                for s in struct_order(m)
+                if (counts[s.name] == 1 or KEPT_EXPORTS.get(s.name) == mod) and s.name not in names
+            ]
             names.append(m.json_name)
         exported += names
         lines.append(f"from pykaf.protocol._messages.{mod} import (")

@@ -18,7 +18,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf._admin import acls
+from pykaf._admin import acls, consumer_groups
 from pykaf._admin.acls import AclBinding, AclFilter
 from pykaf._admin.results import (
     CONFIG_SOURCES,
@@ -676,6 +676,13 @@ class Admin:
         out: dict[str, GroupDescription] = {}
         failures = {}
         for group in group_ids:
+            modern = await self._describe_consumer_group(group)
+            if isinstance(modern, GroupDescription):
+                out[group] = modern
+                continue
+            if modern is not None:
+                failures[group] = modern
+                continue
             response = await self._to_coordinator(
                 group, P.DescribeGroupsRequest(groups=[group], include_authorized_operations=False)
             )
@@ -703,6 +710,29 @@ class Admin:
                 )
         _raise_one("describe_groups", failures, len(group_ids))
         return out
+
+    async def _describe_consumer_group(
+        self, group: str
+    ) -> GroupDescription | errors.KafkaError | None:
+        """``group`` described by ConsumerGroupDescribe if it is a consumer-protocol group.
+
+        None when it is not one (GROUP_ID_NOT_FOUND: classic, or no such group)
+        or the coordinator predates KIP-848: DescribeGroups describes it then.
+        """
+        # Only a coordinator with ConsumerGroupHeartbeat can hold such a group.
+        # quirk: tansu-consumer-group-describe
+        try:
+            conn = await self.client.connect_to(await self.client.coordinator(group))
+            conn.version_for(P.ConsumerGroupHeartbeatRequest.API_KEY)
+            response = await self._to_coordinator(group, consumer_groups.describe_request(group))
+        except errors.UnsupportedVersionError:
+            return None
+        for g in response.groups:
+            if g.error_code == errors.GroupIdNotFoundError.code:
+                return None
+            error = _error(g.error_code, f"describe group {g.group_id!r}", g.error_message)
+            return error if error is not None else consumer_groups.described(g)
+        return None
 
     async def describe_group(self, group_id: str) -> GroupDescription:
         """One group's description (a group nobody uses is described as "Dead")."""

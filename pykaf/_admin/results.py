@@ -161,24 +161,49 @@ class GroupListing:
 
 @dataclass(frozen=True)
 class MemberDescription:
-    """A member of a described group; ``assignment`` is decoded for consumer groups."""
+    """A member of a described group; ``assignment`` is decoded for consumer groups.
+
+    Attributes:
+        member_epoch: the member's epoch in a consumer-protocol (KIP-848) group; -1
+            in a classic group.
+        target_assignment: where the coordinator is moving the member (KIP-848);
+            None in a classic group.
+        subscribed_topics: the topic names the member subscribed to (KIP-848).
+        subscribed_topic_regex: its regular-expression subscription (KIP-848), if any.
+    """
 
     member_id: str
     group_instance_id: str | None
     client_id: str
     client_host: str
     assignment: dict[str, list[int]]
+    member_epoch: int = -1
+    target_assignment: dict[str, list[int]] | None = None
+    subscribed_topics: list[str] = field(default_factory=list)
+    subscribed_topic_regex: str | None = None
 
 
 @dataclass(frozen=True)
 class GroupDescription:
-    """A consumer group: its state, protocol and members."""
+    """A consumer group: its state, protocol and members.
+
+    Attributes:
+        group_protocol: "classic" (JoinGroup/SyncGroup; DescribeGroups) or
+            "consumer" (KIP-848; ConsumerGroupDescribe). For a consumer-protocol
+            group ``protocol_type`` is "consumer" and ``protocol`` the broker-side
+            assignor.
+        group_epoch, assignment_epoch: the group's epoch and that of its target
+            assignment (KIP-848); -1 for a classic group.
+    """
 
     group_id: str
     state: str
     protocol_type: str
     protocol: str
     members: list[MemberDescription]
+    group_protocol: str = "classic"
+    group_epoch: int = -1
+    assignment_epoch: int = -1
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,33 @@ class GroupConfig(ConsumerConfig):
         "created or given more partitions starts a rebalance.",
     )
 
+    group_protocol: str = opt(
+        "classic",
+        "The group protocol: classic (JoinGroup/SyncGroup, the assignors run in the "
+        "members) or consumer (KIP-848, Kafka 4.0+: ConsumerGroupHeartbeat, the broker "
+        "assigns and members reconcile incrementally).",
+    )
+    group_remote_assignor: str | None = opt(
+        None,
+        "With group_protocol consumer: the broker-side assignor to ask for (uniform, range, "
+        "or one the broker was configured with); None: the broker's default.",
+    )
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        check(
+            self.group_protocol in ("classic", "consumer"),
+            "group_protocol",
+            self.group_protocol,
+            "must be classic or consumer",
+        )
+        check(
+            self.group_remote_assignor is None
+            or (isinstance(self.group_remote_assignor, str) and self.group_remote_assignor != ""),
+            "group_remote_assignor",
+            self.group_remote_assignor,
+            "must be None or a non-empty assignor name",
+        )
         positive("session_timeout", self.session_timeout)
         positive("heartbeat_interval", self.heartbeat_interval)
         positive("rebalance_timeout", self.rebalance_timeout)

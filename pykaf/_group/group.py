@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,9 +37,8 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
-from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
+from pykaf._cluster.client import NEWEST, OLDEST, Client
 from pykaf._cluster.group_metadata import GroupMetadata
-from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.consumer import Consumer
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._group.assignors import (
@@ -52,8 +51,7 @@ from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import OffsetManager
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession, end_claim
 from pykaf._group.states import INITIAL, MemberEvent, transition
-from pykaf._group.telemetry import group_points
-from pykaf._util import open_service_nursery, start_task_nursery
+from pykaf._util import open_service_nursery
 from pykaf.codec import Record
 from pykaf.errors import CommitError
 from pykaf.protocol import versions
@@ -174,19 +172,23 @@ class ConsumerGroup:
         try:
             # A service nursery: consume raises the error itself, not a group of one.
             async with open_service_nursery() as claims:
-                try:
-                    while not self._closed:
-                        await self._join_and_sync(handler, claims)
-                        if self._closed:
-                            break
-                        await self._run_generation(handler, claims)
-                finally:
-                    with trio.CancelScope(shield=True):
-                        await self._end_claims(list(self._claims), commit=True)
-                        await self._leave()
+                await self._membership(handler, claims)
         finally:
             self._consuming = False
             self._consume_done.set()
+
+    async def _membership(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
+        """The protocol's part of :meth:`consume`: generations until closed, then leave."""
+        try:
+            while not self._closed:
+                await self._join_and_sync(handler, claims)
+                if self._closed:
+                    break
+                await self._run_generation(handler, claims)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._end_claims(list(self._claims), commit=True)
+                await self._leave()
 
     def __aiter__(self) -> AsyncIterator[Record]:
         return self._iterate()
@@ -554,22 +556,30 @@ class ConsumerGroup:
         finally:
             claim.done.set()
 
-    async def _end_claims(self, tps: list[TopicPartition], *, commit: bool) -> None:
-        """End these claims, wait for their consume_claim, commit, and drop them."""
+    async def _end_claims(
+        self, tps: list[TopicPartition], *, commit: bool, wait: float | None = None
+    ) -> None:
+        """End these claims, wait for their consume_claim, commit, and drop them.
+
+        A consume_claim still running after ``wait`` seconds (``rebalance_timeout``
+        by default) is cancelled.
+        """
         ending = [self._claims[tp] for tp in tps if tp in self._claims]
         if not ending:
             return
         for claim in ending:
             await end_claim(claim)
-        with trio.move_on_after(self.config.rebalance_timeout) as waited:
+        limit = self.config.rebalance_timeout if wait is None else wait
+        with trio.move_on_after(limit) as waited:
             for claim in ending:
                 await claim.done.wait()
         if waited.cancelled_caught:
             stuck = [c for c in ending if not c.done.is_set()]
             log.warning(
-                "group %s: consume_claim of %s did not return within rebalance_timeout; cancelled",
+                "group %s: consume_claim of %s did not return within %g s; cancelled",
                 self.group_id,
                 stuck,
+                limit,
             )
             for claim in stuck:
                 claim.cancel_scope.cancel()
@@ -717,49 +727,19 @@ class _ForwardingHandler:
 
 
 @asynccontextmanager
-async def open_consumer_group(
-    bootstrap_servers_or_client: str | list[str] | Client | None,
-    group_id: str,
-    topics: Sequence[str],
-    **config: Any,
-) -> AsyncIterator[ConsumerGroup]:
-    """Open a consumer group member; leaving the block commits and leaves the group.
+async def membership_block(group: ConsumerGroup) -> AsyncIterator[ConsumerGroup]:
+    """The user's ``async with`` block over ``group``: closes it, settling ``async for``.
 
-    Args:
-        bootstrap_servers_or_client: "host:port,..." (or a list), or an open
-            :class:`pykaf.Client` to share (it stays open afterwards).
-        group_id: the group to join.
-        topics: the topics to consume.
-        **config: options of :class:`pykaf.GroupConfig` (consumer and client options too).
-
-    Raises:
-        ConfigError: an invalid option or an empty group id or topic list.
-        KafkaConnectionError: no broker could be reached.
+    A block left normally marks the record ``async for`` handed out last (it
+    is committed on close); one left by an error does not (it is read again).
     """
-    if not isinstance(group_id, str) or not group_id:
-        raise errors.ConfigError(f"group_id must be a non-empty string, not {group_id!r}")
-    if isinstance(topics, str) or not topics:
-        raise errors.ConfigError(f"topics must be a non-empty list of topic names, not {topics!r}")
-    async with AsyncExitStack() as stack:
-        client, cfg = await client_for(stack, GroupConfig, bootstrap_servers_or_client, config)
-        async with open_service_nursery() as nursery:
-            # Tasks live in nurseries of their own, so that aclose() inside the
-            # block stops them and not the block.
-            consumer = Consumer(client, cfg, await start_task_nursery(nursery))
-            tasks = await start_task_nursery(nursery)
-            group = ConsumerGroup(client, cfg, group_id, topics, consumer, tasks)
-            telemetry = start_telemetry(
-                client, cfg, nursery, "consumer", lambda: group_points(group, consumer)
-            )
-            try:
-                yield group
-            except BaseException:
-                group._handed = None  # left by an error: that record is read again
-                raise
-            else:
-                group._settle_handed()
-            finally:
-                with trio.CancelScope(shield=True):
-                    await group.aclose()
-                    await close_telemetry(telemetry)
-                nursery.cancel_scope.cancel()
+    try:
+        yield group
+    except BaseException:
+        group._handed = None
+        raise
+    else:
+        group._settle_handed()
+    finally:
+        with trio.CancelScope(shield=True):
+            await group.aclose()

@@ -35,8 +35,18 @@ TopicPartition = tuple[str, int]
 class OffsetManager:
     """Marked and committed offsets of one group member."""
 
-    def __init__(self, client: Client, group_id: str, group_instance_id: str | None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        group_id: str,
+        group_instance_id: str | None,
+        *,
+        commit_cap: versions.VersionCap | None = versions.OFFSET_COMMIT,
+    ) -> None:
         self.client = client
+        # OffsetCommit's cap; None (the newest both sides speak, v9 with pykaf's
+        # specs) for a consumer-protocol (KIP-848) member, which Kafka refuses below v9
+        self.commit_cap = commit_cap
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         # (offset, metadata, leader epoch or -1) by partition
@@ -193,7 +203,8 @@ class OffsetManager:
             by_topic.setdefault(topic, []).append((partition, offset, metadata, epoch))
         C = P.OffsetCommitRequest
         conn = await self._coordinator_connection()
-        version = versions.OFFSET_COMMIT.pick(conn)
+        cap = self.commit_cap
+        version = conn.version_for(C.API_KEY) if cap is None else cap.pick(conn)
         request = C(
             group_id=self.group_id,
             generation_id_or_member_epoch=generation,

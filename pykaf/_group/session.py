@@ -142,7 +142,8 @@ class GroupSession:
     Attributes:
         group_id: the group.
         member_id: this member's id in the generation.
-        generation_id: the generation.
+        generation_id: the generation; in a consumer-protocol (KIP-848) group, the
+            member's current member epoch.
         claims: topic -> partitions assigned to this member in the generation.
 
     The group makes one per generation and passes what its methods act on:
@@ -160,15 +161,26 @@ class GroupSession:
         mark: MarkFunction,
         reset: ResetFunction,
         commit: Callable[[], Awaitable[None]],
+        live_epoch: Callable[[], int] | None = None,
     ) -> None:
         self.group_id = group_id
-        self.generation_id = generation_id
+        self._generation_id = generation_id
+        # A consumer-protocol (KIP-848) member's epoch moves without a new
+        # session; its sessions read the member's current one.
+        self._live_epoch = live_epoch
         self.member_id = member_id
         self.claims = claims
         self._group_instance_id = group_instance_id
         self._mark = mark
         self._reset = reset
         self._commit = commit
+
+    @property
+    def generation_id(self) -> int:
+        """The generation (a consumer-protocol member's current member epoch)."""
+        if self._live_epoch is not None:
+            return self._live_epoch()
+        return self._generation_id
 
     def mark_message(self, record: Record, metadata: str | None = None) -> None:
         """Mark ``record`` consumed: the group commits the offset after it.

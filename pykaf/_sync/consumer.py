@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -22,7 +23,8 @@ from pykaf._consumer.consumer import Consumer as AsyncConsumer
 from pykaf._consumer.consumer import ConsumerStatistics, open_consumer
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._group.group import ConsumerGroup as AsyncConsumerGroup
-from pykaf._group.group import GroupStatistics, open_consumer_group
+from pykaf._group.group import GroupStatistics
+from pykaf._group.opener import open_consumer_group
 from pykaf._group.session import Claim, GroupSession
 from pykaf._sync.portal import ContextHandle, Portal, get_portal
 from pykaf._util import open_service_nursery
@@ -919,7 +921,8 @@ class ConsumerGroup(_Reader):
         #: Whether records are marked done as they are handed out (else only :meth:`mark`).
         self.auto_mark = auto_mark
         self._track_marks = auto_mark
-        topic_list: Any = topics if isinstance(topics, str) else list(topics)
+        # a str is refused by open_consumer_group; a re.Pattern is a regex subscription
+        topic_list: Any = topics if isinstance(topics, (str, re.Pattern)) else list(topics)
         loop, handle = self._portal.start_context(
             partial(
                 _open_loop_group,

@@ -151,13 +151,32 @@ def run_groups(args: argparse.Namespace) -> int:
                 print_json(dataclasses.asdict(d))
             else:
                 print(f"group {d.group_id}: {d.state} ({d.protocol_type} {d.protocol})".rstrip())
-                print_table(
-                    ["member", "client", "host", "assignment"],
-                    [
-                        (m.member_id, m.client_id, m.client_host, _assignment(m.assignment))
-                        for m in d.members
-                    ],
-                )
+                if d.group_protocol == "consumer":
+                    # KIP-848: epochs, and where the coordinator is moving each member
+                    print(f"group epoch {d.group_epoch}, assignment epoch {d.assignment_epoch}")
+                    print_table(
+                        ["member", "instance", "epoch", "client", "host", "assignment", "target"],
+                        [
+                            (
+                                m.member_id,
+                                m.group_instance_id or "-",
+                                m.member_epoch,
+                                m.client_id,
+                                m.client_host,
+                                _assignment(m.assignment),
+                                _assignment(m.target_assignment or {}),
+                            )
+                            for m in d.members
+                        ],
+                    )
+                else:
+                    print_table(
+                        ["member", "client", "host", "assignment"],
+                        [
+                            (m.member_id, m.client_id, m.client_host, _assignment(m.assignment))
+                            for m in d.members
+                        ],
+                    )
         elif args.action == "lag":
             lags = admin.group_lag(args.group)
             if args.json:

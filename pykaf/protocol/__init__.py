@@ -49,6 +49,15 @@ from pykaf.protocol._messages.api_versions import (
     FinalizedFeatureKey,
     SupportedFeatureKey,
 )
+from pykaf.protocol._messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    Member,
+)
+from pykaf.protocol._messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from pykaf.protocol._messages.consumer_protocol_assignment import (
     ConsumerProtocolAssignment,
 )
@@ -295,6 +304,10 @@ __all__ = [
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "BatchIndexAndErrorMessage",
+    "ConsumerGroupDescribeRequest",
+    "ConsumerGroupDescribeResponse",
+    "ConsumerGroupHeartbeatRequest",
+    "ConsumerGroupHeartbeatResponse",
     "ConsumerProtocolAssignment",
     "ConsumerProtocolSubscription",
     "Coordinator",
@@ -384,6 +397,7 @@ __all__ = [
     "ListOffsetsTopicResponse",
     "ListedGroup",
     "MalformedMessageError",
+    "Member",
     "MemberIdentity",
     "MemberResponse",
     "Message",

@@ -44,7 +44,8 @@ def default_value(f: FieldSpec) -> Any:
         return None if f.default is None else list
     if f.kind == "struct":
         assert f.struct is not None
-        return f.struct.cls
+        # a nullable struct may default to null (ConsumerGroupHeartbeat's Assignment)
+        return None if f.default is None else f.struct.cls
     if f.default is not MISSING:
         if f.kind == "bytes" and f.default is not None:
             raise ValueError(f"{f.name}: bytes fields take no default but null")
@@ -133,6 +134,8 @@ def nondefault(src: Source, f: FieldSpec, expr: str) -> str:
         return f"{expr} is not None" if d is None else expr
     if f.kind == "struct":
         assert f.struct is not None
+        if d is None:
+            return f"{expr} is not None"
         return struct_nondefault(src, f.struct, expr)
     if d is None:
         return f"{expr} is not None"
@@ -198,7 +201,7 @@ def default_expr(src: Source, f: FieldSpec) -> str:
     d = default_value(f)
     if d is list:
         return "[]"
-    if f.kind == "struct":
+    if f.kind == "struct" and d is not None:
         return f"{src.const(d, 'C')}()"
     return src.literal(d)
 
@@ -309,7 +312,7 @@ def build_init(spec: StructSpec) -> Callable[..., None]:
     body = []
     for f in spec.fields:
         d = default_value(f)
-        if d is list or f.kind == "struct":
+        if d is list or (f.kind == "struct" and d is not None):
             params.append(f"{f.attr}={missing}")
             build = "[]" if d is list else f"{src.const(d, 'C')}()"
             body.append(f"self.{f.attr} = {build} if {f.attr} is {missing} else {f.attr}")

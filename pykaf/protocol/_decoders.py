@@ -53,7 +53,10 @@ def min_size(spec: StructSpec, v: int, flex: bool) -> int:
     for f in spec.fields:
         if v not in f.versions or (flex and f.is_tagged(v)):
             continue
-        size += _min_value_size(f.kind, f.elem or f.struct, v, flex)
+        if f.kind == "struct" and v in f.nullable:
+            size += 1  # the null marker alone
+        else:
+            size += _min_value_size(f.kind, f.elem or f.struct, v, flex)
     return size
 
 
@@ -194,6 +197,14 @@ def _dec_value(
         return
     if kind == "struct":
         assert isinstance(sub, StructSpec)
+        if nullable:
+            # an int8 marker: negative for null, else the struct follows
+            src.add(d, "if buf[pos] > 127:")
+            src.add(d + 1, f"{target} = None")
+            src.add(d + 1, "pos += 1")
+            src.add(d, "else:")
+            d += 1
+            src.add(d, "pos += 1")
         obj = _dec_struct(src, sub, d, v, flex, view, path)
         src.add(d, f"{target} = {obj}")
         return

@@ -162,6 +162,12 @@ def _enc_value(
         else:
             x = src.var("x")
             src.add(d, f"{x} = {expr}")
+        if nullable:
+            # Kafka's nullable struct: an int8 marker, -1 for null, 1 before the struct
+            src.add(d, f"if {x} is None: {out}.append(255)")
+            src.add(d, "else:")
+            d += 1
+            src.add(d, f"{out}.append(1)")
         _enc_struct(src, sub, x, out, d, v, flex)
         return
     x = src.var("x")

@@ -98,6 +98,20 @@ QUIRKS: dict[str, Quirk] = {
         "requests it closes gracefully (half-close, read until the broker closes), so "
         "that unread answers do not turn the close into a reset that loses requests",
     ),
+    "tansu-consumer-group-describe": Quirk(
+        "Tansu",
+        "answers ConsumerGroupDescribe for every group id (classic ones and unknown ones) "
+        "as an Empty group with epoch -1, though it has no ConsumerGroupHeartbeat",
+        "the admin client asks ConsumerGroupDescribe only of a coordinator that also "
+        "speaks ConsumerGroupHeartbeat (no other can hold a consumer-protocol group)",
+    ),
+    "mock-heartbeat-both-subscriptions": Quirk(
+        "librdkafka mock",
+        "aborts the whole process (a failed assertion) on a ConsumerGroupHeartbeat that "
+        "carries SubscribedTopicNames without SubscribedTopicRegex, or the reverse",
+        "a consumer-protocol member sends both, the unused one empty (an empty list, or "
+        '"", which Kafka reads as no regular expression), as librdkafka does',
+    ),
 }
 
 #: librdkafka's mock cluster names its clusters "mockCluster<...>".

@@ -65,7 +65,8 @@ _PR_SET_PDEATHSIG = 1  # prctl option: a signal for the child when its parent di
 #: Server properties every test cluster gets (each can be overridden with
 #: ``broker_configs``): replication factors that fit the cluster, no initial
 #: rebalance delay, small internal topics (they are created on first use and a
-#: 50-partition topic takes seconds on two cores), short group session floors,
+#: 50-partition topic takes seconds on two cores), short group session floors
+#: (and short consumer-protocol heartbeats and sessions),
 #: unclean elections (for topics that enable them) within a second, retention
 #: checked once a day.
 _TEST_DEFAULTS = {
@@ -76,6 +77,10 @@ _TEST_DEFAULTS = {
     "group.min.session.timeout.ms": "1000",
     "group.consumer.min.session.timeout.ms": "1000",
     "group.consumer.min.heartbeat.interval.ms": "500",
+    # Consumer-protocol (KIP-848) groups: heartbeats every second, not five, and a
+    # member gone silent (or a static member that left) is dropped after 10 s.
+    "group.consumer.heartbeat.interval.ms": "1000",
+    "group.consumer.session.timeout.ms": "10000",
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.min.session.timeout.ms": "1000",
     "group.share.min.heartbeat.interval.ms": "500",

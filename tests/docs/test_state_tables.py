@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pykaf._group import heartbeat_states
 from pykaf._group import states as group_states
 from pykaf._txn import states as txn_states
 
@@ -25,8 +26,12 @@ def render(table: Mapping[enum.Enum, Mapping[enum.Enum, enum.Enum]], what: str) 
 
 @pytest.mark.parametrize(
     ("table", "what"),
-    [(txn_states.TRANSITIONS, "status"), (group_states.TRANSITIONS, "state")],
-    ids=["transaction", "group member"],
+    [
+        (txn_states.TRANSITIONS, "status"),
+        (group_states.TRANSITIONS, "state"),
+        (heartbeat_states.TRANSITIONS, "state"),
+    ],
+    ids=["transaction", "group member", "consumer-protocol member"],
 )
 def test_the_design_page_shows_the_table(
     table: Mapping[enum.Enum, Mapping[enum.Enum, enum.Enum]], what: str

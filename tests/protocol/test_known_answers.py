@@ -438,3 +438,54 @@ def test_consumer_protocol_assignment_from_a_newer_version() -> None:
     obj, version = P.ConsumerProtocolAssignment.decode_versioned(i16(9) + body + b"future")
     assert version == 9
     assert obj == P.ConsumerProtocolAssignment(assigned_partitions=[tp], user_data=b"ud")
+
+
+# -- KIP-848 consumer groups -----------------------------------------------------------
+def test_consumer_group_heartbeat_request_v1() -> None:
+    tid = uuid.UUID("0123456789abcdef0123456789abcdef")
+    TP = P.ConsumerGroupHeartbeatRequest.TopicPartitions
+    req = P.ConsumerGroupHeartbeatRequest(
+        group_id="g",
+        member_id="m",
+        member_epoch=3,
+        rebalance_timeout_ms=-1,
+        subscribed_topic_regex="t.*",
+        topic_partitions=[TP(topic_id=tid, partitions=[0, 2])],
+    )
+    body = (
+        cstring("g")
+        + cstring("m")
+        + i32(3)
+        + cstring(None)  # instance id
+        + cstring(None)  # rack id
+        + i32(-1)
+        + carray(None)  # topic names unchanged
+        + cstring("t.*")
+        + cstring(None)  # server assignor
+        + carray([tid.bytes + carray([i32(0), i32(2)]) + NO_TAGS])
+        + NO_TAGS
+    )
+    check(req, 1, body)
+
+
+def test_consumer_group_heartbeat_response_nullable_assignment() -> None:
+    tid = uuid.UUID(int=7)
+    head = i32(0) + i16(0) + cstring(None) + cstring("m") + i32(5) + i32(3000)
+    # a null struct is one int8 -1
+    check(
+        P.ConsumerGroupHeartbeatResponse(member_id="m", member_epoch=5, heartbeat_interval_ms=3000),
+        0,
+        head + i8(-1) + NO_TAGS,
+    )
+    TP = P.ConsumerGroupHeartbeatResponse.TopicPartitions
+    assigned = P.ConsumerGroupHeartbeatResponse(
+        member_id="m",
+        member_epoch=5,
+        heartbeat_interval_ms=3000,
+        assignment=P.ConsumerGroupHeartbeatResponse.Assignment(
+            topic_partitions=[TP(topic_id=tid, partitions=[1])]
+        ),
+    )
+    # a present one is an int8 1 and the struct
+    body = head + i8(1) + carray([tid.bytes + carray([i32(1)]) + NO_TAGS]) + NO_TAGS + NO_TAGS
+    check(assigned, 0, body)

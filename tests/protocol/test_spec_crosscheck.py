@@ -58,6 +58,8 @@ REQUIRED_APIS = (
     "DeleteAcls",
     "SaslHandshake",
     "SaslAuthenticate",
+    "ConsumerGroupHeartbeat",
+    "ConsumerGroupDescribe",
     "GetTelemetrySubscriptions",
     "PushTelemetry",
 )

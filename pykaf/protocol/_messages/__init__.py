@@ -15,6 +15,14 @@ from pykaf.protocol._messages.add_partitions_to_txn import (
     AddPartitionsToTxnResponse,
 )
 from pykaf.protocol._messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from pykaf.protocol._messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from pykaf.protocol._messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from pykaf.protocol._messages.create_acls import CreateAclsRequest, CreateAclsResponse
 from pykaf.protocol._messages.create_partitions import (
     CreatePartitionsRequest,
@@ -114,6 +122,8 @@ REQUESTS: dict[int, type[Request]] = {
     DeleteAclsRequest.API_KEY: DeleteAclsRequest,
     SaslHandshakeRequest.API_KEY: SaslHandshakeRequest,
     SaslAuthenticateRequest.API_KEY: SaslAuthenticateRequest,
+    ConsumerGroupHeartbeatRequest.API_KEY: ConsumerGroupHeartbeatRequest,
+    ConsumerGroupDescribeRequest.API_KEY: ConsumerGroupDescribeRequest,
     GetTelemetrySubscriptionsRequest.API_KEY: GetTelemetrySubscriptionsRequest,
     PushTelemetryRequest.API_KEY: PushTelemetryRequest,
 }
@@ -153,6 +163,8 @@ RESPONSES: dict[int, type[Response]] = {
     DeleteAclsResponse.API_KEY: DeleteAclsResponse,
     SaslHandshakeResponse.API_KEY: SaslHandshakeResponse,
     SaslAuthenticateResponse.API_KEY: SaslAuthenticateResponse,
+    ConsumerGroupHeartbeatResponse.API_KEY: ConsumerGroupHeartbeatResponse,
+    ConsumerGroupDescribeResponse.API_KEY: ConsumerGroupDescribeResponse,
     GetTelemetrySubscriptionsResponse.API_KEY: GetTelemetrySubscriptionsResponse,
     PushTelemetryResponse.API_KEY: PushTelemetryResponse,
 }

@@ -35,6 +35,7 @@ from pykaf.protocol import (
     Response,
     TxnOffsetCommitRequest,
 )
+from pykaf.testing._fake.consumer_coordinator import ConsumerGroupCoordinator
 from pykaf.testing._fake.fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from pykaf.testing._fake.group_coordinator import GroupCoordinator
 from pykaf.testing._fake.model import (
@@ -100,6 +101,7 @@ class ClusterState:
         configs: the dynamic broker configs IncrementalAlterConfigs set.
         acls: the ACL bindings CreateAcls stored (kept, not enforced).
         groups: the group coordinator (groups, members, committed offsets).
+        consumer_groups: the consumer-protocol (KIP-848) groups.
         transactions: the transaction coordinator.
         transaction_version: the finalized ``transaction.version`` feature
             ApiVersions reports: 1 (transactions V1), or 2 (KIP-890 part 2:
@@ -149,6 +151,7 @@ class ClusterState:
         self._coordinators: dict[tuple[int, str], int] = {}
         self._next_leader = 0
         self.groups = GroupCoordinator(group_initial_rebalance_delay_ms)
+        self.consumer_groups = ConsumerGroupCoordinator()
         self.configs = ConfigStore()
         self.acls: list[AclEntry] = []
         self.transactions = TransactionCoordinator(self.partition, self.groups)
