@@ -41,7 +41,13 @@ ListGroups DeleteGroups OffsetDelete InitProducerId AddPartitionsToTxn AddOffset
 EndTxn TxnOffsetCommit CreateTopics DeleteTopics CreatePartitions DescribeConfigs
 IncrementalAlterConfigs DeleteRecords DescribeCluster DescribeAcls CreateAcls DeleteAcls
 SaslHandshake SaslAuthenticate ConsumerGroupHeartbeat ConsumerGroupDescribe
+""") + words("""
+ShareGroupHeartbeat ShareGroupDescribe ShareFetch ShareAcknowledge
+DescribeShareGroupOffsets AlterShareGroupOffsets DeleteShareGroupOffsets
 """)
+# APIs added after pykaf's flat re-exports were fixed: a struct name they share with an
+# older API stays exported from the older one (adding an API never removes an export).
+LATE_APIS = frozenset(APIS[APIS.index("ShareGroupHeartbeat") :])
 # Versioned data structures (no API key) that travel inside other messages.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 
@@ -565,18 +571,28 @@ encode_response_header request_header_flexible response_header_flexible
 """)
 
 
+LATE_MODULES = frozenset(module_name(api) for api in LATE_APIS)
+
+
 def render_public(modules: list[tuple[str, list[MessageDef]]]) -> str:
-    counts: dict[str, int] = {}
-    for _, msgs in modules:
+    counts: dict[str, int] = {}  # definers among the older APIs
+    late_counts: dict[str, int] = {}  # definers among all
+    for mod, msgs in modules:
+        late = mod in LATE_MODULES
         for m in msgs:
             for s in m.structs:
-                counts[s] = counts.get(s, 0) + 1
+                late_counts[s] = late_counts.get(s, 0) + 1
+                if not late:
+                    counts[s] = counts.get(s, 0) + 1
     lines = [PUBLIC_HEAD.rstrip("\n")]
     exported = list(PUBLIC_HELPERS)
     for mod, msgs in modules:
         names = []
         for m in msgs:
-            names += [s.name for s in struct_order(m) if counts[s.name] == 1]
+            if mod in LATE_MODULES:
+                names += [s.name for s in struct_order(m) if late_counts[s.name] == 1]
+            else:
+                names += [s.name for s in struct_order(m) if counts[s.name] == 1]
             names.append(m.json_name)
         exported += names
         lines.append(f"from pykaf.protocol._messages.{mod} import (")

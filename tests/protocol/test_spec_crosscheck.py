@@ -60,6 +60,13 @@ REQUIRED_APIS = (
     "SaslAuthenticate",
     "ConsumerGroupHeartbeat",
     "ConsumerGroupDescribe",
+    "ShareGroupHeartbeat",
+    "ShareGroupDescribe",
+    "ShareFetch",
+    "ShareAcknowledge",
+    "DescribeShareGroupOffsets",
+    "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
 )
 
 # Versions compared: far beyond any real version, so "N+" is checked as open-ended.
