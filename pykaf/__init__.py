@@ -73,6 +73,17 @@ from pykaf._producer.records import (
     ProducerStatistics,
     RecordMetadata,
 )
+from pykaf._share import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    RENEW,
+    AcknowledgeType,
+    ShareConsumer,
+    ShareConsumerConfig,
+    ShareRecord,
+    open_share_consumer,
+)
 from pykaf._txn.manager import TxnStatus
 from pykaf._version import __version__
 from pykaf.errors import (
@@ -86,8 +97,13 @@ from pykaf.errors import (
 )
 
 __all__ = [
+    "ACCEPT",
     "NEWEST",
     "OLDEST",
+    "REJECT",
+    "RELEASE",
+    "RENEW",
+    "AcknowledgeType",
     "AclBinding",
     "AclFilter",
     "AclOperation",
@@ -146,6 +162,9 @@ __all__ = [
     "RequestStatistics",
     "ResourceType",
     "RoundRobinAssignor",
+    "ShareConsumer",
+    "ShareConsumerConfig",
+    "ShareRecord",
     "StickyAssignor",
     "TopicDescription",
     "TopicInfo",
@@ -160,4 +179,5 @@ __all__ = [
     "open_consumer",
     "open_consumer_group",
     "open_producer",
+    "open_share_consumer",
 ]

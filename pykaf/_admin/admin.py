@@ -57,7 +57,7 @@ _DELETE_GROUPS = P.DeleteGroupsRequest.API_KEY
 _OFFSET_FETCH = P.OffsetFetchRequest.API_KEY
 _OFFSET_DELETE = P.OffsetDeleteRequest.API_KEY
 _DELETE_RECORDS = P.DeleteRecordsRequest.API_KEY
-_TOPIC, _BROKER = 2, 4  # DescribeConfigs resource types
+_TOPIC, _BROKER, _GROUP = 2, 4, 32  # DescribeConfigs / AlterConfigs resource types
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 
 
@@ -549,6 +549,31 @@ class Admin:
             if error is not None:
                 failures[r.resource_name] = error
         _raise_one("alter_topic_configs", failures, len(response.responses))
+
+    async def alter_group_configs(
+        self,
+        changes: Mapping[str, Mapping[str, ConfigValue]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Change groups' configs incrementally (KIP-848/KIP-932 group configs, Kafka 4.0+).
+
+        ``changes`` maps a group id to its changes, as in
+        :meth:`alter_topic_configs`: e.g. ``{"orders": {"share.auto.offset.reset":
+        "earliest", "share.record.lock.duration.ms": "15000"}}`` for a share group.
+
+        Raises:
+            AdminError: some groups' changes were refused; one group's error directly
+                (``InvalidConfigurationError``, ``InvalidRequestError``, ...).
+        """
+        request = _alter_request(_GROUP, [(n, c) for n, c in changes.items()], validate_only)
+        response = await self._to_any(request)
+        failures = {}
+        for r in response.responses:
+            error = _error(r.error_code, f"configs of group {r.resource_name!r}", r.error_message)
+            if error is not None:
+                failures[r.resource_name] = error
+        _raise_one("alter_group_configs", failures, len(response.responses))
 
     async def alter_broker_configs(
         self,
