@@ -103,7 +103,6 @@ class ShareConsumer:
         self._pending = PendingAcks()
         self._handed: dict[TopicPartition, set[int]] = {}  # handed out, not acknowledged
         self._buffer: deque[ShareRecord] = deque()
-        self._renewing = False
         self._closed = False
         #: Acknowledgement errors the broker returned with a ShareFetch, by partition.
         self.acknowledge_errors: dict[TopicPartition, errors.KafkaError] = {}
@@ -142,16 +141,18 @@ class ShareConsumer:
             )
         if outcome is not RENEW:
             handed.discard(record.offset)
-        else:
-            self._renewing = True
         self._pending.add(tp, record.offset, int(outcome))
 
     def _accept_handed(self) -> None:
         """Implicit acknowledgement: accept what was handed out and not acknowledged."""
+        renewing: dict[TopicPartition, set[int]] = {}
         for tp, offsets in self._handed.items():
             for offset in offsets:
-                self._pending.add(tp, offset, int(ACCEPT))
-        self._handed.clear()
+                if self._pending.get(tp, offset) == int(RENEW):
+                    renewing.setdefault(tp, set()).add(offset)  # still being processed
+                else:
+                    self._pending.add(tp, offset, int(ACCEPT))
+        self._handed = renewing
 
     async def commit(self) -> None:
         """Accept the records handed out and not acknowledged, and send every outcome now.
@@ -481,7 +482,7 @@ class ShareConsumer:
         """Settle and leave the group.
 
         Accepts what was handed out, releases what was fetched but not handed
-        out, ends the share sessions (ShareAcknowledge, epoch -1) and leaves
+        out (and what was renewed but never settled), ends the share sessions (ShareAcknowledge, epoch -1) and leaves
         (ShareGroupHeartbeat, epoch -1).
         """
         if self._closed:
@@ -489,6 +490,10 @@ class ShareConsumer:
         self._closed = True
         with trio.CancelScope(shield=True):
             self._accept_handed()
+            for tp, offsets in self._handed.items():  # renewed, never finished
+                for offset in offsets:
+                    self._pending.add(tp, offset, int(RELEASE))
+            self._handed.clear()
             for record in self._buffer:
                 self._pending.add((record.topic, record.partition), record.offset, int(RELEASE))
             self._buffer.clear()

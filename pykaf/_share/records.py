@@ -133,6 +133,10 @@ class PendingAcks:
         """Record ``outcome`` for ``offset`` of ``tp``."""
         self._by_partition.setdefault(tp, {})[offset] = outcome
 
+    def get(self, tp: TopicPartition, offset: int) -> int | None:
+        """The outcome waiting for ``offset`` of ``tp``, if any."""
+        return self._by_partition.get(tp, {}).get(offset)
+
     def partitions(self) -> list[TopicPartition]:
         """Partitions with something to send."""
         return [tp for tp, acks in self._by_partition.items() if acks]

@@ -224,3 +224,35 @@ def test_sync_share_consumer(kafka_broker: Any) -> None:
             offsets += [(r.offset, r.delivery_count) for r in c.next_batch(timeout=30)]
     assert sorted(offsets) == [(0, 2), (1, 1), (2, 1)]
     assert c.closed
+
+
+async def test_renew_keeps_a_record_past_its_lock(kafka_broker: Any) -> None:
+    broker = kafka_broker
+    topic, group_id = unique("share"), unique("sg")
+    broker.create(topic, 1)
+    await share_group(broker.bootstrap, group_id, **{"share.record.lock.duration.ms": "2000"})
+    await produce(broker.bootstrap, topic, 1, 2)
+    async with (
+        pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as a,
+        pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as b,
+    ):
+        with trio.fail_after(30):
+            held = await a.next_batch()
+        assert [r.offset for r in held] == [0, 1]
+        a.acknowledge(held[0], pykaf.RENEW)  # still working on it
+        a.acknowledge(held[1], pykaf.RELEASE)
+        await a.commit()  # RENEW sent (ShareAcknowledge v2), record 0 not accepted
+        for _ in range(2):  # 3 s in all, past the 2 s lock, renewed every 1.5 s
+            await trio.sleep(1.5)
+            a.acknowledge(held[0], pykaf.RENEW)
+            await a.commit()
+        with trio.fail_after(30):
+            got = await b.next_batch()
+        assert [(r.offset, r.delivery_count) for r in got] == [(1, 2)]
+        a.acknowledge(held[0], pykaf.ACCEPT)
+        await a.commit()
+    await produce(broker.bootstrap, topic, 1, 1, start=2)
+    async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
+        with trio.fail_after(30):
+            after = await c.next_batch()
+    assert [(r.offset, r.delivery_count) for r in after] == [(2, 1)]  # 0 was accepted
