@@ -482,8 +482,8 @@ class ShareConsumer:
         """Settle and leave the group.
 
         Accepts what was handed out, releases what was fetched but not handed
-        out (and what was renewed but never settled), ends the share sessions (ShareAcknowledge, epoch -1) and leaves
-        (ShareGroupHeartbeat, epoch -1).
+        out (and what was renewed but never settled), ends the share sessions
+        (ShareAcknowledge, epoch -1) and leaves (ShareGroupHeartbeat, epoch -1).
         """
         if self._closed:
             return
