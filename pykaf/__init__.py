@@ -28,6 +28,7 @@ from pykaf._admin.results import (
     PartitionLag,
     TopicDescription,
 )
+from pykaf._admin.share_groups import ShareGroupOffset
 from pykaf._cluster.client import (
     NEWEST,
     OLDEST,
@@ -164,6 +165,7 @@ __all__ = [
     "RoundRobinAssignor",
     "ShareConsumer",
     "ShareConsumerConfig",
+    "ShareGroupOffset",
     "ShareRecord",
     "StickyAssignor",
     "TopicDescription",
