@@ -22,6 +22,7 @@ are delivered again with a higher delivery count.
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from collections import deque
 from collections.abc import Sequence
@@ -173,44 +174,66 @@ class ShareConsumer:
         return self
 
     async def __anext__(self) -> ShareRecord:
-        if not self._buffer:
-            if self._closed:
-                raise StopAsyncIteration
-            self._buffer.extend(await self._fetch_batch())
-        record = self._buffer.popleft()
-        self._handed.setdefault((record.topic, record.partition), set()).add(record.offset)
+        if self._closed:
+            raise StopAsyncIteration
+        record = await self.next_record()
+        assert record is not None  # no timeout: waits until there is one
         return record
 
-    async def next_batch(self) -> list[ShareRecord]:
-        """The next records this member acquired (waits until there are some).
+    async def next_batch(self, timeout: float | None = None) -> list[ShareRecord]:
+        """The next records this member acquired (empty after ``timeout`` seconds).
 
         Records handed out before and not acknowledged are accepted first.
+        Waits until there are some, or for ``timeout`` seconds (then returns an
+        empty list). A request in flight is never cancelled by the timeout: what
+        it acquires is handed out, not lost until its lock expires.
         """
         if self._buffer:
             batch = list(self._buffer)
             self._buffer.clear()
         else:
-            batch = await self._fetch_batch()
-        for record in batch:
-            self._handed.setdefault((record.topic, record.partition), set()).add(record.offset)
+            deadline = math.inf if timeout is None else trio.current_time() + timeout
+            batch = await self._fetch_batch(deadline)
+        self._hand_out(batch)
         return batch
 
-    async def _fetch_batch(self) -> list[ShareRecord]:
+    async def next_record(self, timeout: float | None = None) -> ShareRecord | None:
+        """The next record (from the current batch, else a new one); None after ``timeout``."""
+        if not self._buffer:
+            deadline = math.inf if timeout is None else trio.current_time() + timeout
+            self._buffer.extend(await self._fetch_batch(deadline))
+            if not self._buffer:
+                return None
+        record = self._buffer.popleft()
+        self._hand_out([record])
+        return record
+
+    def _hand_out(self, records: list[ShareRecord]) -> None:
+        for record in records:
+            self._handed.setdefault((record.topic, record.partition), set()).add(record.offset)
+
+    async def _fetch_batch(self, deadline: float = math.inf) -> list[ShareRecord]:
         self._accept_handed()
         while True:
             if self._closed:
-                raise errors.PykafError("the share consumer is closed")
+                raise errors.ClosedError("the share consumer is closed")
             self.membership.check()
             assigned = self.membership.assignment
             if not assigned and not self._pending.partitions():
-                await self.membership.wait_assignment_change()
+                with trio.move_on_at(deadline):
+                    await self.membership.wait_assignment_change()
+                if trio.current_time() >= deadline:
+                    return []
                 continue
             batch = await self._fetch_once(assigned)
             if batch:
                 batch.sort(key=lambda r: (r.topic, r.partition, r.offset))
                 return batch
+            if trio.current_time() >= deadline:
+                return []
             if not assigned:
-                await self.membership.wait_assignment_change()
+                with trio.move_on_at(deadline):
+                    await self.membership.wait_assignment_change()
 
     async def _leaders(self, tps: set[TopicPartition]) -> dict[int, set[TopicPartition]]:
         out: dict[int, set[TopicPartition]] = {}

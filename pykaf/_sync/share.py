@@ -76,26 +76,23 @@ class ShareConsumer:
         return self._consumer.assignment
 
     def next_batch(self, timeout: float | None = None) -> list[ShareRecord]:
-        """The next records acquired; those handed out before and not acknowledged are accepted.
+        """The next records acquired (empty after ``timeout`` seconds).
 
-        Raises:
-            KafkaTimeoutError: nothing came within ``timeout`` seconds.
+        See :meth:`pykaf.ShareConsumer.next_batch`.
         """
-        batch: list[ShareRecord] = self._run(self._consumer.next_batch, timeout=timeout)
+        batch: list[ShareRecord] = self._run(self._consumer.next_batch, timeout)
         return batch
 
-    def poll(self, timeout: float | None = None) -> ShareRecord:
-        """The next record (from the current batch, else a new one).
-
-        Raises:
-            KafkaTimeoutError: nothing came within ``timeout`` seconds.
-        """
-        record: ShareRecord = self._run(self._consumer.__anext__, timeout=timeout)
+    def poll(self, timeout: float | None = None) -> ShareRecord | None:
+        """The next record (from the current batch, else a new one); None after ``timeout``."""
+        record: ShareRecord | None = self._run(self._consumer.next_record, timeout)
         return record
 
     def __iter__(self) -> Iterator[ShareRecord]:
         while not self._closed:
-            yield self.poll()
+            record = self.poll()
+            if record is not None:
+                yield record
 
     def acknowledge(self, record: ShareRecord, outcome: AcknowledgeType = ACCEPT) -> None:
         """Record ``outcome`` for ``record`` (sent with the next fetch or :meth:`commit`)."""

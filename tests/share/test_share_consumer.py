@@ -213,9 +213,12 @@ def test_sync_share_consumer(kafka_broker: Any) -> None:
     topic, group_id = unique("share"), unique("sg")
     broker.create(topic, 1)
     trio.run(share_group, broker.bootstrap, group_id)
+    with pykaf.sync.ShareConsumer(broker.bootstrap, group_id, [topic], **FAST) as idle:
+        assert idle.poll(timeout=0.5) is None  # the group starts at the earliest: empty
     trio.run(produce, broker.bootstrap, topic, 1, 3)
     with pykaf.sync.ShareConsumer(broker.bootstrap, group_id, [topic], **FAST) as c:
         first = c.poll(timeout=30)
+        assert first is not None
         assert (first.offset, first.value, first.delivery_count) == (0, b"0-0", 1)
         c.acknowledge(first, pykaf.RELEASE)
         c.commit(timeout=10)
