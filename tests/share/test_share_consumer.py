@@ -9,6 +9,8 @@ expires; close accepts what was handed out, releases the rest and leaves.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -259,3 +261,31 @@ async def test_renew_keeps_a_record_past_its_lock(kafka_broker: Any) -> None:
         with trio.fail_after(30):
             after = await c.next_batch()
     assert [(r.offset, r.delivery_count) for r in after] == [(2, 1)]  # 0 was accepted
+
+
+_KILLED_MEMBER = """
+import os, sys
+import pykaf.sync
+with pykaf.sync.ShareConsumer(sys.argv[1], sys.argv[2], [sys.argv[3]], fetch_max_wait=0.2) as c:
+    batch = c.next_batch(timeout=30)
+    print(" ".join(str(r.offset) for r in batch), flush=True)
+    os._exit(0)  # killed mid-batch: nothing acknowledged, nothing left
+"""
+
+
+async def test_a_killed_member_s_records_go_to_another_after_the_lock(kafka_broker: Any) -> None:
+    broker = kafka_broker
+    topic, group_id = unique("share"), unique("sg")
+    broker.create(topic, 1)
+    await share_group(broker.bootstrap, group_id, **{"share.record.lock.duration.ms": "2000"})
+    await produce(broker.bootstrap, topic, 1, 5)
+    done = await trio.run_process(
+        [sys.executable, "-c", _KILLED_MEMBER, broker.bootstrap, group_id, topic],
+        capture_stdout=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.stdout.split() == [b"0", b"1", b"2", b"3", b"4"]
+    async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as b:
+        with trio.fail_after(30):
+            got = await b.next_batch()
+    assert [(r.offset, r.delivery_count) for r in got] == [(o, 2) for o in range(5)]
