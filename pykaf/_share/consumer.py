@@ -106,7 +106,7 @@ class ShareConsumer:
         self._buffer: deque[ShareRecord] = deque()
         self._closed = False
         #: Acknowledgement errors the broker returned with a ShareFetch, by partition.
-        self.acknowledge_errors: dict[TopicPartition, errors.KafkaError] = {}
+        self.acknowledge_errors: dict[TopicPartition, Exception] = {}
         #: The acquisition lock of the last ShareFetch answer, in seconds.
         self.acquisition_lock_timeout: float | None = None
 
@@ -157,6 +157,9 @@ class ShareConsumer:
 
     async def commit(self) -> None:
         """Accept the records handed out and not acknowledged, and send every outcome now.
+
+        One task at a time should fetch and commit (the share sessions' epochs
+        count the requests in order).
 
         Raises:
             KafkaError: the broker refused an acknowledgement (the typed error of the
@@ -256,7 +259,13 @@ class ShareConsumer:
         found: list[ShareRecord] = []
 
         async def one(node_id: int, tps: set[TopicPartition]) -> None:
-            found.extend(await self._share_fetch(node_id, tps & assigned, tps))
+            # Outcomes for partitions no longer assigned here go by ShareAcknowledge:
+            # naming a partition in a ShareFetch would fetch (and acquire) from it.
+            stray = {tp for tp in tps - assigned if tp in self._pending.partitions()}
+            if stray:
+                failures = await self._share_acknowledge(node_id, stray, closing=False)
+                self.acknowledge_errors.update(failures)
+            found.extend(await self._share_fetch(node_id, tps & assigned))
 
         async with trio.open_nursery() as nursery:
             for node_id, tps in by_leader.items():
@@ -270,14 +279,12 @@ class ShareConsumer:
             raise errors.UnknownTopicIdError(f"no topic id known for {topic!r}")
         return tid
 
-    async def _share_fetch(
-        self, node_id: int, fetch: set[TopicPartition], led: set[TopicPartition]
-    ) -> list[ShareRecord]:
-        """One ShareFetch to ``node_id``: fetch ``fetch``, send the outcomes of ``led``."""
+    async def _share_fetch(self, node_id: int, fetch: set[TopicPartition]) -> list[ShareRecord]:
+        """One ShareFetch to ``node_id``: fetch ``fetch`` and send their outcomes."""
         session = self._sessions.setdefault(node_id, _Session(node_id))
         R = P.ShareFetchRequest
         # A session's first request opens it and may carry no acknowledgements.
-        acks = self._pending.take(led) if session.epoch > 0 else {}
+        acks = self._pending.take(fetch) if session.epoch > 0 else {}
         renewing = any(t == int(RENEW) for a in acks.values() for t in a.values())
         listed: dict[TopicPartition, Any] = {}
         for tp in sorted((fetch - session.partitions) | set(acks)):
@@ -424,13 +431,13 @@ class ShareConsumer:
 
     # -- ShareAcknowledge -------------------------------------------------------------
 
-    async def _acknowledge_all(self, *, closing: bool) -> dict[TopicPartition, errors.KafkaError]:
+    async def _acknowledge_all(self, *, closing: bool) -> dict[TopicPartition, Exception]:
         """Send every pending outcome with ShareAcknowledge (ending the sessions if closing)."""
         by_leader = await self._leaders(set(self._pending.partitions()))
         if closing:
             for node_id in self._sessions:
                 by_leader.setdefault(node_id, set())
-        failures: dict[TopicPartition, errors.KafkaError] = {}
+        failures: dict[TopicPartition, Exception] = {}
 
         async def one(node_id: int, tps: set[TopicPartition]) -> None:
             failures.update(await self._share_acknowledge(node_id, tps, closing))
@@ -442,7 +449,7 @@ class ShareConsumer:
 
     async def _share_acknowledge(
         self, node_id: int, tps: set[TopicPartition], closing: bool
-    ) -> dict[TopicPartition, errors.KafkaError]:
+    ) -> dict[TopicPartition, Exception]:
         session = self._sessions.get(node_id)
         if session is None or session.epoch == 0:
             # No session with that broker: nothing it acquired for us can be settled.
@@ -468,15 +475,21 @@ class ShareConsumer:
             ],
         )
         renewing = any(t == int(RENEW) for a in acks.values() for t in a.values())
-        conn = await self.client.broker_connection(node_id)
-        version = conn.version_for(R.API_KEY)
-        if renewing:
-            if version < _RENEW_VERSION:
-                raise errors.UnsupportedVersionError(
-                    f"RENEW needs ShareAcknowledge v2 (Kafka 4.2+); the broker speaks v{version}"
-                )
-            request.is_renew_ack = True
-        response = await conn.request(request, version)
+        try:
+            conn = await self.client.broker_connection(node_id)
+            version = conn.version_for(R.API_KEY)
+            if renewing:
+                if version < _RENEW_VERSION:
+                    raise errors.UnsupportedVersionError(
+                        f"RENEW needs ShareAcknowledge v2 (Kafka 4.2+); the broker speaks "
+                        f"v{version}"
+                    )
+                request.is_renew_ack = True
+            response = await conn.request(request, version)
+        except (errors.KafkaConnectionError, errors.RetriableError) as exc:
+            # Unknown whether it arrived; the session is gone with the connection.
+            session.reset()
+            return dict.fromkeys(acks, exc)
         if closing:
             session.reset()
         else:
@@ -486,7 +499,7 @@ class ShareConsumer:
             session.reset()
             text = response.error_message or err.description
             return {tp: err(f"ShareAcknowledge {self.group_id!r}: {text}") for tp in acks}
-        failures: dict[TopicPartition, errors.KafkaError] = {}
+        failures: dict[TopicPartition, Exception] = {}
         names = {self._id_or_none(t): t for t in self.membership.topics}
         for topic_resp in response.responses:
             topic = names.get(topic_resp.topic_id)
