@@ -9,6 +9,7 @@ expires; close accepts what was handed out, releases the rest and leaves.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -62,7 +63,8 @@ async def test_more_members_than_partitions_accept_every_record_once(kafka_broke
     topic, group_id = unique("share"), unique("sg")
     broker.create(topic, 2)
     await share_group(broker.bootstrap, group_id)
-    await produce(broker.bootstrap, topic, 2, 150)
+    for start in range(0, 150, 10):  # batches of 10: the broker acquires whole batches
+        await produce(broker.bootstrap, topic, 2, 10, start=start)
     seen: dict[str, list[pykaf.ShareRecord]] = {}
 
     async def member(name: str) -> None:
@@ -289,3 +291,59 @@ async def test_a_killed_member_s_records_go_to_another_after_the_lock(kafka_brok
         with trio.fail_after(30):
             got = await b.next_batch()
     assert [(r.offset, r.delivery_count) for r in got] == [(o, 2) for o in range(5)]
+
+
+async def test_pykaf_and_confluent_kafka_share_consumers_in_one_group(kafka_broker: Any) -> None:
+    ck = pytest.importorskip("confluent_kafka")
+    if not hasattr(ck, "ShareConsumer"):
+        pytest.skip("this confluent-kafka has no ShareConsumer")
+    broker = kafka_broker
+    topic, group_id = unique("share"), unique("sg")
+    broker.create(topic, 2)
+    await share_group(broker.bootstrap, group_id)
+    seen: list[tuple[str, int, int]] = []
+    by: dict[str, int] = {"pykaf": 0, "confluent": 0}
+
+    def confluent_member() -> None:
+        consumer = ck.ShareConsumer({"bootstrap.servers": broker.bootstrap, "group.id": group_id})
+        try:
+            consumer.subscribe([topic])
+            while len(seen) < 400:
+                for m in consumer.poll(0.5):  # implicit mode: accepted on the next poll
+                    assert m.error() is None, m.error()
+                    seen.append((m.topic(), m.partition(), m.offset()))
+                    by["confluent"] += 1
+        finally:
+            consumer.close()
+
+    async def pykaf_member() -> None:
+        async with pykaf.open_share_consumer(
+            broker.bootstrap, group_id, [topic], max_records=10, **FAST
+        ) as consumer:
+            while len(seen) < 400:
+                batch = await consumer.next_batch(timeout=0.5)
+                seen.extend(key(r) for r in batch)
+                by["pykaf"] += len(batch)
+                await trio.sleep(0.3)  # slow workers: the confluent-kafka one gets work too
+
+    async def records_once_all_three_are_assigned() -> None:
+        async with pykaf.open_admin(broker.bootstrap) as admin:
+            while True:
+                with contextlib.suppress(pykaf.errors.GroupIdNotFoundError):
+                    members = (await admin.describe_share_group(group_id)).members
+                    if len(members) == 3 and all(m.assignment for m in members):
+                        break
+                await trio.sleep(0.2)
+        # in record batches of 10: the broker acquires whole batches, so one batch of
+        # 200 would go to one member
+        for start in range(0, 200, 10):
+            await produce(broker.bootstrap, topic, 2, 10, start=start)
+
+    with trio.fail_after(120):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, confluent_member)
+            nursery.start_soon(pykaf_member)
+            nursery.start_soon(pykaf_member)
+            nursery.start_soon(records_once_all_three_are_assigned)
+    assert len(seen) == len(set(seen)) == 400, by  # every record once, across both clients
+    assert by["pykaf"] > 0 and by["confluent"] > 0, by
