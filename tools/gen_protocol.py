@@ -41,13 +41,9 @@ ListGroups DeleteGroups OffsetDelete InitProducerId AddPartitionsToTxn AddOffset
 EndTxn TxnOffsetCommit CreateTopics DeleteTopics CreatePartitions DescribeConfigs
 IncrementalAlterConfigs DeleteRecords DescribeCluster DescribeAcls CreateAcls DeleteAcls
 SaslHandshake SaslAuthenticate ConsumerGroupHeartbeat ConsumerGroupDescribe
-""") + words("""
 ShareGroupHeartbeat ShareGroupDescribe ShareFetch ShareAcknowledge
 DescribeShareGroupOffsets AlterShareGroupOffsets DeleteShareGroupOffsets
 """)
-# APIs added after pykaf's flat re-exports were fixed: a struct name they share with an
-# older API stays exported from the older one (adding an API never removes an export).
-LATE_APIS = frozenset(APIS[APIS.index("ShareGroupHeartbeat") :])
 # Versioned data structures (no API key) that travel inside other messages.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
 
@@ -571,28 +567,35 @@ encode_response_header request_header_flexible response_header_flexible
 """)
 
 
-LATE_MODULES = frozenset(module_name(api) for api in LATE_APIS)
+#: Struct names exported before a later API defined a struct of the same name:
+#: the first module keeps exporting its own (``pykaf.protocol.DescribedGroup`` is
+#: DescribeGroups', not ConsumerGroupDescribe's).
+KEPT_EXPORTS = {
+    "DescribedGroup": "describe_groups",
+    # the share group APIs (KIP-932) define structs of these names too
+    "Member": "consumer_group_describe",
+    "FetchPartition": "fetch",
+    "FetchTopic": "fetch",
+    "ForgottenTopic": "fetch",
+    "PartitionData": "fetch",
+}
 
 
 def render_public(modules: list[tuple[str, list[MessageDef]]]) -> str:
-    counts: dict[str, int] = {}  # definers among the older APIs
-    late_counts: dict[str, int] = {}  # definers among all
-    for mod, msgs in modules:
-        late = mod in LATE_MODULES
-        for m in msgs:
-            for s in m.structs:
-                late_counts[s] = late_counts.get(s, 0) + 1
-                if not late:
-                    counts[s] = counts.get(s, 0) + 1
+    counts: dict[str, int] = {}
+    for _, msgs in modules:
+        for s in {s for m in msgs for s in m.structs}:  # a module shares its own structs
+            counts[s] = counts.get(s, 0) + 1
     lines = [PUBLIC_HEAD.rstrip("\n")]
     exported = list(PUBLIC_HELPERS)
     for mod, msgs in modules:
         names = []
         for m in msgs:
-            if mod in LATE_MODULES:
-                names += [s.name for s in struct_order(m) if late_counts[s.name] == 1]
-            else:
-                names += [s.name for s in struct_order(m) if counts[s.name] == 1]
+            names += [
+                s.name
+                for s in struct_order(m)
+                if (counts[s.name] == 1 or KEPT_EXPORTS.get(s.name) == mod) and s.name not in names
+            ]
             names.append(m.json_name)
         exported += names
         lines.append(f"from pykaf.protocol._messages.{mod} import (")

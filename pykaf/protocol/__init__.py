@@ -146,6 +146,7 @@ from pykaf.protocol._messages.describe_configs import (
     DescribeConfigsSynonym,
 )
 from pykaf.protocol._messages.describe_groups import (
+    DescribedGroup,
     DescribedGroupMember,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -413,6 +414,7 @@ __all__ = [
     "DescribeShareGroupOffsetsResponseGroup",
     "DescribeShareGroupOffsetsResponsePartition",
     "DescribeShareGroupOffsetsResponseTopic",
+    "DescribedGroup",
     "DescribedGroupMember",
     "EncodeError",
     "EndTxnRequest",

@@ -105,6 +105,13 @@ QUIRKS: dict[str, Quirk] = {
         "the admin client asks ConsumerGroupDescribe only of a coordinator that also "
         "speaks ConsumerGroupHeartbeat (no other can hold a consumer-protocol group)",
     ),
+    "mock-heartbeat-both-subscriptions": Quirk(
+        "librdkafka mock",
+        "aborts the whole process (a failed assertion) on a ConsumerGroupHeartbeat that "
+        "carries SubscribedTopicNames without SubscribedTopicRegex, or the reverse",
+        "a consumer-protocol member sends both, the unused one empty (an empty list, or "
+        '"", which Kafka reads as no regular expression), as librdkafka does',
+    ),
 }
 
 #: librdkafka's mock cluster names its clusters "mockCluster<...>".

@@ -31,6 +31,26 @@ unique = bc.unique
 
 pytestmark = pytest.mark.broker
 
+
+@pytest.fixture(params=["kafka", "fake"])
+def cg_broker(request: pytest.FixtureRequest) -> Any:
+    """Apache Kafka 4.3, and pykaf's fake cluster (which must behave the same)."""
+    return bc.broker_from(request, request.param)
+
+
+@pytest.fixture(params=["kafka", "fake", "mock"])
+def any_cg_broker(request: pytest.FixtureRequest) -> Any:
+    """Kafka, the fake cluster, and librdkafka's mock, which has KIP-848 groups too.
+
+    The other tests leave the mock out: its OffsetFetch of a whole group (the
+    admin's) leaves partitions out; it does not fence a heartbeat whose epoch is
+    ahead of the member's; it has neither ConsumerGroupDescribe nor
+    DescribeGroups; a regular expression its library cannot compile crashes the
+    process.
+    """
+    return bc.broker_from(request, request.param)
+
+
 FAST = {
     "group_protocol": "consumer",
     "rebalance_timeout": 10.0,
@@ -88,6 +108,11 @@ class Recorder:
         self.cleanups += 1
 
 
+async def create(broker: Any, topic: str, partitions: int) -> None:
+    """Create a topic (the fake cluster's control blocks: call it from a thread)."""
+    await trio.to_thread.run_sync(broker.create, topic, partitions)
+
+
 async def produce(bootstrap: str, topic: str, partitions: int, per: int, start: int = 0) -> None:
     async with pykaf.open_producer(bootstrap) as producer:
         for p in range(partitions):
@@ -115,12 +140,10 @@ def every(topic: str, partitions: int, per: int) -> set[tuple[str, int, int]]:
 # ------------------------------------------------------------------ one member
 
 
-async def test_one_member_gets_every_partition_and_commits_with_its_epoch(
-    kafka_broker: Any,
-) -> None:
-    broker = kafka_broker
+async def test_one_member_gets_every_partition_and_commits_with_its_epoch(cg_broker: Any) -> None:
+    broker = cg_broker
     topic, group_id = unique("kip848"), unique("g")
-    broker.create(topic, 4)
+    await create(broker, topic, 4)
     await produce(broker.bootstrap, topic, 4, 20)
     rec = Recorder()
     async with (
@@ -147,10 +170,10 @@ async def test_one_member_gets_every_partition_and_commits_with_its_epoch(
     assert {offsets[(topic, p)].offset for p in range(4)} == {20}
 
 
-async def test_async_for_and_restart_resume_from_the_commit(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_async_for_and_restart_resume_from_the_commit(any_cg_broker: Any) -> None:
+    broker = any_cg_broker
     topic, group_id = unique("kip848-resume"), unique("g")
-    broker.create(topic, 3)
+    await create(broker, topic, 3)
     await produce(broker.bootstrap, topic, 3, 10)
     got: list[tuple[int, int]] = []
     async with pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as group:
@@ -176,11 +199,11 @@ async def test_async_for_and_restart_resume_from_the_commit(kafka_broker: Any) -
 
 
 async def test_a_second_member_takes_half_with_no_partition_consumed_twice_at_once(
-    kafka_broker: Any,
+    any_cg_broker: Any,
 ) -> None:
-    broker = kafka_broker
+    broker = any_cg_broker
     topic, group_id = unique("kip848-two"), unique("g")
-    broker.create(topic, 6)
+    await create(broker, topic, 6)
     await produce(broker.bootstrap, topic, 6, 30)
     overlap = Overlap()
     one, two = Recorder("one", overlap), Recorder("two", overlap)
@@ -226,12 +249,12 @@ async def test_a_second_member_takes_half_with_no_partition_consumed_twice_at_on
     assert two.setups >= 1 and two.cleanups == two.setups
 
 
-async def test_three_members_come_and_go_while_records_are_produced(kafka_broker: Any) -> None:
+async def test_three_members_come_and_go_while_records_are_produced(any_cg_broker: Any) -> None:
     """Every record is consumed at least once; no partition is consumed by two at once."""
-    broker = kafka_broker
+    broker = any_cg_broker
     topic, group_id = unique("kip848-churn"), unique("g")
     partitions, rounds, per = 12, 12, 10
-    broker.create(topic, partitions)
+    await create(broker, topic, partitions)
     overlap = Overlap()
     seen: set[tuple[str, int, int]] = set()
     recorders: list[Recorder] = []
@@ -279,12 +302,12 @@ async def test_three_members_come_and_go_while_records_are_produced(kafka_broker
 # ------------------------------------------------------------------ subscriptions
 
 
-async def test_a_regex_subscription_gets_the_matching_topics(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_a_regex_subscription_gets_the_matching_topics(any_cg_broker: Any) -> None:
+    broker = any_cg_broker
     prefix = unique("kip848re")
     a, b, other = f"{prefix}-a", f"{prefix}-b", unique("kip848other")
     for t in (a, b, other):
-        broker.create(t, 2)
+        await create(broker, t, 2)
     await produce(broker.bootstrap, other, 2, 3)
     await produce(broker.bootstrap, a, 2, 4)
     await produce(broker.bootstrap, b, 2, 5)
@@ -309,10 +332,10 @@ async def test_a_regex_subscription_needs_the_consumer_protocol(kafka_broker: An
             pass
 
 
-async def test_the_brokers_refusals_are_typed_errors(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_the_brokers_refusals_are_typed_errors(cg_broker: Any) -> None:
+    broker = cg_broker
     topic = unique("kip848-bad")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     with trio.fail_after(30):
         async with pykaf.open_consumer_group(
             # a lookahead: Python's re has it, RE2/J (the broker's syntax) does not
@@ -333,10 +356,10 @@ async def test_the_brokers_refusals_are_typed_errors(kafka_broker: Any) -> None:
 # ------------------------------------------------------------------ static members
 
 
-async def test_a_static_member_restarting_keeps_its_assignment(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_a_static_member_restarting_keeps_its_assignment(any_cg_broker: Any) -> None:
+    broker = any_cg_broker
     topic, group_id = unique("kip848-static"), unique("g")
-    broker.create(topic, 4)
+    await create(broker, topic, 4)
     await produce(broker.bootstrap, topic, 4, 5)
     cfg = {**FAST}
     one = Recorder()
@@ -385,11 +408,11 @@ async def test_a_static_member_restarting_keeps_its_assignment(kafka_broker: Any
 
 @pytest.mark.parametrize("how", ["fenced_epoch", "unknown_member"])
 async def test_a_fenced_member_drops_its_claims_uncommitted_and_joins_again(
-    kafka_broker: Any, how: str
+    cg_broker: Any, how: str
 ) -> None:
-    broker = kafka_broker
+    broker = cg_broker
     topic, group_id = unique("kip848-fence"), unique("g")
-    broker.create(topic, 2)
+    await create(broker, topic, 2)
     await produce(broker.bootstrap, topic, 2, 10)
 
     class Unmarking(Recorder):
@@ -430,10 +453,10 @@ async def test_a_fenced_member_drops_its_claims_uncommitted_and_joins_again(
 # ------------------------------------------------------------------ the sync facade
 
 
-async def test_the_sync_facade_on_the_consumer_protocol(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_the_sync_facade_on_the_consumer_protocol(cg_broker: Any) -> None:
+    broker = cg_broker
     topic, group_id = unique("kip848-sync"), unique("g")
-    broker.create(topic, 2)
+    await create(broker, topic, 2)
     await produce(broker.bootstrap, topic, 2, 10)
 
     def run() -> list[tuple[int, int]]:
@@ -463,12 +486,10 @@ def test_the_options_are_checked() -> None:
 # ------------------------------------------------------------------ admin and CLI
 
 
-async def test_describe_groups_and_the_cli_show_a_consumer_protocol_group(
-    kafka_broker: Any,
-) -> None:
-    broker = kafka_broker
+async def test_describe_groups_and_the_cli_show_a_consumer_protocol_group(cg_broker: Any) -> None:
+    broker = cg_broker
     topic, group_id = unique("kip848-admin"), unique("g")
-    broker.create(topic, 4)
+    await create(broker, topic, 4)
     classic_group = unique("g")
     async with (
         pykaf.open_consumer_group(
@@ -516,3 +537,162 @@ def pykaf_command(*args: str, bootstrap: str) -> Any:
     )
     assert done.returncode == 0, done.stderr
     return done
+
+
+# ------------------------------------------------------------------ transactions
+
+
+async def test_offsets_committed_by_a_transaction_carry_the_member_epoch(
+    kafka_broker: Any,
+) -> None:
+    """KIP-447 with a consumer-protocol member: TxnOffsetCommit with its member epoch."""
+    broker = kafka_broker
+    src, dst, group_id = unique("kip848-src"), unique("kip848-dst"), unique("g")
+    await create(broker, src, 1)
+    await create(broker, dst, 1)
+    await produce(broker.bootstrap, src, 1, 10)
+    async with (
+        pykaf.open_consumer_group(
+            broker.bootstrap, group_id, [src], **FAST, auto_commit=False
+        ) as group,
+        pykaf.open_producer(broker.bootstrap, transactional_id=unique("t")) as txn,
+    ):
+        seen = []
+        with trio.fail_after(40):
+            async for record in group:
+                seen.append(record)
+                if len(seen) == 10:
+                    break
+        meta = group.group_metadata()
+        assert isinstance(group, HeartbeatMember)
+        assert meta.generation_id == group.member_epoch > 0 and meta.member_id == group.member_id
+        txn.begin_transaction()
+        await txn.send(dst, b"done", partition=0)
+        await txn.send_offsets_to_transaction({(src, 0): 10}, meta)
+        await txn.commit_transaction()
+        # an epoch the member does not have is refused by the group coordinator
+        stale = pykaf.GroupMetadata(group_id, meta.generation_id + 5, meta.member_id)
+        txn.begin_transaction()
+        # (Kafka answers TxnOffsetCommit's wrong member epoch with ILLEGAL_GENERATION)
+        with pytest.raises(errors.IllegalGenerationError):
+            await txn.send_offsets_to_transaction({(src, 0): 3}, stale)
+        await txn.abort_transaction()
+    async with pykaf.open_admin(broker.bootstrap) as admin:
+        offsets = await admin.list_group_offsets(group_id)
+    assert offsets[(src, 0)].offset == 10
+
+
+# ------------------------------------------------------------------ migration
+
+
+async def test_a_classic_member_joins_a_consumer_protocol_group(kafka_broker: Any) -> None:
+    """Kafka's online migration: a classic pykaf member (JoinGroup) in a group whose other
+    member speaks the consumer protocol; the coordinator splits the partitions."""
+    broker = kafka_broker
+    topic, group_id = unique("kip848-mixed"), unique("g")
+    await create(broker, topic, 4)
+    await produce(broker.bootstrap, topic, 4, 25)
+    overlap = Overlap()
+    modern, classic = Recorder("modern", overlap), Recorder("classic", overlap)
+    old_style = {
+        "heartbeat_interval": 0.5,
+        "session_timeout": 10.0,
+        "rebalance_timeout": 10.0,
+        "auto_commit_interval": 0.2,
+        "fetch_max_wait": 0.05,
+    }
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as g1,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g1.consume, modern)
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3])
+        async with pykaf.open_consumer_group(
+            broker.bootstrap, group_id, [topic], **old_style
+        ) as g2:
+            assert not isinstance(g2, HeartbeatMember)
+            nursery.start_soon(g2.consume, classic)
+
+            def split() -> bool:
+                a, b = owned(g1, topic=topic), owned(g2, topic=topic)
+                return len(a) == 2 and len(b) == 2 and sorted(a + b) == [0, 1, 2, 3]
+
+            await wait_for(split, what=lambda: (g1.assignment(), g2.assignment()))
+            await produce(broker.bootstrap, topic, 4, 5, start=25)
+            await wait_for(lambda: len(set(modern.seen) | set(classic.seen)) == 120)
+        # the classic member left: the consumer-protocol member takes everything back
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3])
+        nursery.cancel_scope.cancel()
+    assert overlap.overlaps == []
+    assert set(modern.seen) | set(classic.seen) == every(topic, 4, 30)
+
+
+# ------------------------------------------------------------------ a killed member
+
+_MEMBER_SCRIPT = """
+import sys, trio, pykaf
+
+async def main(bootstrap, group, topic):
+    async with pykaf.open_consumer_group(
+        bootstrap, group, [topic], group_protocol="consumer", auto_commit_interval=0.1,
+        fetch_max_wait=0.05,
+    ) as member:
+        async for record in member:
+            print(record.partition, record.offset, flush=True)
+
+trio.run(main, *sys.argv[1:])
+"""
+
+
+async def test_a_killed_member_s_partitions_go_to_the_others_after_its_session(
+    cg_broker: Any,
+) -> None:
+    """A member killed with SIGKILL never leaves: the coordinator drops it after the
+    group's session timeout (10 s here) and the survivor resumes at its commits."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    broker = cg_broker
+    topic, group_id = unique("kip848-kill"), unique("g")
+    await create(broker, topic, 4)
+    await produce(broker.bootstrap, topic, 4, 50)
+    survivor = Recorder("survivor")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    async with (
+        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as g1,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g1.consume, survivor)
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3])
+        victim = await trio.lowlevel.open_process(
+            [sys.executable, "-c", _MEMBER_SCRIPT, broker.bootstrap, group_id, topic],
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            await wait_for(lambda: len(owned(g1, topic=topic)) == 2, what=g1.assignment)
+            taken = set(range(4)) - set(owned(g1, topic=topic))
+            await produce(broker.bootstrap, topic, 4, 10, start=50)
+            await trio.sleep(1.5)  # the victim reads and commits some of its records
+        finally:
+            victim.send_signal(signal.SIGKILL)
+            await victim.wait()
+        assert victim.stdout is not None
+        out = b""
+        while chunk := await victim.stdout.receive_some(1 << 16):
+            out += chunk
+        lines = out.decode().split("\n")[:-1]  # whole lines only
+        victim_seen = {(topic, int(line.split()[0]), int(line.split()[1])) for line in lines}
+        assert {p for _, p, _ in victim_seen} <= taken and victim_seen
+        # no leave: its partitions stay its own until the session runs out
+        await trio.sleep(2)
+        assert set(owned(g1, topic=topic)).isdisjoint(taken)
+        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3], timeout=30)
+        await wait_for(lambda: len(set(survivor.seen) | victim_seen) == 240)
+        nursery.cancel_scope.cancel()
+    assert set(survivor.seen) | victim_seen == every(topic, 4, 60)
+    # the survivor resumed the victim's partitions at its commits, not at their start
+    resumed = [survivor.claims[(topic, p)][-1].initial_offset for p in taken]
+    assert all(offset > 0 for offset in resumed), resumed

@@ -5,8 +5,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
+import trio
 
+import pykaf
 from pykaf import errors
+from pykaf import protocol as P
+from pykaf._group import heartbeat_member
 from pykaf._group.heartbeat_states import (
     INITIAL,
     TRANSITIONS,
@@ -15,6 +19,7 @@ from pykaf._group.heartbeat_states import (
     allowed,
     transition,
 )
+from pykaf.testing._fake import open_fake_cluster
 
 S = HeartbeatState
 E = HeartbeatEvent
@@ -58,3 +63,67 @@ def test_no_reconciliation_is_acknowledged_before_it_is_applied() -> None:
     # member has not finished revoking.
     for state in (S.JOINING, S.RECONCILING, S.STABLE, S.FENCED):
         assert not allowed(state, E.ACKED)
+
+
+class _Idle:
+    async def setup(self, session: pykaf.GroupSession) -> None:
+        pass
+
+    async def consume_claim(self, session: pykaf.GroupSession, claim: pykaf.Claim) -> None:
+        async for _ in claim:
+            pass
+
+    async def cleanup(self, session: pykaf.GroupSession) -> None:
+        pass
+
+
+async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On the fake cluster: every move goes through the table, in the order the protocol
+    takes; a coordinator that answers nothing but COORDINATOR_NOT_AVAILABLE for
+    ``session_timeout`` makes the member drop its claims and join again."""
+    moves: list[tuple[HeartbeatState, HeartbeatEvent]] = []
+
+    def recording(state: HeartbeatState, event: HeartbeatEvent) -> HeartbeatState:
+        moves.append((state, event))
+        return transition(state, event)
+
+    monkeypatch.setattr(heartbeat_member, "transition", recording)
+    async with open_fake_cluster(1) as fake:
+        fake.create_topic("hb-states", 2)
+        async with (
+            pykaf.open_consumer_group(
+                fake.bootstrap,
+                "hb-states-g",
+                ["hb-states"],
+                group_protocol="consumer",
+                session_timeout=1.5,
+                heartbeat_interval=0.5,  # (a classic option; checked below session_timeout)
+                retry_backoff=0.05,
+            ) as group,
+            trio.open_nursery() as nursery,
+        ):
+            assert isinstance(group, heartbeat_member.HeartbeatMember)
+            nursery.start_soon(group.consume, _Idle())
+            with trio.fail_after(30):
+                while group.state is not S.STABLE:
+                    await trio.sleep(0.01)
+            claims = list(group._claims.values())
+            assert len(claims) == 2
+            code = errors.CoordinatorNotAvailableError.code
+            fake.push_request_errors(P.ConsumerGroupHeartbeatRequest.API_KEY, *[code] * 400)
+            group._heartbeat_now.set()
+            with trio.fail_after(30):
+                while not all(c.revoked for c in claims):
+                    await trio.sleep(0.01)
+            assert (S.STABLE, E.FENCE) in moves or (S.ACKNOWLEDGING, E.FENCE) in moves
+            fake.clear_request_errors(P.ConsumerGroupHeartbeatRequest.API_KEY)
+            with trio.fail_after(30):
+                while group.state is not S.STABLE or len(group._claims) != 2:
+                    await trio.sleep(0.01)
+            await group.aclose()
+    path = [event for _, event in moves]
+    assert path[:4] == [E.JOIN, E.ASSIGNED, E.RECONCILED, E.ACKED]
+    assert path[-2:] == [E.LEAVE, E.LEFT]
+    assert E.FENCE in path and path[path.index(E.FENCE) + 1] == E.JOIN

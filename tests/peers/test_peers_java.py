@@ -148,6 +148,17 @@ def java_assignment(member: JsonProcess) -> set[int] | None:
     return current or None
 
 
+async def write_keyed(bootstrap: str, topic: str, numbers: range) -> list[Row]:
+    """Write ``v<i>`` with key ``k<i % 17>`` for each number; the rows as written."""
+    written: list[Row] = []
+    async with pykaf.open_producer(bootstrap) as producer:
+        for i in numbers:
+            key, value = b"k%d" % (i % 17), b"v%d" % i
+            md = await producer.send(topic, value, key=key)
+            written.append((md.partition, md.offset, key, value))
+    return written
+
+
 def java_rows(member: JsonProcess, start: int = 0) -> list[Row]:
     return [
         (e["partition"], e["offset"], _text(e["key"]), _text(e["value"]))
@@ -224,12 +235,7 @@ async def test_group_shared_with_verifiable_consumer(
         assert theirs is not None
         assert not mine & theirs and len(mine) == len(theirs) == 2, (mine, theirs)
 
-        written: list[Row] = []
-        async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
-            for i in range(200):
-                key, value = b"k%d" % (i % 17), b"v%d" % i
-                md = await producer.send(topic, value, key=key)
-                written.append((md.partition, md.offset, key, value))
+        written = await write_keyed(kafka_cluster.bootstrap, topic, range(0, 200))
         assert {row[0] for row in written} == everything
         await java.wait_for(
             lambda: len(java_rows(java)) + len(recorder.rows) >= len(written),
@@ -242,12 +248,7 @@ async def test_group_shared_with_verifiable_consumer(
         await member.aclose()  # commits, leaves: Java takes every partition
 
         await java.wait_for(lambda: java_assignment(java) == everything, "reassignment of all")
-        more: list[Row] = []
-        async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
-            for i in range(200, 240):
-                key, value = b"k%d" % (i % 17), b"v%d" % i
-                md = await producer.send(topic, value, key=key)
-                more.append((md.partition, md.offset, key, value))
+        more = await write_keyed(kafka_cluster.bootstrap, topic, range(200, 240))
         await java.wait_for(
             lambda: len(java_rows(java, java_seen)) >= len(more), "the records after the leave"
         )
@@ -446,12 +447,7 @@ async def test_classic_pykaf_member_in_a_consumer_protocol_group(
             mine, theirs = recorder.assignments[-1], java_assignment(java)
             assert theirs is not None
             assert not mine & theirs and len(mine) == len(theirs) == 2, (mine, theirs)
-            written: list[Row] = []
-            async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
-                for i in range(100):
-                    key, value = b"k%d" % (i % 17), b"v%d" % i
-                    md = await producer.send(topic, value, key=key)
-                    written.append((md.partition, md.offset, key, value))
+            written = await write_keyed(kafka_cluster.bootstrap, topic, range(0, 100))
             await java.wait_for(
                 lambda: len(java_rows(java)) + len(recorder.rows) >= len(written),
                 "all records read",
@@ -521,12 +517,7 @@ async def test_consumer_protocol_group_shared_with_verifiable_consumer(
         theirs = java_assignment(java)
         assert theirs is not None
         assert not mine() & theirs and len(mine()) == len(theirs) == 2, (mine(), theirs)
-        written: list[Row] = []
-        async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
-            for i in range(200):
-                key, value = b"k%d" % (i % 17), b"v%d" % i
-                md = await producer.send(topic, value, key=key)
-                written.append((md.partition, md.offset, key, value))
+        written = await write_keyed(kafka_cluster.bootstrap, topic, range(0, 200))
         await java.wait_for(
             lambda: len(java_rows(java)) + len(recorder.rows) >= len(written),
             "all records read",
@@ -535,12 +526,7 @@ async def test_consumer_protocol_group_shared_with_verifiable_consumer(
         java_seen = len(java.events)
         await member.aclose()  # commits, leaves (epoch -1): Java takes every partition
         await java.wait_for(lambda: java_assignment(java) == everything, "reassignment of all")
-        more: list[Row] = []
-        async with pykaf.open_producer(kafka_cluster.bootstrap) as producer:
-            for i in range(200, 240):
-                key, value = b"k%d" % (i % 17), b"v%d" % i
-                md = await producer.send(topic, value, key=key)
-                more.append((md.partition, md.offset, key, value))
+        more = await write_keyed(kafka_cluster.bootstrap, topic, range(200, 240))
         await java.wait_for(
             lambda: len(java_rows(java, java_seen)) >= len(more), "the records after the leave"
         )

@@ -25,6 +25,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf.protocol import ApiVersion, ApiVersionsResponse, RequestHeader, Response
+from pykaf.testing._fake.consumer_coordinator import ConsumerGroupCoordinator
 from pykaf.testing._fake.group_coordinator import GroupCoordinator
 from pykaf.testing._fake.model import (
     AclEntry,
@@ -81,6 +82,7 @@ class ClusterState:
         configs: the dynamic broker configs IncrementalAlterConfigs set.
         acls: the ACL bindings CreateAcls stored (kept, not enforced).
         groups: the group coordinator (groups, members, committed offsets).
+        consumer_groups: the consumer-protocol (KIP-848) groups.
         transactions: the transaction coordinator.
         sasl: the SASL users and mechanisms.
         apis: the APIs answered, by key.
@@ -119,6 +121,7 @@ class ClusterState:
         self._coordinators: dict[tuple[int, str], int] = {}
         self._next_leader = 0
         self.groups = GroupCoordinator(group_initial_rebalance_delay_ms)
+        self.consumer_groups = ConsumerGroupCoordinator()
         self.configs = ConfigStore()
         self.acls: list[AclEntry] = []
         self.transactions = TransactionCoordinator(self.partition, self.groups)

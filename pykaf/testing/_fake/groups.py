@@ -22,6 +22,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf.testing._fake import consumer_groups
 from pykaf.testing._fake.api import Api, RequestContext
 from pykaf.testing._fake.group_coordinator import (
     COMPLETING,
@@ -475,9 +476,17 @@ async def offset_commit(ctx: RequestContext, req: P.OffsetCommitRequest, version
         coord = _coordinator(ctx)
         g = coord.group(req.group_id)
         instance_id = req.group_instance_id if version >= 7 else None
-        code = _commit_check(g, req.generation_id_or_member_epoch, req.member_id, instance_id)
-        if code == 0 and g is None:
-            coord.get_or_create(req.group_id)
+        epoch = req.generation_id_or_member_epoch
+        parts = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        modern = consumer_groups.commit_check(
+            ctx, req.group_id, req.member_id, epoch, version, parts
+        )
+        if modern is not None:
+            code = modern  # a consumer-protocol (KIP-848) group
+        else:
+            code = _commit_check(g, epoch, req.member_id, instance_id)
+            if code == 0 and g is None:
+                coord.get_or_create(req.group_id)
     return P.OffsetCommitResponse(
         throttle_time_ms=0,
         topics=_store_offsets(
@@ -732,10 +741,25 @@ async def list_groups(ctx: RequestContext, req: P.ListGroupsRequest, version: in
     coord = _coordinator(ctx)
     states = {s.lower() for s in req.states_filter} if version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if version >= 5 else set()
+    modern = ctx.cluster.consumer_groups
     names = sorted(set(coord.groups) | {g for g, offs in coord.offsets.items() if offs})
     out = []
+    for group_id in sorted(modern.groups):  # consumer-protocol (KIP-848) groups
+        cg = modern.group(group_id)
+        if cg is None or not _coordinates(ctx, group_id):
+            continue
+        if (states and cg.state.lower() not in states) or (types and "consumer" not in types):
+            continue
+        out.append(
+            P.ListGroupsResponse.ListedGroup(
+                group_id=group_id,
+                protocol_type="consumer",
+                group_state=cg.state,
+                group_type="consumer",
+            )
+        )
     for group_id in names:
-        if not _coordinates(ctx, group_id):
+        if not _coordinates(ctx, group_id) or group_id in modern.groups:
             continue
         state = coord.state_of(group_id)
         if state == DEAD:
@@ -846,7 +870,7 @@ APIS = [
         P.OffsetCommitResponse,
         offset_commit,
         2,
-        8,
+        9,
         error=_offset_commit_error,
     ),
     Api(P.OffsetFetchRequest, P.OffsetFetchResponse, offset_fetch, 1, 8, error=_offset_fetch_error),

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from pykaf.testing._fake import acls, configs, data, groups, meta, txn
+from pykaf.testing._fake import acls, configs, consumer_groups, data, groups, meta, txn
 from pykaf.testing._fake.api import Api
 
 
 def all_apis() -> list[Api]:
     """The APIs of every handler module (a later module's entry wins for one key)."""
-    return [*meta.APIS, *data.APIS, *txn.APIS, *groups.APIS, *configs.APIS, *acls.APIS]
+    return [
+        *meta.APIS,
+        *data.APIS,
+        *txn.APIS,
+        *groups.APIS,
+        *consumer_groups.APIS,
+        *configs.APIS,
+        *acls.APIS,
+    ]
