@@ -318,6 +318,7 @@ class ShareConsumer:
             version = conn.version_for(R.API_KEY)
             if renewing:
                 if version < _RENEW_VERSION:
+                    self._requeue(acks)  # kept: the caller may acknowledge them otherwise
                     raise errors.UnsupportedVersionError(
                         "RENEW needs ShareFetch v2 (Kafka 4.2 or newer); the broker speaks "
                         f"v{version}"
@@ -480,6 +481,7 @@ class ShareConsumer:
             version = conn.version_for(R.API_KEY)
             if renewing:
                 if version < _RENEW_VERSION:
+                    self._requeue(acks)  # kept: the caller may acknowledge them otherwise
                     raise errors.UnsupportedVersionError(
                         f"RENEW needs ShareAcknowledge v2 (Kafka 4.2+); the broker speaks "
                         f"v{version}"
