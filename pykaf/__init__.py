@@ -28,6 +28,7 @@ from pykaf._admin.results import (
     PartitionLag,
     TopicDescription,
 )
+from pykaf._admin.share_groups import ShareGroupOffset
 from pykaf._cluster.client import (
     NEWEST,
     OLDEST,
@@ -73,6 +74,17 @@ from pykaf._producer.records import (
     ProducerStatistics,
     RecordMetadata,
 )
+from pykaf._share import (
+    ACCEPT,
+    REJECT,
+    RELEASE,
+    RENEW,
+    AcknowledgeType,
+    ShareConsumer,
+    ShareConsumerConfig,
+    ShareRecord,
+    open_share_consumer,
+)
 from pykaf._txn.manager import TxnStatus
 from pykaf._version import __version__
 from pykaf.errors import (
@@ -86,8 +98,13 @@ from pykaf.errors import (
 )
 
 __all__ = [
+    "ACCEPT",
     "NEWEST",
     "OLDEST",
+    "REJECT",
+    "RELEASE",
+    "RENEW",
+    "AcknowledgeType",
     "AclBinding",
     "AclFilter",
     "AclOperation",
@@ -146,6 +163,10 @@ __all__ = [
     "RequestStatistics",
     "ResourceType",
     "RoundRobinAssignor",
+    "ShareConsumer",
+    "ShareConsumerConfig",
+    "ShareGroupOffset",
+    "ShareRecord",
     "StickyAssignor",
     "TopicDescription",
     "TopicInfo",
@@ -160,4 +181,5 @@ __all__ = [
     "open_consumer",
     "open_consumer_group",
     "open_producer",
+    "open_share_consumer",
 ]

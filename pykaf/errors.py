@@ -167,10 +167,14 @@ __all__ = [
     "RetriableError",
     "SaslAuthenticationError",
     "SecurityDisabledError",
+    "ShareSessionLimitReachedError",
     "ShareSessionNotFoundError",
     "SnapshotNotFoundError",
     "StaleBrokerEpochError",
     "StaleMemberEpochError",
+    "StreamsInvalidTopologyEpochError",
+    "StreamsInvalidTopologyError",
+    "StreamsTopologyFencedError",
     "TelemetryTooLargeError",
     "ThrottlingQuotaExceededError",
     "TimeoutError",
@@ -2013,6 +2017,54 @@ class RebootstrapRequiredError(KafkaError):
     description = "Client metadata is stale. The client should rebootstrap to obtain new metadata."
 
 
+class StreamsInvalidTopologyError(KafkaError):
+    """Kafka error 130, STREAMS_INVALID_TOPOLOGY.
+
+    The supplied topology is invalid.
+    """
+
+    code = 130
+    name = "STREAMS_INVALID_TOPOLOGY"
+    retriable = False
+    description = "The supplied topology is invalid."
+
+
+class StreamsInvalidTopologyEpochError(KafkaError):
+    """Kafka error 131, STREAMS_INVALID_TOPOLOGY_EPOCH.
+
+    The supplied topology epoch is invalid.
+    """
+
+    code = 131
+    name = "STREAMS_INVALID_TOPOLOGY_EPOCH"
+    retriable = False
+    description = "The supplied topology epoch is invalid."
+
+
+class StreamsTopologyFencedError(KafkaError):
+    """Kafka error 132, STREAMS_TOPOLOGY_FENCED.
+
+    The supplied topology epoch is outdated.
+    """
+
+    code = 132
+    name = "STREAMS_TOPOLOGY_FENCED"
+    retriable = False
+    description = "The supplied topology epoch is outdated."
+
+
+class ShareSessionLimitReachedError(KafkaError, RetriableError):
+    """Kafka retriable error 133, SHARE_SESSION_LIMIT_REACHED.
+
+    The limit of share sessions has been reached.
+    """
+
+    code = 133
+    name = "SHARE_SESSION_LIMIT_REACHED"
+    retriable = True
+    description = "The limit of share sessions has been reached."
+
+
 class FieldVersionError(UnsupportedVersionError):
     """A field set to a non-default value does not exist in the version being encoded.
 
@@ -2222,6 +2274,10 @@ _BY_CODE: dict[int, type[KafkaError]] = {
     VoterNotFoundError.code: VoterNotFoundError,
     InvalidRegularExpressionError.code: InvalidRegularExpressionError,
     RebootstrapRequiredError.code: RebootstrapRequiredError,
+    StreamsInvalidTopologyError.code: StreamsInvalidTopologyError,
+    StreamsInvalidTopologyEpochError.code: StreamsInvalidTopologyEpochError,
+    StreamsTopologyFencedError.code: StreamsTopologyFencedError,
+    ShareSessionLimitReachedError.code: ShareSessionLimitReachedError,
 }
 
 

@@ -23,6 +23,10 @@
         for record in group:                          # committed once the next is asked for
             handle(record)
 
+    with pykaf.sync.ShareConsumer("localhost:9092", "workers", ["jobs"]) as queue:
+        for record in queue:                          # accepted when the next is asked for
+            handle(record)
+
 Every object here drives its async twin inside the process's shared trio loop
 (:func:`pykaf._sync.portal.get_portal`), so any number of plain threads may use one
 object at once. Blocking calls take ``timeout`` (seconds; raising
@@ -34,5 +38,6 @@ from __future__ import annotations
 from pykaf._sync.admin import Admin
 from pykaf._sync.consumer import Consumer, ConsumerGroup
 from pykaf._sync.producer import MAX_PENDING, Producer
+from pykaf._sync.share import ShareConsumer
 
-__all__ = ["MAX_PENDING", "Admin", "Consumer", "ConsumerGroup", "Producer"]
+__all__ = ["MAX_PENDING", "Admin", "Consumer", "ConsumerGroup", "Producer", "ShareConsumer"]

@@ -15,12 +15,14 @@ from pykaf._config import ClientConfig  # noqa: E402
 from pykaf._consumer.config import ConsumerConfig  # noqa: E402
 from pykaf._group.config import GroupConfig  # noqa: E402
 from pykaf._producer.config import ProducerConfig  # noqa: E402
+from pykaf._share.config import ShareConsumerConfig  # noqa: E402
 
 CONFIGS = [
     ("Client", ClientConfig),
     ("Producer", ProducerConfig),
     ("Consumer", ConsumerConfig),
     ("Consumer group", GroupConfig),
+    ("Share consumer", ShareConsumerConfig),
 ]
 
 
@@ -36,22 +38,23 @@ def render() -> str:
         "",
         "Generated from the option definitions by `tools/gen_config_docs.py`; do not edit.",
         "Options are keyword arguments of `pykaf.open_client()`, `pykaf.open_producer()`,",
-        "`pykaf.open_consumer()` and `pykaf.open_consumer_group()`. Durations are in",
-        "seconds. An unknown name or a bad value raises `pykaf.errors.ConfigError` before",
-        "anything connects.",
+        "`pykaf.open_consumer()`, `pykaf.open_consumer_group()` and",
+        "`pykaf.open_share_consumer()`. Durations are in seconds. An unknown name or a bad",
+        "value raises `pykaf.errors.ConfigError` before anything connects.",
         "",
     ]
-    shown: set[str] = set()
     for title, cls in CONFIGS:
         lines += [f"## {title} options", ""]
-        inherited = [t.lower() for t, c in CONFIGS if c is not cls and issubclass(cls, c)]
+        parents = [(t, c) for t, c in CONFIGS if c is not cls and issubclass(cls, c)]
+        inherited = [t.lower() for t, _ in parents]
+        # options a parent's table shows already (a sibling's same-named ones are repeated)
+        shown = {name for _, c in parents for name, _d, _doc in c.options()}
         if inherited:
             lines += [f"The {' and '.join(inherited)} options above apply too.", ""]
         lines += ["| option | default | meaning |", "|---|---|---|"]
         for name, default, doc in cls.options():
             if name not in shown:
                 lines.append(f"| `{name}` | {fmt_default(default)} | {doc} |")
-        shown |= {name for name, _d, _doc in cls.options()}
         lines.append("")
     return "\n".join(lines)
 

@@ -42,6 +42,8 @@ EndTxn TxnOffsetCommit CreateTopics DeleteTopics CreatePartitions DescribeConfig
 IncrementalAlterConfigs DeleteRecords DescribeCluster DescribeAcls CreateAcls DeleteAcls
 SaslHandshake SaslAuthenticate ConsumerGroupHeartbeat ConsumerGroupDescribe
 GetTelemetrySubscriptions PushTelemetry
+ShareGroupHeartbeat ShareGroupDescribe ShareFetch ShareAcknowledge
+DescribeShareGroupOffsets AlterShareGroupOffsets DeleteShareGroupOffsets
 """)
 # Versioned data structures (no API key) that travel inside other messages.
 DATA = ["ConsumerProtocolSubscription", "ConsumerProtocolAssignment"]
@@ -569,7 +571,15 @@ encode_response_header request_header_flexible response_header_flexible
 #: Struct names exported before a later API defined a struct of the same name:
 #: the first module keeps exporting its own (``pykaf.protocol.DescribedGroup`` is
 #: DescribeGroups', not ConsumerGroupDescribe's).
-KEPT_EXPORTS = {"DescribedGroup": "describe_groups"}
+KEPT_EXPORTS = {
+    "DescribedGroup": "describe_groups",
+    # the share group APIs (KIP-932) define structs of these names too
+    "Member": "consumer_group_describe",
+    "FetchPartition": "fetch",
+    "FetchTopic": "fetch",
+    "ForgottenTopic": "fetch",
+    "PartitionData": "fetch",
+}
 
 
 def render_public(modules: list[tuple[str, list[MessageDef]]]) -> str:

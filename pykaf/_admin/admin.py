@@ -18,7 +18,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf._admin import acls, consumer_groups
+from pykaf._admin import acls, consumer_groups, share_groups
 from pykaf._admin.acls import AclBinding, AclFilter
 from pykaf._admin.results import (
     CONFIG_SOURCES,
@@ -37,6 +37,7 @@ from pykaf._admin.results import (
     TopicDescription,
     TopicPartition,
 )
+from pykaf._admin.share_groups import ShareGroupOffset
 from pykaf._cluster import request as rq
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.ends import list_offsets
@@ -57,7 +58,8 @@ _DELETE_GROUPS = P.DeleteGroupsRequest.API_KEY
 _OFFSET_FETCH = P.OffsetFetchRequest.API_KEY
 _OFFSET_DELETE = P.OffsetDeleteRequest.API_KEY
 _DELETE_RECORDS = P.DeleteRecordsRequest.API_KEY
-_TOPIC, _BROKER = 2, 4  # DescribeConfigs resource types
+_LIST_GROUPS_TYPES = 5  # ListGroups filters by group type from v5 (KIP-848)
+_TOPIC, _BROKER, _GROUP = 2, 4, 32  # DescribeConfigs / AlterConfigs resource types
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 
 
@@ -550,6 +552,31 @@ class Admin:
                 failures[r.resource_name] = error
         _raise_one("alter_topic_configs", failures, len(response.responses))
 
+    async def alter_group_configs(
+        self,
+        changes: Mapping[str, Mapping[str, ConfigValue]],
+        *,
+        validate_only: bool = False,
+    ) -> None:
+        """Change groups' configs incrementally (KIP-848/KIP-932 group configs, Kafka 4.0+).
+
+        ``changes`` maps a group id to its changes, as in
+        :meth:`alter_topic_configs`: e.g. ``{"orders": {"share.auto.offset.reset":
+        "earliest", "share.record.lock.duration.ms": "15000"}}`` for a share group.
+
+        Raises:
+            AdminError: some groups' changes were refused; one group's error directly
+                (``InvalidConfigurationError``, ``InvalidRequestError``, ...).
+        """
+        request = _alter_request(_GROUP, [(n, c) for n, c in changes.items()], validate_only)
+        response = await self._to_any(request)
+        failures = {}
+        for r in response.responses:
+            error = _error(r.error_code, f"configs of group {r.resource_name!r}", r.error_message)
+            if error is not None:
+                failures[r.resource_name] = error
+        _raise_one("alter_group_configs", failures, len(response.responses))
+
     async def alter_broker_configs(
         self,
         changes: Mapping[int | None, Mapping[str, ConfigValue]],
@@ -666,6 +693,98 @@ class Admin:
                     state=getattr(g, "group_state", "") or "",
                 )
         return [out[k] for k in sorted(out)]
+
+    async def list_share_groups(self) -> list[GroupListing]:
+        """Every share group (KIP-932) of every broker, sorted by id (ListGroups v5's filter).
+
+        Raises:
+            UnsupportedVersionError: a broker without ListGroups v5 (before Kafka 4.0).
+            KafkaError: a broker's error.
+        """
+        out: dict[str, GroupListing] = {}
+        for broker in await self.client.brokers():
+            conn = await self.client.connect_to(broker)
+            version = conn.version_for(P.ListGroupsRequest.API_KEY)
+            if version < _LIST_GROUPS_TYPES:
+                raise errors.UnsupportedVersionError(
+                    f"broker {broker.node_id} speaks ListGroups v{version}: no group types "
+                    "(share groups need Kafka 4.1 or newer)"
+                )
+            response = await conn.request(P.ListGroupsRequest(types_filter=["share"]), version)
+            error = _error(response.error_code, f"list groups on broker {broker.node_id}")
+            if error is not None:
+                raise error
+            for g in response.groups:
+                out[g.group_id] = GroupListing(
+                    group_id=g.group_id, protocol_type=g.protocol_type, state=g.group_state
+                )
+        return [out[k] for k in sorted(out)]
+
+    async def describe_share_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
+        """Share groups (KIP-932) by ShareGroupDescribe: state, epochs, members, assignments.
+
+        ``group_protocol`` and ``protocol_type`` of each result are "share";
+        ``protocol`` is the broker's assignor ("simple").
+
+        Raises:
+            AdminError: some groups could not be described (``GroupIdNotFoundError``
+                for one that is not a share group); one group's error directly.
+        """
+        out: dict[str, GroupDescription] = {}
+        failures: dict[str, errors.KafkaError] = {}
+        for group in group_ids:
+            response = await self._to_coordinator(group, share_groups.describe_request([group]))
+            for g in response.groups:
+                error = _error(
+                    g.error_code, f"describe share group {g.group_id!r}", g.error_message
+                )
+                if error is not None:
+                    failures[g.group_id] = error
+                else:
+                    out[g.group_id] = share_groups.described(g)
+        _raise_one("describe_share_groups", failures, len(group_ids))
+        return out
+
+    async def describe_share_group(self, group_id: str) -> GroupDescription:
+        """One share group's description (see :meth:`describe_share_groups`)."""
+        return (await self.describe_share_groups([group_id]))[group_id]
+
+    async def list_share_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ShareGroupOffset]:
+        """A share group's start offsets (and lags) by partition (DescribeShareGroupOffsets).
+
+        Raises:
+            AdminError: some partitions failed; one error directly.
+        """
+        request = share_groups.describe_offsets_request(group_id, partitions)
+        response = await self._to_coordinator(group_id, request)
+        offsets, failures = share_groups.offsets_of(response, group_id)
+        _raise_one("list_share_group_offsets", failures, 1)
+        return offsets
+
+    async def alter_share_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Move an empty share group's start offsets (AlterShareGroupOffsets, Kafka 4.1+).
+
+        Raises:
+            AdminError: some partitions were refused (``NonEmptyGroupError``... as the
+                broker says: a group with members); one error directly.
+        """
+        request = share_groups.alter_offsets_request(group_id, offsets)
+        response = await self._to_coordinator(group_id, request)
+        _raise_one("alter_share_group_offsets", share_groups.partition_errors(response), 1)
+
+    async def delete_share_group_offsets(self, group_id: str, topics: Sequence[str]) -> None:
+        """Forget an empty share group's state of whole topics (DeleteShareGroupOffsets).
+
+        Raises:
+            AdminError: some topics were refused; one error directly.
+        """
+        request = share_groups.delete_offsets_request(group_id, topics)
+        response = await self._to_coordinator(group_id, request)
+        _raise_one("delete_share_group_offsets", share_groups.partition_errors(response), 1)
 
     async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
         """Each group's state, protocol and members (with their assignments decoded).

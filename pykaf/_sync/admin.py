@@ -22,6 +22,7 @@ from pykaf._admin.results import (
     TopicDescription,
     TopicPartition,
 )
+from pykaf._admin.share_groups import ShareGroupOffset
 from pykaf._config import bootstrap_argument
 from pykaf._sync.portal import get_portal
 from pykaf.errors import ClosedError
@@ -233,6 +234,48 @@ class Admin:
     def delete_group_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> None:
         """Forget a group's offsets; see :meth:`pykaf.Admin.delete_group_offsets`."""
         self._run(self._admin.delete_group_offsets, group_id, partitions)
+
+    def alter_group_configs(
+        self, changes: Mapping[str, Mapping[str, ConfigValue]], *, validate_only: bool = False
+    ) -> None:
+        """Change group configs; see :meth:`pykaf.Admin.alter_group_configs`."""
+        self._run(self._admin.alter_group_configs, changes, validate_only=validate_only)
+
+    def list_share_groups(self) -> list[GroupListing]:
+        """List share groups; see :meth:`pykaf.Admin.list_share_groups`."""
+        result: list[GroupListing] = self._run(self._admin.list_share_groups)
+        return result
+
+    def describe_share_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
+        """Describe share groups; see :meth:`pykaf.Admin.describe_share_groups`."""
+        result: dict[str, GroupDescription] = self._run(
+            self._admin.describe_share_groups, group_ids
+        )
+        return result
+
+    def describe_share_group(self, group_id: str) -> GroupDescription:
+        """Describe one share group; see :meth:`pykaf.Admin.describe_share_group`."""
+        result: GroupDescription = self._run(self._admin.describe_share_group, group_id)
+        return result
+
+    def list_share_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+    ) -> dict[TopicPartition, ShareGroupOffset]:
+        """A share group's start offsets; see :meth:`pykaf.Admin.list_share_group_offsets`."""
+        result: dict[TopicPartition, ShareGroupOffset] = self._run(
+            self._admin.list_share_group_offsets, group_id, partitions
+        )
+        return result
+
+    def alter_share_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> None:
+        """Move start offsets; see :meth:`pykaf.Admin.alter_share_group_offsets`."""
+        self._run(self._admin.alter_share_group_offsets, group_id, offsets)
+
+    def delete_share_group_offsets(self, group_id: str, topics: Sequence[str]) -> None:
+        """Forget topics' state; see :meth:`pykaf.Admin.delete_share_group_offsets`."""
+        self._run(self._admin.delete_share_group_offsets, group_id, topics)
 
     def group_lag(self, group_id: str, topics: Sequence[str] | None = None) -> list[PartitionLag]:
         """A group's lag; see :meth:`pykaf.Admin.group_lag`."""

@@ -1,4 +1,4 @@
-"""The ``pykaf`` command: console producer and consumer, topics, groups, ACLs, perf, the demo.
+"""The ``pykaf`` command: console clients, topics, groups, share groups, ACLs, perf, the demo.
 
 ::
 
@@ -6,6 +6,7 @@
     seq 1000 | pykaf produce orders
     pykaf consume orders --from beginning -n 10 --format json
     pykaf groups lag billing
+    pykaf share consume jobs -g workers -n 10
     pykaf acls create --resource-type topic --name orders --principal User:alice --operation read
     pykaf perf produce bench -n 1000000 -s 100 --json
 
@@ -28,6 +29,7 @@ from pykaf.cli._common import CliError, add_global_connection, merge_global_conn
 from pykaf.cli._console import add_consume, add_produce
 from pykaf.cli._manage import add_groups, add_topics
 from pykaf.cli._perf import add_perf
+from pykaf.cli._share import add_share
 
 
 def parser() -> argparse.ArgumentParser:
@@ -45,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     add_consume(sub)
     add_topics(sub)
     add_groups(sub)
+    add_share(sub)
     add_acls(sub)
     add_perf(sub)
     sub.add_parser(

@@ -196,7 +196,8 @@ def _text(data: bytes | None) -> dict[str, Any]:
         return {"base64": base64.b64encode(data).decode()}
 
 
-def _write(out: IO[bytes], record: Any, fmt: str) -> None:
+def write_record(out: IO[bytes], record: Any, fmt: str) -> None:
+    """Write ``record`` to ``out``: its value on a line, or one JSON object (``fmt``)."""
     if fmt == "value":
         out.write((record.value or b"") + b"\n")
         return
@@ -210,6 +211,9 @@ def _write(out: IO[bytes], record: Any, fmt: str) -> None:
         "value": value.get("text"),
         "headers": [[k, _text(v).get("text")] for k, v in record.headers],
     }
+    delivery_count = getattr(record, "delivery_count", None)  # a share group's record
+    if delivery_count is not None:
+        doc["delivery_count"] = delivery_count
     if "base64" in key:
         doc["key_base64"] = key["base64"]
     if "base64" in value:
@@ -266,7 +270,7 @@ def run_consume(args: argparse.Namespace) -> int:
                     continue
                 break
             idle_since = time.monotonic()
-            _write(out, record, args.format)
+            write_record(out, record, args.format)
             count += 1
     except KeyboardInterrupt:
         interrupted = True

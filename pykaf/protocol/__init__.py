@@ -42,6 +42,14 @@ from pykaf.protocol._messages.add_partitions_to_txn import (
     AddPartitionsToTxnTopicResult,
     AddPartitionsToTxnTransaction,
 )
+from pykaf.protocol._messages.alter_share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+    AlterShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsResponsePartition,
+    AlterShareGroupOffsetsResponseTopic,
+)
 from pykaf.protocol._messages.api_versions import (
     ApiVersion,
     ApiVersionsRequest,
@@ -106,6 +114,12 @@ from pykaf.protocol._messages.delete_records import (
     DeleteRecordsTopic,
     DeleteRecordsTopicResult,
 )
+from pykaf.protocol._messages.delete_share_group_offsets import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequestTopic,
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponseTopic,
+)
 from pykaf.protocol._messages.delete_topics import (
     DeletableTopicResult,
     DeleteTopicsRequest,
@@ -136,6 +150,15 @@ from pykaf.protocol._messages.describe_groups import (
     DescribedGroupMember,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+)
+from pykaf.protocol._messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponseGroup,
+    DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
 )
 from pykaf.protocol._messages.end_txn import (
     EndTxnRequest,
@@ -266,6 +289,27 @@ from pykaf.protocol._messages.sasl_handshake import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from pykaf.protocol._messages.share_acknowledge import (
+    AcknowledgePartition,
+    AcknowledgeTopic,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareAcknowledgeTopicResponse,
+)
+from pykaf.protocol._messages.share_fetch import (
+    AcquiredRecords,
+    ShareFetchableTopicResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+)
+from pykaf.protocol._messages.share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
+from pykaf.protocol._messages.share_group_heartbeat import (
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from pykaf.protocol._messages.sync_group import (
     SyncGroupRequest,
     SyncGroupRequestAssignment,
@@ -285,9 +329,12 @@ __all__ = [
     "REQUESTS",
     "RESPONSES",
     "AbortedTransaction",
+    "AcknowledgePartition",
+    "AcknowledgeTopic",
     "AclCreation",
     "AclCreationResult",
     "AclDescription",
+    "AcquiredRecords",
     "AddOffsetsToTxnRequest",
     "AddOffsetsToTxnResponse",
     "AddPartitionsToTxnPartitionResult",
@@ -299,6 +346,12 @@ __all__ = [
     "AddPartitionsToTxnTransaction",
     "AlterConfigsResource",
     "AlterConfigsResourceResponse",
+    "AlterShareGroupOffsetsRequest",
+    "AlterShareGroupOffsetsRequestPartition",
+    "AlterShareGroupOffsetsRequestTopic",
+    "AlterShareGroupOffsetsResponse",
+    "AlterShareGroupOffsetsResponsePartition",
+    "AlterShareGroupOffsetsResponseTopic",
     "AlterableConfig",
     "ApiVersion",
     "ApiVersionsRequest",
@@ -341,6 +394,10 @@ __all__ = [
     "DeleteRecordsResponse",
     "DeleteRecordsTopic",
     "DeleteRecordsTopicResult",
+    "DeleteShareGroupOffsetsRequest",
+    "DeleteShareGroupOffsetsRequestTopic",
+    "DeleteShareGroupOffsetsResponse",
+    "DeleteShareGroupOffsetsResponseTopic",
     "DeleteTopicState",
     "DeleteTopicsRequest",
     "DeleteTopicsResponse",
@@ -358,6 +415,13 @@ __all__ = [
     "DescribeConfigsSynonym",
     "DescribeGroupsRequest",
     "DescribeGroupsResponse",
+    "DescribeShareGroupOffsetsRequest",
+    "DescribeShareGroupOffsetsRequestGroup",
+    "DescribeShareGroupOffsetsRequestTopic",
+    "DescribeShareGroupOffsetsResponse",
+    "DescribeShareGroupOffsetsResponseGroup",
+    "DescribeShareGroupOffsetsResponsePartition",
+    "DescribeShareGroupOffsetsResponseTopic",
     "DescribedGroup",
     "DescribedGroupMember",
     "EncodeError",
@@ -450,6 +514,16 @@ __all__ = [
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",
     "SaslHandshakeResponse",
+    "ShareAcknowledgeRequest",
+    "ShareAcknowledgeResponse",
+    "ShareAcknowledgeTopicResponse",
+    "ShareFetchRequest",
+    "ShareFetchResponse",
+    "ShareFetchableTopicResponse",
+    "ShareGroupDescribeRequest",
+    "ShareGroupDescribeResponse",
+    "ShareGroupHeartbeatRequest",
+    "ShareGroupHeartbeatResponse",
     "SnapshotId",
     "Struct",
     "SupportedFeatureKey",

@@ -84,6 +84,12 @@ _TEST_DEFAULTS = {
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.min.session.timeout.ms": "1000",
     "group.share.min.heartbeat.interval.ms": "500",
+    # Share groups (KIP-932): heartbeats every second and a silent member dropped
+    # after 10 s, as for consumer-protocol groups. The acquisition lock keeps its
+    # 30 s default; a test wanting quick redelivery sets the group's own
+    # share.record.lock.duration.ms (down to the 1 s floor above).
+    "group.share.heartbeat.interval.ms": "1000",
+    "group.share.session.timeout.ms": "10000",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000",
     # How often the controller looks for leaderless partitions of topics that
     # allow unclean elections (default 5 minutes); only such topics are touched.

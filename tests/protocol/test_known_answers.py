@@ -489,3 +489,72 @@ def test_consumer_group_heartbeat_response_nullable_assignment() -> None:
     # a present one is an int8 1 and the struct
     body = head + i8(1) + carray([tid.bytes + carray([i32(1)]) + NO_TAGS]) + NO_TAGS + NO_TAGS
     check(assigned, 0, body)
+
+
+# -- KIP-932 share groups -----------------------------------------------------------------
+def test_share_fetch_request_v1_with_acknowledgements() -> None:
+    from pykaf.protocol._messages import share_fetch as SF
+
+    tid = uuid.UUID(int=3)
+    req = P.ShareFetchRequest(
+        group_id="g",
+        member_id="m",
+        share_session_epoch=2,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=1024,
+        max_records=50,
+        batch_size=50,
+        topics=[
+            SF.FetchTopic(
+                topic_id=tid,
+                partitions=[
+                    SF.FetchPartition(
+                        partition_index=1,
+                        acknowledgement_batches=[
+                            SF.AcknowledgementBatch(
+                                first_offset=10, last_offset=12, acknowledge_types=[1, 2, 3]
+                            )
+                        ],
+                    )
+                ],
+            )
+        ],
+    )
+    batch = i64(10) + i64(12) + carray([i8(1), i8(2), i8(3)]) + NO_TAGS
+    # v1 has no PartitionMaxBytes (v0 only) and no acquire mode / renew flag (v2+)
+    part = i32(1) + carray([batch]) + NO_TAGS
+    body = (
+        cstring("g")
+        + cstring("m")
+        + i32(2)
+        + i32(500)
+        + i32(1)
+        + i32(1024)
+        + i32(50)
+        + i32(50)
+        + carray([tid.bytes + carray([part]) + NO_TAGS])
+        + carray([])
+        + NO_TAGS
+    )
+    check(req, 1, body)
+    # v2 adds ShareAcquireMode (int8) and IsRenewAck (bool) after BatchSize
+    v2 = body[: -len(carray([tid.bytes + carray([part]) + NO_TAGS]) + carray([]) + NO_TAGS)]
+    rest = body[len(v2) :]
+    check(req, 2, v2 + i8(0) + i8(0) + rest)
+
+
+def test_share_group_heartbeat_response_v1_assignment() -> None:
+    tid = uuid.UUID(int=9)
+    TP = P.ShareGroupHeartbeatResponse.TopicPartitions
+    resp = P.ShareGroupHeartbeatResponse(
+        member_id="m",
+        member_epoch=4,
+        heartbeat_interval_ms=5000,
+        assignment=P.ShareGroupHeartbeatResponse.Assignment(
+            topic_partitions=[TP(topic_id=tid, partitions=[0, 1])]
+        ),
+    )
+    head = i32(0) + i16(0) + cstring(None) + cstring("m") + i32(4) + i32(5000)
+    body = head + i8(1) + carray([tid.bytes + carray([i32(0), i32(1)]) + NO_TAGS]) + NO_TAGS
+    check(resp, 1, body + NO_TAGS)

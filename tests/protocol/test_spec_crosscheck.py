@@ -62,6 +62,13 @@ REQUIRED_APIS = (
     "ConsumerGroupDescribe",
     "GetTelemetrySubscriptions",
     "PushTelemetry",
+    "ShareGroupHeartbeat",
+    "ShareGroupDescribe",
+    "ShareFetch",
+    "ShareAcknowledge",
+    "DescribeShareGroupOffsets",
+    "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
 )
 
 # Versions compared: far beyond any real version, so "N+" is checked as open-ended.

@@ -14,6 +14,10 @@ from pykaf.protocol._messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
 )
+from pykaf.protocol._messages.alter_share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+)
 from pykaf.protocol._messages.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from pykaf.protocol._messages.consumer_group_describe import (
     ConsumerGroupDescribeRequest,
@@ -32,6 +36,10 @@ from pykaf.protocol._messages.create_topics import CreateTopicsRequest, CreateTo
 from pykaf.protocol._messages.delete_acls import DeleteAclsRequest, DeleteAclsResponse
 from pykaf.protocol._messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from pykaf.protocol._messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from pykaf.protocol._messages.delete_share_group_offsets import (
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+)
 from pykaf.protocol._messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from pykaf.protocol._messages.describe_acls import DescribeAclsRequest, DescribeAclsResponse
 from pykaf.protocol._messages.describe_cluster import (
@@ -43,6 +51,10 @@ from pykaf.protocol._messages.describe_configs import (
     DescribeConfigsResponse,
 )
 from pykaf.protocol._messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from pykaf.protocol._messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+)
 from pykaf.protocol._messages.end_txn import EndTxnRequest, EndTxnResponse
 from pykaf.protocol._messages.fetch import FetchRequest, FetchResponse
 from pykaf.protocol._messages.find_coordinator import (
@@ -78,6 +90,19 @@ from pykaf.protocol._messages.sasl_authenticate import (
     SaslAuthenticateResponse,
 )
 from pykaf.protocol._messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from pykaf.protocol._messages.share_acknowledge import (
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+)
+from pykaf.protocol._messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+from pykaf.protocol._messages.share_group_describe import (
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
+from pykaf.protocol._messages.share_group_heartbeat import (
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+)
 from pykaf.protocol._messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from pykaf.protocol._messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -126,6 +151,13 @@ REQUESTS: dict[int, type[Request]] = {
     ConsumerGroupDescribeRequest.API_KEY: ConsumerGroupDescribeRequest,
     GetTelemetrySubscriptionsRequest.API_KEY: GetTelemetrySubscriptionsRequest,
     PushTelemetryRequest.API_KEY: PushTelemetryRequest,
+    ShareGroupHeartbeatRequest.API_KEY: ShareGroupHeartbeatRequest,
+    ShareGroupDescribeRequest.API_KEY: ShareGroupDescribeRequest,
+    ShareFetchRequest.API_KEY: ShareFetchRequest,
+    ShareAcknowledgeRequest.API_KEY: ShareAcknowledgeRequest,
+    DescribeShareGroupOffsetsRequest.API_KEY: DescribeShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequest.API_KEY: AlterShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequest.API_KEY: DeleteShareGroupOffsetsRequest,
 }
 #: Response classes by API key.
 RESPONSES: dict[int, type[Response]] = {
@@ -167,6 +199,13 @@ RESPONSES: dict[int, type[Response]] = {
     ConsumerGroupDescribeResponse.API_KEY: ConsumerGroupDescribeResponse,
     GetTelemetrySubscriptionsResponse.API_KEY: GetTelemetrySubscriptionsResponse,
     PushTelemetryResponse.API_KEY: PushTelemetryResponse,
+    ShareGroupHeartbeatResponse.API_KEY: ShareGroupHeartbeatResponse,
+    ShareGroupDescribeResponse.API_KEY: ShareGroupDescribeResponse,
+    ShareFetchResponse.API_KEY: ShareFetchResponse,
+    ShareAcknowledgeResponse.API_KEY: ShareAcknowledgeResponse,
+    DescribeShareGroupOffsetsResponse.API_KEY: DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsResponse.API_KEY: AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponse.API_KEY: DeleteShareGroupOffsetsResponse,
 }
 #: Kafka's name of every API key in its specs (pykaf speaks those in REQUESTS).
 API_NAMES: dict[int, str] = {
@@ -258,4 +297,7 @@ API_NAMES: dict[int, str] = {
     85: "WriteShareGroupState",
     86: "DeleteShareGroupState",
     87: "ReadShareGroupStateSummary",
+    90: "DescribeShareGroupOffsets",
+    91: "AlterShareGroupOffsets",
+    92: "DeleteShareGroupOffsets",
 }

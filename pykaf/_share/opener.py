@@ -1,0 +1,59 @@
+"""Opening a share consumer: validate, open (or share) the client, start the heartbeats."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import trio
+
+from pykaf import errors
+from pykaf._cluster.client import Client, client_for
+from pykaf._share.config import ShareConsumerConfig
+from pykaf._share.consumer import ShareConsumer
+
+__all__ = ["open_share_consumer"]
+
+
+@asynccontextmanager
+async def open_share_consumer(
+    bootstrap_servers_or_client: str | list[str] | Client | None,
+    group_id: str,
+    topics: Sequence[str],
+    **config: Any,
+) -> AsyncIterator[ShareConsumer]:
+    """Join share group ``group_id`` (KIP-932, Kafka 4.1+) and consume ``topics`` as a queue.
+
+    Leaving the block accepts the records handed out and not acknowledged,
+    releases the ones fetched but not handed out, and leaves the group. See
+    ``docs/share-groups.md``.
+
+    Args:
+        bootstrap_servers_or_client: "host:port,..." (or a list), or an open
+            :class:`pykaf.Client` to share (it stays open afterwards).
+        group_id: the share group.
+        topics: the topic names to consume.
+        **config: options of :class:`pykaf.ShareConsumerConfig` (client options too).
+
+    Raises:
+        ConfigError: an invalid option or an empty group id or topic list.
+        KafkaConnectionError: no broker could be reached.
+    """
+    if not isinstance(group_id, str) or not group_id:
+        raise errors.ConfigError(f"group_id must be a non-empty string, not {group_id!r}")
+    if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
+        raise errors.ConfigError(f"topics must be a non-empty list of topic names, not {topics!r}")
+    async with AsyncExitStack() as stack:
+        client, cfg = await client_for(
+            stack, ShareConsumerConfig, bootstrap_servers_or_client, config
+        )
+        await client.refresh_metadata(*topics)
+        consumer = ShareConsumer(client, cfg, group_id, topics)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(consumer.membership.run)
+            try:
+                yield consumer
+            finally:
+                await consumer.aclose()
+                nursery.cancel_scope.cancel()
