@@ -938,6 +938,9 @@ class BatchBuilder:
     the uncompressed batch size, as Kafka's own producers do.
     """
 
+    #: Bytes of the values and keys the last ``extend`` appended (a null counts 0).
+    extended_bytes: int = 0
+
     def __init__(
         self,
         *,

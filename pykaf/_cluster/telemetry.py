@@ -34,6 +34,8 @@ from pykaf._net.metrics import RequestStatistics
 from pykaf._version import __version__
 
 log = logging.getLogger("pykaf.telemetry")
+#: How a stop begins when the broker lacks the KIP-714 APIs (logged at DEBUG).
+_NO_KIP714 = "the broker does not speak KIP-714"
 
 #: The role's metrics now (names in full, ``org.apache.kafka.producer...``).
 Collector = Callable[[], Sequence[MetricPoint]]
@@ -175,7 +177,10 @@ class Telemetry:
 
     def _stop(self, reason: str) -> None:
         self._stopped = reason
-        log.info("client telemetry stopped: %s", reason)
+        # A broker without KIP-714 (no telemetry plugin, Tansu, older Kafka) is
+        # the usual case: not worth an INFO line per client.
+        level = logging.DEBUG if reason.startswith(_NO_KIP714) else logging.INFO
+        log.log(level, "client telemetry stopped: %s", reason)
 
     async def _connection(self) -> BrokerConnection:
         """The broker telemetry talks to: kept while its connection lives (KIP-714)."""
@@ -186,7 +191,7 @@ class Telemetry:
             conn.version_for(_GET)
             conn.version_for(_PUSH)
         except errors.UnsupportedVersionError as exc:
-            raise Stopped(f"the broker does not speak KIP-714 ({exc})") from None
+            raise Stopped(f"{_NO_KIP714} ({exc})") from None
         return conn
 
     async def _subscribe(self) -> int:

@@ -27,6 +27,7 @@ DOCUMENTED = {
     "pykaf.admin",
     "pykaf.portal",
     "pykaf.metrics",
+    "pykaf.telemetry",
     "pykaf.testing.fake",
 }
 
