@@ -150,8 +150,14 @@ def test_consume_to_the_end_errors_and_ctrl_c(cli: tuple[Any, Run]) -> None:
     assert missing.stderr.count("\n") == 1 and "pykaf: " in missing.stderr
     # Ctrl-C: the count so far, and 130 (as the docs say)
     env = {**os.environ, "PYKAF_BOOTSTRAP_SERVERS": broker.bootstrap}
+    # `python -m pykaf` that takes Ctrl-C even when pytest runs in the background
+    # of a shell without job control (which starts it with SIGINT ignored).
+    main = (
+        "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler);"
+        " runpy.run_module('pykaf', run_name='__main__', alter_sys=True)"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pykaf", "consume", topic, "--from", "beginning"],
+        [sys.executable, "-c", main, "consume", topic, "--from", "beginning"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -379,8 +379,12 @@ def test_keyboard_interrupt_stops_a_blocked_run(portal: Portal, how: str) -> Non
 
 
 def test_ctrl_c_in_a_script() -> None:
+    # The script takes Ctrl-C even when pytest runs in the background of a
+    # shell without job control, which starts it (and so this child) with
+    # SIGINT ignored.
     script = """
-        import sys, threading, trio
+        import signal, sys, threading, trio
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         from pykaf._sync.portal import get_portal
 
         cancelled = threading.Event()
