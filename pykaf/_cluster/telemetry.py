@@ -177,7 +177,7 @@ class Telemetry:
 
     def _stop(self, reason: str) -> None:
         self._stopped = reason
-        # A broker without KIP-714 (no telemetry plugin, Tansu, older Kafka) is
+        # A broker without KIP-714 (no telemetry plugin, or an older Kafka) is
         # the usual case: not worth an INFO line per client.
         level = logging.DEBUG if reason.startswith(_NO_KIP714) else logging.INFO
         log.log(level, "client telemetry stopped: %s", reason)
