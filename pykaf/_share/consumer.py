@@ -314,17 +314,7 @@ class ShareConsumer:
             ],
         )
         try:
-            conn = await self.client.broker_connection(node_id)
-            version = conn.version_for(R.API_KEY)
-            if renewing:
-                if version < _RENEW_VERSION:
-                    self._requeue(acks)  # kept: the caller may acknowledge them otherwise
-                    raise errors.UnsupportedVersionError(
-                        "RENEW needs ShareFetch v2 (Kafka 4.2 or newer); the broker speaks "
-                        f"v{version}"
-                    )
-                request.is_renew_ack = True
-            response = await conn.request(request, version)
+            response = await self._send(node_id, request, acks, renewing)
         except (errors.KafkaConnectionError, errors.RetriableError) as exc:
             log.info("share group %s: ShareFetch to %s: %s", self.group_id, node_id, exc)
             session.reset()
@@ -339,6 +329,22 @@ class ShareConsumer:
         if response.acquisition_lock_timeout_ms > 0:
             self.acquisition_lock_timeout = response.acquisition_lock_timeout_ms / 1000
         return await self._read(response)
+
+    async def _send(
+        self, node_id: int, request: Any, acks: dict[TopicPartition, dict[int, int]], renew: bool
+    ) -> Any:
+        """Send a ShareFetch or ShareAcknowledge; one carrying RENEW needs its v2 (KIP-1222)."""
+        conn = await self.client.broker_connection(node_id)
+        version = conn.version_for(request.API_KEY)
+        if renew:
+            if version < _RENEW_VERSION:
+                self._requeue(acks)  # kept: the caller may acknowledge them otherwise
+                raise errors.UnsupportedVersionError(
+                    f"RENEW needs {type(request).__name__.removesuffix('Request')} v2 "
+                    f"(Kafka 4.2 or newer); the broker speaks v{version}"
+                )
+            request.is_renew_ack = True
+        return await conn.request(request, version)
 
     def _requeue(self, acks: dict[TopicPartition, dict[int, int]]) -> None:
         # Not sent: kept for the next request (they may still arrive inside the lock).
@@ -477,17 +483,7 @@ class ShareConsumer:
         )
         renewing = any(t == int(RENEW) for a in acks.values() for t in a.values())
         try:
-            conn = await self.client.broker_connection(node_id)
-            version = conn.version_for(R.API_KEY)
-            if renewing:
-                if version < _RENEW_VERSION:
-                    self._requeue(acks)  # kept: the caller may acknowledge them otherwise
-                    raise errors.UnsupportedVersionError(
-                        f"RENEW needs ShareAcknowledge v2 (Kafka 4.2+); the broker speaks "
-                        f"v{version}"
-                    )
-                request.is_renew_ack = True
-            response = await conn.request(request, version)
+            response = await self._send(node_id, request, acks, renewing)
         except (errors.KafkaConnectionError, errors.RetriableError) as exc:
             # Unknown whether it arrived; the session is gone with the connection.
             session.reset()

@@ -163,6 +163,11 @@ def _read_back(
             consumer.get_watermark_offsets(ck.TopicPartition(topic, p), cached=True)[1]
             for p in range(len(counts))
         ]
+        for p, high in enumerate(highs):
+            if high < 0:  # no Fetch answer for it held one: ask the leader
+                highs[p] = consumer.get_watermark_offsets(
+                    ck.TopicPartition(topic, p), timeout=10, cached=False
+                )[1]
     finally:
         consumer.close()
     return values, highs
@@ -564,7 +569,24 @@ async def test_leader_stopped_mid_stream_loses_duplicates_and_reorders_nothing(
     assert sum(b.errors for b in st.brokers.values()) == st.errors
     assert (st.records_acked, st.records_failed, st.buffered_records) == (len(ledger.calls), 0, 0)
     ledger.assert_all_acked_once()
+    await _wait_in_sync(cluster.bootstrap, topic, 3)
     await _assert_read_back_in_order(cluster.bootstrap, topic, ledger)
+
+
+async def _wait_in_sync(bootstrap: str, topic: str, replicas: int) -> None:
+    """Wait until every partition of ``topic`` has a leader and ``replicas`` in sync.
+
+    A node started again catches up and may take its partitions back (the
+    preferred leader election); a reader started meanwhile can spend its whole
+    read-back chasing a leader that is moving.
+    """
+    async with pykaf.open_admin(bootstrap) as admin:
+        with trio.fail_after(60):
+            while True:
+                parts = (await admin.describe_topics([topic]))[topic].partitions
+                if all(p.leader >= 0 and len(p.isr) == replicas for p in parts):
+                    return
+                await trio.sleep(0.2)
 
 
 def _acked(ledger: Ledger, partition: int) -> int:
