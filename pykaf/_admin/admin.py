@@ -789,13 +789,17 @@ class Admin:
     async def describe_groups(self, group_ids: Sequence[str]) -> dict[str, GroupDescription]:
         """Each group's state, protocol and members (with their assignments decoded).
 
+        Any kind of group: a consumer-protocol (KIP-848) group is described by
+        ConsumerGroupDescribe, a share group (KIP-932) by ShareGroupDescribe
+        (``group_protocol`` tells which), others by DescribeGroups.
+
         Raises:
             AdminError: some groups could not be described; one group's error directly.
         """
         out: dict[str, GroupDescription] = {}
         failures = {}
         for group in group_ids:
-            modern = await self._describe_consumer_group(group)
+            modern = await self._describe_modern_group(group)
             if isinstance(modern, GroupDescription):
                 out[group] = modern
                 continue
@@ -830,27 +834,32 @@ class Admin:
         _raise_one("describe_groups", failures, len(group_ids))
         return out
 
-    async def _describe_consumer_group(
+    async def _describe_modern_group(
         self, group: str
     ) -> GroupDescription | errors.KafkaError | None:
-        """``group`` described by ConsumerGroupDescribe if it is a consumer-protocol group.
+        """``group`` described by ConsumerGroupDescribe, else ShareGroupDescribe.
 
-        None when it is not one (GROUP_ID_NOT_FOUND: classic, or no such group)
-        or the coordinator predates KIP-848: DescribeGroups describes it then.
+        None when it is neither kind (GROUP_ID_NOT_FOUND: classic, or no such
+        group) or the coordinator predates them: DescribeGroups describes it then.
         """
-        # Only a coordinator with ConsumerGroupHeartbeat can hold such a group.
-        # quirk: tansu-consumer-group-describe
-        try:
-            conn = await self.client.connect_to(await self.client.coordinator(group))
-            conn.version_for(P.ConsumerGroupHeartbeatRequest.API_KEY)
-            response = await self._to_coordinator(group, consumer_groups.describe_request(group))
-        except errors.UnsupportedVersionError:
-            return None
-        for g in response.groups:
-            if g.error_code == errors.GroupIdNotFoundError.code:
-                return None
-            error = _error(g.error_code, f"describe group {g.group_id!r}", g.error_message)
-            return error if error is not None else consumer_groups.described(g)
+        kinds = (
+            # Only a coordinator with ConsumerGroupHeartbeat can hold such a group.
+            # quirk: tansu-consumer-group-describe
+            (P.ConsumerGroupHeartbeatRequest, consumer_groups.describe_request, consumer_groups),
+            (P.ShareGroupHeartbeatRequest, share_groups.describe_request, share_groups),
+        )
+        for heartbeat, request, kind in kinds:
+            try:
+                conn = await self.client.connect_to(await self.client.coordinator(group))
+                conn.version_for(heartbeat.API_KEY)
+                response = await self._to_coordinator(group, request([group]))
+            except errors.UnsupportedVersionError:
+                continue
+            for g in response.groups:
+                if g.error_code == errors.GroupIdNotFoundError.code:
+                    break
+                error = _error(g.error_code, f"describe group {g.group_id!r}", g.error_message)
+                return error if error is not None else kind.described(g)
         return None
 
     async def describe_group(self, group_id: str) -> GroupDescription:

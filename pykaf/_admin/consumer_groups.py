@@ -8,20 +8,24 @@ and groups that do not exist, which DescribeGroups calls "Dead").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pykaf import protocol as P
 from pykaf._admin.results import GroupDescription, MemberDescription
 
-__all__ = ["describe_request", "described"]
+__all__ = ["describe_request", "described", "partitions"]
 
 
-def describe_request(group_id: str) -> Any:
-    """The ConsumerGroupDescribe request for one group."""
-    return P.ConsumerGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
+def describe_request(group_ids: Sequence[str]) -> Any:
+    """The ConsumerGroupDescribe request for ``group_ids``."""
+    return P.ConsumerGroupDescribeRequest(
+        group_ids=list(group_ids), include_authorized_operations=False
+    )
 
 
-def _partitions(assignment: Any) -> dict[str, list[int]]:
+def partitions(assignment: Any) -> dict[str, list[int]]:
+    """An Assignment of ConsumerGroupDescribe or ShareGroupDescribe: partitions by topic."""
     out: dict[str, list[int]] = {}
     for tp in assignment.topic_partitions:
         out.setdefault(tp.topic_name, []).extend(tp.partitions)
@@ -44,9 +48,9 @@ def described(group: Any) -> GroupDescription:
                 group_instance_id=m.instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
-                assignment=_partitions(m.assignment),
+                assignment=partitions(m.assignment),
                 member_epoch=m.member_epoch,
-                target_assignment=_partitions(m.target_assignment),
+                target_assignment=partitions(m.target_assignment),
                 subscribed_topics=sorted(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex or None,  # Kafka sends ""
             )

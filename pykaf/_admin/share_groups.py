@@ -1,7 +1,8 @@
 """Share groups (KIP-932) for the admin client: describe, start offsets, listing filter.
 
-ShareGroupDescribe describes share groups (DescribeGroups answers them as not
-classic groups); DescribeShareGroupOffsets gives each partition's *start
+ShareGroupDescribe describes share groups (DescribeGroups answers one as a
+"Dead" group with no members, so ``describe_groups`` asks ShareGroupDescribe
+too); DescribeShareGroupOffsets gives each partition's *start
 offset* (the first record not yet settled for good) and lag;
 AlterShareGroupOffsets moves start offsets of an empty group;
 DeleteShareGroupOffsets forgets a group's state for whole topics.
@@ -15,6 +16,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._admin.consumer_groups import partitions
 from pykaf._admin.results import GroupDescription, MemberDescription
 
 __all__ = [
@@ -56,13 +58,6 @@ def describe_request(group_ids: Sequence[str]) -> Any:
     )
 
 
-def _partitions(assignment: Any) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for tp in assignment.topic_partitions:
-        out.setdefault(tp.topic_name, []).extend(tp.partitions)
-    return {topic: sorted(ps) for topic, ps in sorted(out.items())}
-
-
 def described(group: Any) -> GroupDescription:
     """One ``DescribedGroup`` of a ShareGroupDescribe answer, without error, as a result."""
     return GroupDescription(
@@ -79,7 +74,7 @@ def described(group: Any) -> GroupDescription:
                 group_instance_id=None,
                 client_id=m.client_id,
                 client_host=m.client_host,
-                assignment=_partitions(m.assignment),
+                assignment=partitions(m.assignment),
                 member_epoch=m.member_epoch,
                 subscribed_topics=sorted(m.subscribed_topic_names),
             )

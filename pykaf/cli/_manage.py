@@ -151,8 +151,9 @@ def run_groups(args: argparse.Namespace) -> int:
                 print_json(dataclasses.asdict(d))
             else:
                 print(f"group {d.group_id}: {d.state} ({d.protocol_type} {d.protocol})".rstrip())
-                if d.group_protocol == "consumer":
-                    # KIP-848: epochs, and where the coordinator is moving each member
+                if d.group_protocol in ("consumer", "share"):
+                    # KIP-848 and KIP-932: epochs, and where the coordinator is moving
+                    # each member (a share group has no target)
                     print(f"group epoch {d.group_epoch}, assignment epoch {d.assignment_epoch}")
                     print_table(
                         ["member", "instance", "epoch", "client", "host", "assignment", "target"],

@@ -68,6 +68,13 @@ async def test_list_describe_offsets_and_delete_a_share_group(kafka_broker: Any)
         assert member.subscribed_topics == [topic] and member.member_epoch > 0
         with pytest.raises(errors.GroupIdNotFoundError):
             await admin.describe_share_group(unique("nosuch"))
+        # describe_groups knows every kind: the share group (DescribeGroups alone calls
+        # it "Dead"), the classic one, and one nobody uses
+        nosuch = unique("nosuch")
+        every = await admin.describe_groups([group_id, classic, nosuch])
+        assert every[group_id] == described
+        assert every[classic].group_protocol == "classic"  # (no offsets committed: "Dead")
+        assert every[nosuch].state == "Dead"
         # a group with members refuses new start offsets
         with pytest.raises(errors.KafkaError):
             await admin.alter_share_group_offsets(group_id, {(topic, 0): 0})

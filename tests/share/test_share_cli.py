@@ -76,6 +76,9 @@ def test_share_consume_release_then_accept(kafka_broker: Any) -> None:
     assert group_id in run(broker.bootstrap, "share", "list").stdout.split()
     described = json.loads(run(broker.bootstrap, "share", "describe", group_id, "--json").stdout)
     assert described["group_protocol"] == "share" and described["members"] == []
+    # `groups describe` knows a share group too
+    general = run(broker.bootstrap, "groups", "describe", group_id).stdout.splitlines()
+    assert general[0] == f"group {group_id}: Empty (share simple)", general
     table = run(broker.bootstrap, "share", "offsets", group_id).stdout.splitlines()
     assert table[0].split() == ["topic", "partition", "start", "offset", "lag"]
     assert table[1].split()[:2] == [topic, "0"]
