@@ -320,6 +320,8 @@ class ShareConsumer:
             session.reset()
             self._requeue(acks)
             await trio.sleep(self.config.retry_backoff)
+            # The node may be gone for good: ask where its partitions lead now.
+            await self._refresh_metadata()
             return []
         err = errors.error_for_code(response.error_code)
         if err is not None:
@@ -403,11 +405,14 @@ class ShareConsumer:
                     )
                 out.extend(self._acquired(tp, part))
         if refresh:
-            try:
-                await self.client.refresh_metadata(*self.membership.topics)
-            except errors.PykafError as exc:
-                log.info("share group %s: metadata: %s", self.group_id, exc)
+            await self._refresh_metadata()
         return out
+
+    async def _refresh_metadata(self) -> None:
+        try:
+            await self.client.refresh_metadata(*self.membership.topics)
+        except errors.PykafError as exc:
+            log.info("share group %s: metadata: %s", self.group_id, exc)
 
     def _id_or_none(self, topic: str) -> uuid.UUID | None:
         return self.membership.topic_id(topic)
