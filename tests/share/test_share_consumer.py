@@ -1,4 +1,4 @@
-"""KIP-932 share groups on Apache Kafka 4.3: several members, acknowledgements, locks.
+"""KIP-932 share groups on Apache Kafka 4.3 and the fake cluster: members, acknowledgements, locks.
 
 A share group hands out records, not partitions: more members than partitions
 all get records; every record is accepted once; RELEASE redelivers it with a
@@ -30,6 +30,11 @@ pytestmark = pytest.mark.broker
 FAST = {"fetch_max_wait": 0.2, "retry_backoff": 0.05}
 
 
+async def create(broker: Any, topic: str, partitions: int) -> None:
+    """Make a topic (the fake cluster's controls are called from a thread, not from trio)."""
+    await trio.to_thread.run_sync(broker.create, topic, partitions)
+
+
 async def produce(bootstrap: str, topic: str, partitions: int, per: int, start: int = 0) -> None:
     async with pykaf.open_producer(bootstrap) as producer:
         for p in range(partitions):
@@ -58,10 +63,10 @@ def key(r: pykaf.ShareRecord) -> tuple[str, int, int]:
     return (r.topic, r.partition, r.offset)
 
 
-async def test_more_members_than_partitions_accept_every_record_once(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_more_members_than_partitions_accept_every_record_once(share_broker: Any) -> None:
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 2)
+    await create(broker, topic, 2)
     await share_group(broker.bootstrap, group_id)
     for start in range(0, 150, 10):  # batches of 10: the broker acquires whole batches
         await produce(broker.bootstrap, topic, 2, 10, start=start)
@@ -94,10 +99,10 @@ async def test_more_members_than_partitions_accept_every_record_once(kafka_broke
     assert [(r.partition, r.offset, r.value) for r in batch] == [(0, 150, b"0-150")]
 
 
-async def test_release_redelivers_with_a_higher_delivery_count(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_release_redelivers_with_a_higher_delivery_count(share_broker: Any) -> None:
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     await share_group(broker.bootstrap, group_id)
     await produce(broker.bootstrap, topic, 1, 5)
     async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
@@ -110,10 +115,10 @@ async def test_release_redelivers_with_a_higher_delivery_count(kafka_broker: Any
     assert [(r.offset, r.delivery_count) for r in again] == [(2, 2)]
 
 
-async def test_reject_archives_the_record(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_reject_archives_the_record(share_broker: Any) -> None:
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     await share_group(broker.bootstrap, group_id)
     await produce(broker.bootstrap, topic, 1, 3)
     async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
@@ -130,10 +135,10 @@ async def test_reject_archives_the_record(kafka_broker: Any) -> None:
     assert sorted(offsets) == [(1, 2), (3, 1)]
 
 
-async def test_acknowledge_refuses_a_record_not_handed_out(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_acknowledge_refuses_a_record_not_handed_out(share_broker: Any) -> None:
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     await share_group(broker.bootstrap, group_id)
     await produce(broker.bootstrap, topic, 1, 2)
     async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
@@ -147,11 +152,11 @@ async def test_acknowledge_refuses_a_record_not_handed_out(kafka_broker: Any) ->
 
 
 async def test_a_stalled_member_loses_its_records_when_the_lock_expires(
-    kafka_broker: Any,
+    share_broker: Any,
 ) -> None:
-    broker = kafka_broker
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     await share_group(broker.bootstrap, group_id, **{"share.record.lock.duration.ms": "2000"})
     await produce(broker.bootstrap, topic, 1, 4)
     async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as a:
@@ -180,11 +185,11 @@ async def test_a_stalled_member_loses_its_records_when_the_lock_expires(
 
 
 async def test_close_accepts_what_was_handed_out_releases_the_rest_and_leaves(
-    kafka_broker: Any,
+    share_broker: Any,
 ) -> None:
-    broker = kafka_broker
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     await share_group(broker.bootstrap, group_id)
     await produce(broker.bootstrap, topic, 1, 10)
     taken: list[int] = []
@@ -212,8 +217,8 @@ async def test_close_accepts_what_was_handed_out_releases_the_rest_and_leaves(
     assert [(r.offset, r.delivery_count) for r in rest] == [(o, 2) for o in range(4, 10)]
 
 
-def test_sync_share_consumer(kafka_broker: Any) -> None:
-    broker = kafka_broker
+def test_sync_share_consumer(share_broker: Any) -> None:
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
     broker.create(topic, 1)
     trio.run(share_group, broker.bootstrap, group_id)
@@ -233,10 +238,10 @@ def test_sync_share_consumer(kafka_broker: Any) -> None:
     assert c.closed
 
 
-async def test_renew_keeps_a_record_past_its_lock(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_renew_keeps_a_record_past_its_lock(share_broker: Any) -> None:
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     await share_group(broker.bootstrap, group_id, **{"share.record.lock.duration.ms": "2000"})
     await produce(broker.bootstrap, topic, 1, 2)
     async with (
@@ -275,10 +280,10 @@ with pykaf.sync.ShareConsumer(sys.argv[1], sys.argv[2], [sys.argv[3]], fetch_max
 """
 
 
-async def test_a_killed_member_s_records_go_to_another_after_the_lock(kafka_broker: Any) -> None:
-    broker = kafka_broker
+async def test_a_killed_member_s_records_go_to_another_after_the_lock(share_broker: Any) -> None:
+    broker = share_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 1)
+    await create(broker, topic, 1)
     await share_group(broker.bootstrap, group_id, **{"share.record.lock.duration.ms": "2000"})
     await produce(broker.bootstrap, topic, 1, 5)
     done = await trio.run_process(
@@ -299,7 +304,7 @@ async def test_pykaf_and_confluent_kafka_share_consumers_in_one_group(kafka_brok
         pytest.skip("this confluent-kafka has no ShareConsumer")
     broker = kafka_broker
     topic, group_id = unique("share"), unique("sg")
-    broker.create(topic, 2)
+    await create(broker, topic, 2)
     await share_group(broker.bootstrap, group_id)
     seen: list[tuple[str, int, int]] = []
     by: dict[str, int] = {"pykaf": 0, "confluent": 0}

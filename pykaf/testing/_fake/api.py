@@ -49,6 +49,8 @@ from pykaf.testing._fake.model import (
     Topic,
 )
 from pykaf.testing._fake.sasl import SaslServer
+from pykaf.testing._fake.share_coordinator import ShareGroupCoordinator
+from pykaf.testing._fake.share_sessions import ShareSessionCache
 from pykaf.testing._fake.txn_coordinator import TransactionCoordinator
 
 
@@ -102,6 +104,7 @@ class ClusterState:
         acls: the ACL bindings CreateAcls stored (kept, not enforced).
         groups: the group coordinator (groups, members, committed offsets).
         consumer_groups: the consumer-protocol (KIP-848) groups.
+        share_groups: the share groups (KIP-932), with their partitions' share state.
         transactions: the transaction coordinator.
         transaction_version: the finalized ``transaction.version`` feature
             ApiVersions reports: 1 (transactions V1), or 2 (KIP-890 part 2:
@@ -152,6 +155,8 @@ class ClusterState:
         self._next_leader = 0
         self.groups = GroupCoordinator(group_initial_rebalance_delay_ms)
         self.consumer_groups = ConsumerGroupCoordinator()
+        self.share_groups = ShareGroupCoordinator()
+        self._share_sessions: dict[int, ShareSessionCache] = {}
         self.configs = ConfigStore()
         self.acls: list[AclEntry] = []
         self.transactions = TransactionCoordinator(self.partition, self.groups)
@@ -182,6 +187,13 @@ class ClusterState:
         if cache is None:
             cache = FetchSessionCache(time.monotonic, self.fetch_session_slots)
             self._fetch_sessions[node_id] = cache
+        return cache
+
+    def share_sessions(self, node_id: int) -> ShareSessionCache:
+        """Broker ``node_id``'s share sessions (KIP-932)."""
+        cache = self._share_sessions.get(node_id)
+        if cache is None:
+            cache = self._share_sessions[node_id] = ShareSessionCache()
         return cache
 
     # -- versions --------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Topic and broker configs on the fake cluster: DescribeConfigs and IncrementalAlterConfigs.
+"""Topic, broker and group configs on the fake cluster: DescribeConfigs and IncrementalAlterConfigs.
 
 A topic's config resolves as Kafka's does: the topic's own value, else the
 cluster-wide dynamic broker default of its synonym (set through the broker
@@ -6,7 +6,9 @@ resource named ``""``), else the built-in default. Broker configs are the
 static ones every broker reports (read-only here) and the dynamic ones an
 IncrementalAlterConfigs may set per broker or cluster-wide. Values are
 checked by type before anything is stored; a resource's changes are applied
-all together or not at all.
+all together or not at all. Group configs (KIP-848, KIP-932) are kept per
+group id, checked within the bounds pykaf's Kafka test cluster sets (a 1 s
+floor for share locks and sessions, where Kafka's own is 15 s and 45 s).
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ from pykaf import protocol as P
 from pykaf.testing._fake.api import Api, ClusterState, RequestContext
 from pykaf.testing._fake.model import (
     DEFAULT,
+    DYNAMIC_GROUP,
     DYNAMIC_TOPIC,
     STATIC_BROKER,
     Topic,
 )
+from pykaf.testing._fake.share_partition import duration_ms
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # Kafka's ConfigType codes (DescribeConfigs v3+).
 _BOOLEAN, _STRING, _INT, _LONG, _DOUBLE, _LIST = 1, 2, 3, 5, 6, 7
@@ -164,6 +168,47 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("unclean.leader.election.enable", "false", _BOOLEAN, _check_bool),
     ]
 }
+
+
+def _check_reset(value: str) -> None:
+    if value in ("earliest", "latest"):
+        return
+    if value.startswith("by_duration:") and duration_ms(value.removeprefix("by_duration:")):
+        return
+    raise ConfigValueError(
+        f"Invalid value `{value}` for configuration share.auto.offset.reset. The value must "
+        "be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+    )
+
+
+#: Group configs Kafka 4.3 takes (KIP-848, KIP-932), with the fake's defaults and bounds.
+GROUP_CONFIGS: dict[str, ConfigDef] = {
+    c.name: c
+    for c in [
+        _int("consumer.session.timeout.ms", "10000", 1000, hi=60000),
+        _int("consumer.heartbeat.interval.ms", "1000", 500, hi=15000),
+        _int("consumer.assignment.interval.ms", "1000", 0),
+        ConfigDef("share.auto.offset.reset", "latest", _STRING, _check_reset),
+        _int("share.record.lock.duration.ms", "30000", 1000, hi=60000),
+        _int("share.delivery.count.limit", "5", 2, hi=10),
+        _int("share.session.timeout.ms", "10000", 1000, hi=60000),
+        _int("share.heartbeat.interval.ms", "1000", 500, hi=15000),
+        _int("share.assignment.interval.ms", "1000", 0),
+        ConfigDef(
+            "share.isolation.level",
+            "read_uncommitted",
+            _STRING,
+            _one_of("read_uncommitted", "read_committed"),
+        ),
+        ConfigDef("share.renew.acknowledge.enable", "true", _BOOLEAN, _check_bool),
+        _int("share.partition.max.record.locks", "2000", 100, hi=10000),
+    ]
+}
+
+
+def group_value(cluster: ClusterState, group_id: str, name: str) -> str:
+    """A group config's value in force: the group's own, else the fake's default."""
+    return cluster.configs.groups.get(group_id, {}).get(name, GROUP_CONFIGS[name].default)
 
 
 def _broker_configs(cluster: ClusterState) -> dict[str, ConfigDef]:
@@ -378,6 +423,19 @@ def _describe_one(ctx: RequestContext, res: Any, synonyms: bool) -> Any:
             out.error_code, out.error_message = _INVALID_REQUEST, why
             return out
         entries = _broker_entries(cluster, node_id, synonyms)
+    elif res.resource_type == GROUP:
+        own = cluster.configs.groups.get(res.resource_name, {})
+        entries = [
+            _entry(
+                spec.name,
+                own.get(spec.name, spec.default),
+                DYNAMIC_GROUP if spec.name in own else DEFAULT,
+                spec.kind,
+                False,
+                [],
+            )
+            for spec in GROUP_CONFIGS.values()
+        ]
     else:
         out.error_code = _INVALID_REQUEST
         out.error_message = f"resource type {res.resource_type} is not supported"
@@ -440,6 +498,8 @@ def _apply(
         if spec is None and c.config_operation == DELETE and not broker:
             continue  # Kafka: deleting what cannot be set changes nothing
         if spec is None:
+            if defs is GROUP_CONFIGS:
+                raise _Refused(bad_value, f"Unknown group config name: {c.name}")
             raise _Refused(bad_value, f"unknown config {c.name!r}")
         if not spec.dynamic:
             raise _Refused(_INVALID_REQUEST, f"{c.name} cannot be updated dynamically")
@@ -498,6 +558,11 @@ def _alter_one(ctx: RequestContext, res: Any, validate_only: bool) -> Any:
                 raise _Refused(_INVALID_REQUEST, why)
             target = cluster.configs.broker.setdefault(node_id, {})
             defs = _broker_configs(cluster)
+        elif res.resource_type == GROUP:
+            if not res.resource_name:
+                raise _Refused(_INVALID_REQUEST, "Group name can't be empty.")
+            target = cluster.configs.groups.setdefault(res.resource_name, {})
+            defs = GROUP_CONFIGS
         else:
             raise _Refused(_INVALID_REQUEST, f"resource type {res.resource_type} is not supported")
         copy = dict(target) if validate_only else target

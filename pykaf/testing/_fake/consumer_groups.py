@@ -289,11 +289,16 @@ async def consumer_group_describe(
         if g is not None:
             refresh(g, ctx)
         if g is None:
+            shared = group_id in ctx.cluster.share_groups.groups
             out.append(
                 D.DescribedGroup(
                     group_id=group_id,
                     error_code=errors.GroupIdNotFoundError.code,
-                    error_message=f"Group {group_id} not found.",
+                    error_message=(
+                        f"Group {group_id} is not a consumer group."
+                        if shared
+                        else f"Group {group_id} not found."
+                    ),
                 )
             )
             continue

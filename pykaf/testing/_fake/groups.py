@@ -22,7 +22,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf.testing._fake import consumer_groups
+from pykaf.testing._fake import consumer_groups, share_groups
 from pykaf.testing._fake.api import Api, RequestContext
 from pykaf.testing._fake.group_coordinator import (
     COMPLETING,
@@ -763,8 +763,17 @@ async def list_groups(ctx: RequestContext, req: P.ListGroupsRequest, version: in
                 group_type="consumer",
             )
         )
+    for group_id, state in share_groups.listed(ctx):  # share groups (KIP-932)
+        if (states and state.lower() not in states) or (types and "share" not in types):
+            continue
+        out.append(
+            P.ListGroupsResponse.ListedGroup(
+                group_id=group_id, protocol_type="share", group_state=state, group_type="share"
+            )
+        )
+    shared = ctx.cluster.share_groups.groups
     for group_id in names:
-        if not _coordinates(ctx, group_id) or group_id in modern.groups:
+        if not _coordinates(ctx, group_id) or group_id in modern.groups or group_id in shared:
             continue
         state = coord.state_of(group_id)
         if state == DEAD:
@@ -791,8 +800,11 @@ async def delete_groups(ctx: RequestContext, req: P.DeleteGroupsRequest, version
     results = []
     for group_id in req.groups_names:
         code = 0
+        shared = share_groups.delete(ctx, group_id) if _coordinates(ctx, group_id) else None
         if not _coordinates(ctx, group_id):
             code = NOT_COORDINATOR
+        elif shared is not None:
+            code = shared
         elif not coord.exists(group_id):
             code = errors.GroupIdNotFoundError.code
         elif coord.state_of(group_id) not in (EMPTY, DEAD):

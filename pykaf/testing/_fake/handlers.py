@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from pykaf.testing._fake import acls, configs, consumer_groups, data, groups, meta, txn
+from pykaf.testing._fake import (
+    acls,
+    configs,
+    consumer_groups,
+    data,
+    groups,
+    meta,
+    share_fetch,
+    share_groups,
+    txn,
+)
 from pykaf.testing._fake.api import Api
 
 
@@ -14,6 +24,8 @@ def all_apis() -> list[Api]:
         *txn.APIS,
         *groups.APIS,
         *consumer_groups.APIS,
+        *share_groups.APIS,
+        *share_fetch.APIS,
         *configs.APIS,
         *acls.APIS,
     ]

@@ -425,6 +425,11 @@ class PartitionLog:
             i += 1
         return b"".join(out), last
 
+    def batches_from(self, offset: int) -> list[StoredBatch]:
+        """The stored batches from the one holding ``offset`` on, in order."""
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        return self.batches[i:]
+
     def aborted_between(self, first: int, last: int) -> list[AbortedTxn]:
         """The aborted transactions overlapping offsets ``first``..``last``."""
         i = bisect.bisect_left(self._aborted_ends, first)

@@ -15,6 +15,7 @@ from pykaf.testing._fake.log import PartitionLog
 
 # Kafka's ConfigSource codes.
 DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT_BROKER, STATIC_BROKER, DEFAULT = 1, 2, 3, 4, 5
+DYNAMIC_GROUP = 8
 
 
 @dataclass
@@ -132,6 +133,8 @@ class ConfigStore:
     def __init__(self) -> None:
         # A KRaft cluster of Kafka 4 is formatted with a cluster-wide min.insync.replicas
         self.broker: dict[int | None, dict[str, str]] = {None: {"min.insync.replicas": "1"}}
+        #: group configs (KIP-848/KIP-932) IncrementalAlterConfigs set, by group id
+        self.groups: dict[str, dict[str, str]] = {}
 
     def levels(self, node_id: int | None, name: str) -> list[tuple[str, str, int]]:
         """A dynamic broker config's set values, first in force: (name, value, source).
