@@ -53,6 +53,7 @@ def described(group: Any) -> GroupDescription:
                 target_assignment=partitions(m.target_assignment),
                 subscribed_topics=sorted(m.subscribed_topic_names),
                 subscribed_topic_regex=m.subscribed_topic_regex or None,  # Kafka sends ""
+                rack=m.rack_id or None,
             )
             for m in group.members
         ],

@@ -170,6 +170,7 @@ class MemberDescription:
             None in a classic group.
         subscribed_topics: the topic names the member subscribed to (KIP-848).
         subscribed_topic_regex: its regular-expression subscription (KIP-848), if any.
+        rack: the rack the member said it is in (KIP-848: its ``client_rack``), if any.
     """
 
     member_id: str
@@ -181,6 +182,7 @@ class MemberDescription:
     target_assignment: dict[str, list[int]] | None = None
     subscribed_topics: list[str] = field(default_factory=list)
     subscribed_topic_regex: str | None = None
+    rack: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,22 @@
 """A consumer group's options: every consumer option, plus membership and commits.
 
 Validated once, when the group opens; a bad value is a ConfigError naming the
-option.
+option. An option the chosen ``group_protocol`` does not use is refused when the
+caller set it (:func:`check_protocol_options`), as Kafka's Java client refuses
+them: with the consumer protocol (KIP-848) the broker assigns and sets the
+session and heartbeat timing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pykaf._config import check, opt, positive
 from pykaf._consumer.config import ConsumerConfig
 from pykaf._group.assignors import Assignor, assignor_for
+from pykaf.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -30,12 +35,21 @@ class GroupConfig(ConsumerConfig):
     assignors: Any = opt(
         ("range", "cooperative-sticky"),
         "Assignors offered to the group, preferred first: names (range, roundrobin, sticky, "
-        "cooperative-sticky) or Assignor objects. The group uses one every member offers.",
+        "cooperative-sticky) or Assignor objects. The group uses one every member offers. "
+        "Classic protocol only (refused with group_protocol consumer: see "
+        "group_remote_assignor).",
     )
     session_timeout: float = opt(
-        45.0, "Seconds without a heartbeat after which the coordinator drops the member."
+        45.0,
+        "Seconds without a heartbeat after which the coordinator drops the member. Classic "
+        "protocol only (refused with group_protocol consumer: the broker's "
+        "group.consumer.session.timeout.ms).",
     )
-    heartbeat_interval: float = opt(3.0, "Seconds between heartbeats.")
+    heartbeat_interval: float = opt(
+        3.0,
+        "Seconds between heartbeats. Classic protocol only (refused with group_protocol "
+        "consumer: the broker's group.consumer.heartbeat.interval.ms).",
+    )
     rebalance_timeout: float = opt(
         300.0,
         "Seconds members have to rejoin in a rebalance; a handler that keeps a revoked "
@@ -50,7 +64,8 @@ class GroupConfig(ConsumerConfig):
     partition_watch_interval: float = opt(
         5.0,
         "Seconds between the group leader's checks of the subscribed topics; a topic "
-        "created or given more partitions starts a rebalance.",
+        "created or given more partitions starts a rebalance. Classic protocol only "
+        "(refused with group_protocol consumer: the coordinator watches them).",
     )
 
     group_protocol: str = opt(
@@ -62,7 +77,14 @@ class GroupConfig(ConsumerConfig):
     group_remote_assignor: str | None = opt(
         None,
         "With group_protocol consumer: the broker-side assignor to ask for (uniform, range, "
-        "or one the broker was configured with); None: the broker's default.",
+        "or one the broker was configured with); None: the broker's default. Refused with "
+        "the classic protocol.",
+    )
+    client_rack: str | None = opt(
+        None,
+        "The member's rack, for rack-aware assignment: sent as RackId in ConsumerGroupHeartbeat "
+        "(group_protocol consumer) and in the classic subscription (its v3). Fetching from "
+        "the nearest replica (KIP-392) is not done.",
     )
 
     def __post_init__(self) -> None:
@@ -79,6 +101,12 @@ class GroupConfig(ConsumerConfig):
             "group_remote_assignor",
             self.group_remote_assignor,
             "must be None or a non-empty assignor name",
+        )
+        check(
+            self.client_rack is None or isinstance(self.client_rack, str),
+            "client_rack",
+            self.client_rack,
+            "must be None or a string",
         )
         positive("session_timeout", self.session_timeout)
         positive("heartbeat_interval", self.heartbeat_interval)
@@ -123,3 +151,44 @@ class GroupConfig(ConsumerConfig):
         """Fresh assignor objects, in preference order."""
         names = [self.assignors] if isinstance(self.assignors, (str, Assignor)) else self.assignors
         return [assignor_for(a) for a in names]
+
+
+#: Options only the classic protocol uses, and what takes their place with the
+#: consumer protocol (KIP-848 moves them to the broker).
+CLASSIC_ONLY: dict[str, str] = {
+    "assignors": "the broker assigns: ask for one of its assignors (its "
+    "group.consumer.assignors) with group_remote_assignor",
+    "session_timeout": "the broker's group.consumer.session.timeout.ms sets it (for one "
+    "group: the group config consumer.session.timeout.ms)",
+    "heartbeat_interval": "the broker's group.consumer.heartbeat.interval.ms sets it (for one "
+    "group: the group config consumer.heartbeat.interval.ms); members heartbeat at the "
+    "interval the coordinator returns",
+    "partition_watch_interval": "the coordinator notices new topics and partitions itself "
+    "(the broker's metadata)",
+}
+#: Options only the consumer protocol uses, and what takes their place with the classic one.
+CONSUMER_ONLY: dict[str, str] = {
+    "group_remote_assignor": "classic members assign among themselves: choose with assignors",
+}
+
+
+def check_protocol_options(options: Mapping[str, Any]) -> None:
+    """Refuse an option the chosen ``group_protocol`` does not use, when the caller set it.
+
+    ``options`` are the options the caller passed (defaults are never
+    refused). Kafka's Java client does the same: ``session.timeout.ms``,
+    ``heartbeat.interval.ms`` and ``partition.assignment.strategy`` cannot be
+    set with ``group.protocol=consumer``, nor ``group.remote.assignor`` with
+    ``classic``.
+
+    Raises:
+        ConfigError: naming the first such option and what to set instead.
+    """
+    protocol = options.get("group_protocol", "classic")
+    if protocol not in ("classic", "consumer"):
+        return  # GroupConfig refuses it
+    unused = CLASSIC_ONLY if protocol == "consumer" else CONSUMER_ONLY
+    for name in sorted(set(options) & set(unused)):
+        if name == "group_remote_assignor" and options[name] is None:
+            continue  # None is the classic protocol's own value
+        raise ConfigError(f"{name} cannot be set with group_protocol={protocol!r}: {unused[name]}")

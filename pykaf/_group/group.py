@@ -55,6 +55,7 @@ from pykaf._util import open_service_nursery
 from pykaf.codec import Record
 from pykaf.errors import CommitError
 from pykaf.protocol import versions
+from pykaf.protocol.consumer_protocol import with_rack
 
 log = logging.getLogger("pykaf.group")
 
@@ -346,6 +347,13 @@ class ConsumerGroup:
                 continue
             return
 
+    def _subscription(
+        self, assignor: Assignor, owned: dict[str, list[int]], rack: str | None
+    ) -> bytes:
+        """The assignor's subscription, with the member's rack (v3) when it has one."""
+        metadata = assignor.metadata(self.topics, owned, self.generation_id)
+        return metadata if rack is None else with_rack(metadata, rack)
+
     async def _join_once(self) -> dict[str, list[int]]:
         self._move(MemberEvent.JOIN)
         cfg = self.config
@@ -362,7 +370,7 @@ class ConsumerGroup:
             protocol_type=PROTOCOL_TYPE,
             protocols=[
                 J.JoinGroupRequestProtocol(
-                    name=a.name, metadata=a.metadata(self.topics, owned, self.generation_id)
+                    name=a.name, metadata=self._subscription(a, owned, cfg.client_rack)
                 )
                 for a in self._assignors
             ],

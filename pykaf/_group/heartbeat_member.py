@@ -4,7 +4,12 @@
 :class:`HeartbeatMember`. It sends ConsumerGroupHeartbeat at the interval the
 coordinator returns, with its member id (made here, kept for its life), its
 member epoch (0 to join), its subscription (topic names, or a regular
-expression the broker evaluates) and the partitions it owns. An answer may
+expression the broker evaluates), rebalance timeout, assignor, rack and the
+partitions it owns. Every heartbeat carries that whole state, never only what
+changed: after an error or a lost answer the coordinator may not have seen the
+previous heartbeat, and KIP-848 asks for the full state then. (A heartbeat
+whose epoch-bumping answer was lost is sent again with the previous epoch and
+the partitions still owned, which the coordinator accepts.) An answer may
 carry a new assignment, by topic id; the member resolves the ids to names from
 metadata and **reconciles** it incrementally:
 
@@ -16,8 +21,9 @@ metadata and **reconciles** it incrementally:
 4. a heartbeat reports the partitions now owned: only then may the
    coordinator hand the revoked ones to other members.
 
-FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID (or no answer for
-``session_timeout``) mean the coordinator has given this member's partitions
+FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID (or no answer for the broker's
+default session timeout, :data:`PRESUMED_SESSION_TIMEOUT`: the broker does not
+say its own) mean the coordinator has given this member's partitions
 away: its claims end without a commit and it joins again with epoch 0. Leaving
 sends epoch -1 (-2 for a static member, whose assignment the coordinator keeps
 for the group's session timeout). Claims, marks, commits and the handler
@@ -62,6 +68,8 @@ _COORDINATOR_MOVED = (
 )
 #: The interval used until the coordinator has said one.
 _FIRST_INTERVAL = 0.5
+#: Kafka's default ``group.consumer.session.timeout.ms``, in seconds.
+PRESUMED_SESSION_TIMEOUT = 45.0
 
 
 def new_member_id() -> str:
@@ -97,6 +105,10 @@ class HeartbeatMember(ConsumerGroup):
         self.generation_id = -1  # the member epoch once in the group (what commits carry)
         self.protocol = config.group_remote_assignor or "consumer"
         self.heartbeat_interval = _FIRST_INTERVAL
+        #: How long without a heartbeat answer before the member presumes the
+        #: coordinator dropped it. The broker sets the session timeout and does
+        #: not tell members: this is its default.
+        self.session_timeout = PRESUMED_SESSION_TIMEOUT
         self.heartbeats = 0
         self._version = 1  # ConsumerGroupHeartbeat's, as the coordinator speaks it
         self._hb_state = INITIAL
@@ -195,6 +207,7 @@ class HeartbeatMember(ConsumerGroup):
             member_id=self.member_id,
             member_epoch=epoch,
             instance_id=cfg.group_instance_id,
+            rack_id=cfg.client_rack,
             rebalance_timeout_ms=int(cfg.rebalance_timeout * 1000),
             server_assignor=cfg.group_remote_assignor,
         )
@@ -264,7 +277,7 @@ class HeartbeatMember(ConsumerGroup):
                 failure = err(err.description)
             # No answer, or a retriable one (the coordinator moving or loading):
             # after session_timeout the coordinator has dropped this member.
-            if trio.current_time() - last_ok > self.config.session_timeout:
+            if trio.current_time() - last_ok > self.session_timeout:
                 log.warning(
                     "group %s: no heartbeat for session_timeout: %s", self.group_id, failure
                 )

@@ -19,7 +19,7 @@ from pykaf import errors
 from pykaf._cluster.client import Client, client_for
 from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.consumer import Consumer
-from pykaf._group.config import GroupConfig
+from pykaf._group.config import GroupConfig, check_protocol_options
 from pykaf._group.group import ConsumerGroup, membership_block
 from pykaf._group.heartbeat_member import HeartbeatMember
 from pykaf._group.telemetry import group_points
@@ -51,7 +51,12 @@ async def open_consumer_group(
         **config: options of :class:`pykaf.GroupConfig` (consumer and client options too).
 
     Raises:
-        ConfigError: an invalid option or an empty group id or topic list.
+        ConfigError: an invalid option or an empty group id or topic list; an
+            option the protocol does not use, set all the same (``assignors``,
+            ``session_timeout``, ``heartbeat_interval`` or
+            ``partition_watch_interval`` with ``group_protocol="consumer"``,
+            where the broker decides them; ``group_remote_assignor`` with the
+            classic protocol).
         KafkaConnectionError: no broker could be reached.
     """
     if not isinstance(group_id, str) or not group_id:
@@ -60,6 +65,7 @@ async def open_consumer_group(
     if not regex and (isinstance(topics, str) or not topics):
         raise errors.ConfigError(f"topics must be a non-empty list of topic names, not {topics!r}")
     async with AsyncExitStack() as stack:
+        check_protocol_options(config)  # before anything connects
         client, cfg = await client_for(stack, GroupConfig, bootstrap_servers_or_client, config)
         if regex and cfg.group_protocol != "consumer":
             raise errors.ConfigError(

@@ -27,6 +27,7 @@ __all__ = [
     "encode_subscription",
     "merge_partitions",
     "partition_lists",
+    "with_rack",
 ]
 
 
@@ -182,3 +183,18 @@ def decode_subscription(
         generation=msg.generation_id,
         rack_id=msg.rack_id,
     )
+
+
+def with_rack(metadata: bytes | bytearray | memoryview, rack_id: str) -> bytes:
+    """A subscription with the member's rack added: the same fields, written as v3.
+
+    Fields the subscription's own version lacks stay empty (owned partitions
+    of a v0 subscription, whose member gave them up before joining, are not
+    made up), so assignors read it as before; rack-aware ones see the rack.
+
+    Raises:
+        MalformedMessageError: ``metadata`` is not a subscription.
+    """
+    msg, version = ConsumerProtocolSubscription.decode_versioned(metadata)
+    msg.rack_id = rack_id  # (fields the version lacked decoded to their empty defaults)
+    return msg.encode_versioned(max(version, 3))

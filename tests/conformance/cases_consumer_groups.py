@@ -214,3 +214,49 @@ async def case_consumer_group_slow_revocation(t: Target, w: Wire, out: Answers) 
     await trio.sleep(2.5)  # past the rebalance timeout, still owning both
     late = await w.send(heartbeat(group, "slow", first.member_epoch, None, mine))
     out.add("heartbeat after the rebalance timeout", answered(late))
+
+
+@case()
+async def case_consumer_group_lost_answer(t: Target, w: Wire, out: Answers) -> None:
+    """A heartbeat's answer lost after the coordinator bumped the member's epoch: the
+    member sends its full state again with the previous epoch, which is accepted
+    when the partitions it reports are still its own, and fenced otherwise."""
+    topic = await t.create_topic("consumer_group_lost_answer", 2)
+    group = "consumer_group_lost_answer.g"
+    await find_coordinator(w, group, 0)
+    first = await _retrying(w, heartbeat(group, "one", 0, [topic]), lambda r: r.error_code)
+    e1, mine = first.member_epoch, owned_of(first)
+    await w.send(heartbeat(group, "one", e1, None, mine))
+    await w.send(heartbeat(group, "two", 0, [topic]))
+    revoke = await t.wait_for(
+        lambda: w.send(heartbeat(group, "one", e1, None, mine)), lambda r: r.assignment is not None
+    )
+    kept = owned_of(revoke)
+    acked = await w.send(heartbeat(group, "one", e1, None, kept))  # this answer is "lost"
+    e2 = acked.member_epoch
+    out.add("the lost answer bumped the epoch", e2 > e1)
+    again = await w.send(heartbeat(group, "one", e1, None, kept))
+    out.add("previous epoch, owned partitions only", relative(again, e2))
+    full = H(
+        group_id=group,
+        member_id="one",
+        member_epoch=e1,
+        rebalance_timeout_ms=30_000,
+        subscribed_topic_names=[topic],
+        topic_partitions=[H.TopicPartitions(topic_id=t, partitions=ps) for t, ps in kept.items()],
+    )
+    # a full request (rebalance timeout, subscription, owned partitions) gets the
+    # assignment again, in case the lost answer carried one
+    out.add("the full state again, previous epoch", relative(await w.send(full), e2))
+    out.add(
+        "previous epoch, a revoked partition still reported",
+        answered(await w.send(heartbeat(group, "one", e1, [topic], mine))),
+    )
+    out.add(
+        "previous epoch, no partitions reported",
+        answered(await w.send(heartbeat(group, "one", e1, [topic], None))),
+    )
+    out.add(
+        "the current epoch still works",
+        relative(await w.send(heartbeat(group, "one", e2, [topic], kept)), e2),
+    )

@@ -17,6 +17,7 @@ from typing import Any
 import cases_admin  # noqa: F401 (registers its cases)
 import cases_consumer_groups  # noqa: F401
 import cases_data  # noqa: F401
+import cases_group_migration  # noqa: F401
 import cases_groups  # noqa: F401
 import cases_sessions  # noqa: F401
 import cases_share  # noqa: F401

@@ -13,18 +13,19 @@ broker's refusals (a bad regex, an unknown assignor) are typed errors.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import trio
+from group_support import FAST, Overlap, Recorder, create, every, owned, produce, wait_for
 
 import pykaf
 import pykaf.sync
 from pykaf import errors
+from pykaf import protocol as P
 from pykaf._group.heartbeat_member import HeartbeatMember
 from pykaf._group.heartbeat_states import HeartbeatState
+from pykaf.testing._fake import open_fake_cluster
 
 bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
 unique = bc.unique
@@ -49,92 +50,6 @@ def any_cg_broker(request: pytest.FixtureRequest) -> Any:
     process.
     """
     return bc.broker_from(request, request.param)
-
-
-FAST = {
-    "group_protocol": "consumer",
-    "rebalance_timeout": 10.0,
-    "auto_commit_interval": 0.2,
-    "fetch_max_wait": 0.05,
-    "retry_backoff": 0.05,
-}
-
-
-class Overlap:
-    """Live claims per partition across members: a second live claim is an overlap."""
-
-    def __init__(self) -> None:
-        self.live: dict[tuple[str, int], str] = {}
-        self.overlaps: list[tuple[tuple[str, int], str, str]] = []
-
-    def start(self, tp: tuple[str, int], who: str) -> None:
-        if tp in self.live:
-            self.overlaps.append((tp, self.live[tp], who))
-        self.live[tp] = who
-
-    def end(self, tp: tuple[str, int], who: str) -> None:
-        if self.live.get(tp) == who:
-            del self.live[tp]
-
-
-class Recorder:
-    """A handler recording what each claim saw, marking every record."""
-
-    def __init__(self, name: str = "", overlap: Overlap | None = None) -> None:
-        self.name = name
-        self.overlap = overlap
-        self.seen: list[tuple[str, int, int]] = []
-        self.setups = 0
-        self.cleanups = 0
-        self.claims: dict[tuple[str, int], list[pykaf.Claim]] = defaultdict(list)
-
-    async def setup(self, session: pykaf.GroupSession) -> None:
-        self.setups += 1
-
-    async def consume_claim(self, session: pykaf.GroupSession, claim: pykaf.Claim) -> None:
-        tp = (claim.topic, claim.partition)
-        self.claims[tp].append(claim)
-        if self.overlap is not None:
-            self.overlap.start(tp, self.name)
-        try:
-            async for record in claim:
-                self.seen.append((record.topic, record.partition, record.offset))
-                session.mark_message(record)
-        finally:
-            if self.overlap is not None:
-                self.overlap.end(tp, self.name)
-
-    async def cleanup(self, session: pykaf.GroupSession) -> None:
-        self.cleanups += 1
-
-
-async def create(broker: Any, topic: str, partitions: int) -> None:
-    """Create a topic (the fake cluster's control blocks: call it from a thread)."""
-    await trio.to_thread.run_sync(broker.create, topic, partitions)
-
-
-async def produce(bootstrap: str, topic: str, partitions: int, per: int, start: int = 0) -> None:
-    async with pykaf.open_producer(bootstrap) as producer:
-        for p in range(partitions):
-            await producer.send_batch(
-                topic, [b"%d-%d" % (p, start + i) for i in range(per)], partition=p
-            )
-
-
-async def wait_for(cond: Callable[[], bool], timeout: float = 40.0, what: Any = "") -> None:
-    with trio.move_on_after(timeout):
-        while not cond():
-            await trio.sleep(0.02)
-        return
-    raise AssertionError(f"not within {timeout} s: {what() if callable(what) else what or cond}")
-
-
-def owned(*groups: pykaf.ConsumerGroup, topic: str) -> list[int]:
-    return sorted(p for g in groups for p in g.assignment().get(topic, []))
-
-
-def every(topic: str, partitions: int, per: int) -> set[tuple[str, int, int]]:
-    return {(topic, p, o) for p in range(partitions) for o in range(per)}
 
 
 # ------------------------------------------------------------------ one member
@@ -452,6 +367,63 @@ async def test_a_fenced_member_drops_its_claims_uncommitted_and_joins_again(
     assert sorted(rec.seen[20:]) == sorted(rec.seen[:20])  # read again from the start
 
 
+async def test_a_lost_heartbeat_answer_is_followed_by_the_full_state() -> None:
+    """KIP-848: after a heartbeat whose answer never came, the member sends its whole
+    state again (the coordinator may have acted on it or not). Here the answer to
+    the heartbeat acknowledging a revocation is lost after the coordinator bumped
+    the member's epoch: the member sends the previous epoch again with its
+    subscription, rebalance timeout and owned partitions, the coordinator accepts
+    it, and the member keeps its partitions without being fenced."""
+    key = P.ConsumerGroupHeartbeatRequest.API_KEY
+    topic, group_id = "lost-answer", "lost-answer-g"
+    async with open_fake_cluster(1) as fake:
+        fake.create_topic(topic, 4)
+        await produce(fake.bootstrap, topic, 4, 10)
+        one, two = Recorder("one"), Recorder("two")
+        async with (
+            pykaf.open_consumer_group(fake.bootstrap, group_id, [topic], **FAST) as g1,
+            trio.open_nursery() as nursery,
+        ):
+            assert isinstance(g1, HeartbeatMember)
+            fenced: list[str] = []
+            g1_fence = g1._fence
+            g1._fence = lambda why: (fenced.append(why), g1_fence(why))[1]  # type: ignore[method-assign]
+            nursery.start_soon(g1.consume, one)
+            await wait_for(lambda: g1.state is HeartbeatState.STABLE and len(one.seen) == 40)
+            e1 = g1.member_epoch
+
+            def acknowledgement(req: Any) -> bool:  # member one reporting two partitions
+                owned = sum(len(tp.partitions) for tp in req.topic_partitions or [])
+                return req.member_id == g1.member_id and req.member_epoch > 0 and owned == 2
+
+            fake.lose_responses(key, match=acknowledgement)
+            fake.start_request_tracking()
+            async with pykaf.open_consumer_group(fake.bootstrap, group_id, [topic], **FAST) as g2:
+                nursery.start_soon(g2.consume, two)
+                await wait_for(lambda: len(owned(g2, topic=topic)) == 2)
+                await wait_for(lambda: g1.state is HeartbeatState.STABLE and g1.member_epoch > e1)
+                kept = owned(g1, topic=topic)
+                sent = [
+                    r.request
+                    for r in fake.requests
+                    if r.api_key == key and r.request.member_id == g1.member_id
+                ]
+                acks = [r for r in sent if acknowledgement(r)]
+                # the lost one, and the same state sent again with the same epoch
+                assert len(acks) >= 2 and acks[0].member_epoch == acks[1].member_epoch == e1
+                again = acks[1]
+                assert again.subscribed_topic_names == [topic]
+                assert again.rebalance_timeout_ms == int(FAST["rebalance_timeout"] * 1000)
+                assert [sorted(tp.partitions) for tp in again.topic_partitions] == [kept]
+                assert not fake.lost_answers  # the loss happened
+                await produce(fake.bootstrap, topic, 4, 5, start=10)
+                await wait_for(lambda: len(set(one.seen) | set(two.seen)) == 60)
+            nursery.cancel_scope.cancel()
+    assert fenced == []
+    # the partitions member one kept ran on through it all: one claim each
+    assert all(len(one.claims[(topic, p)]) == 1 for p in kept)
+
+
 # ------------------------------------------------------------------ the sync facade
 
 
@@ -482,7 +454,69 @@ def test_the_options_are_checked() -> None:
         pykaf.GroupConfig(group_protocol="modern")
     with pytest.raises(errors.ConfigError, match="group_remote_assignor"):
         pykaf.GroupConfig(group_remote_assignor="")
+    with pytest.raises(errors.ConfigError, match="client_rack"):
+        pykaf.GroupConfig(client_rack=3)
     assert pykaf.GroupConfig().group_protocol == "classic"
+
+
+#: an address nothing listens on: the options must be refused before connecting
+NOWHERE = "127.0.0.1:1"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "broker_side"),
+    [
+        ("session_timeout", 10.0, "group.consumer.session.timeout.ms"),
+        ("heartbeat_interval", 1.0, "group.consumer.heartbeat.interval.ms"),
+        ("assignors", ["range"], "group_remote_assignor"),
+        ("partition_watch_interval", 1.0, "coordinator notices"),
+    ],
+)
+async def test_classic_options_set_with_the_consumer_protocol_are_refused(
+    option: str, value: Any, broker_side: str
+) -> None:
+    """As Kafka's Java client refuses session.timeout.ms, heartbeat.interval.ms and
+    partition.assignment.strategy with group.protocol=consumer: set explicitly, even
+    to the default, they are a ConfigError naming what to set instead."""
+    with trio.fail_after(5):
+        with pytest.raises(errors.ConfigError, match=f"^{option} cannot be set") as caught:
+            async with pykaf.open_consumer_group(
+                NOWHERE, "g", ["t"], group_protocol="consumer", **{option: value}
+            ):
+                pass
+        assert broker_side in str(caught.value)
+        default = pykaf.GroupConfig.__dataclass_fields__[option].default
+        if not callable(default):  # (assignors' default is a tuple: set it as given)
+            with pytest.raises(errors.ConfigError, match=option):
+                async with pykaf.open_consumer_group(
+                    NOWHERE, "g", ["t"], group_protocol="consumer", **{option: default}
+                ):
+                    pass
+    # the sync facade and a shared client refuse them alike
+    with pytest.raises(errors.ConfigError, match=f"^{option} cannot be set"):
+        pykaf.sync.ConsumerGroup(NOWHERE, "g", ["t"], group_protocol="consumer", **{option: value})
+
+
+async def test_the_remote_assignor_set_with_the_classic_protocol_is_refused() -> None:
+    with trio.fail_after(5), pytest.raises(errors.ConfigError, match="assignors"):
+        async with pykaf.open_consumer_group(NOWHERE, "g", ["t"], group_remote_assignor="uniform"):
+            pass
+
+
+async def test_the_options_a_protocol_uses_are_not_refused(kafka_broker: Any) -> None:
+    """Defaults are never refused, nor the options both protocols use; classic
+    options with the classic protocol and the remote assignor with the consumer one."""
+    topic = unique("kip848-opts")
+    await create(kafka_broker, topic, 1)
+    for options in (
+        {**FAST, "group_remote_assignor": "range", "rebalance_timeout": 5.0},
+        {"session_timeout": 10.0, "heartbeat_interval": 1.0, "assignors": ["range"]},
+        {"group_protocol": "classic", "group_remote_assignor": None},
+    ):
+        async with pykaf.open_consumer_group(
+            kafka_broker.bootstrap, unique("g"), [topic], **options
+        ) as group:
+            assert group.group_id
 
 
 # ------------------------------------------------------------------ admin and CLI
@@ -582,51 +616,6 @@ async def test_offsets_committed_by_a_transaction_carry_the_member_epoch(
     async with pykaf.open_admin(broker.bootstrap) as admin:
         offsets = await admin.list_group_offsets(group_id)
     assert offsets[(src, 0)].offset == 10
-
-
-# ------------------------------------------------------------------ migration
-
-
-async def test_a_classic_member_joins_a_consumer_protocol_group(kafka_broker: Any) -> None:
-    """Kafka's online migration: a classic pykaf member (JoinGroup) in a group whose other
-    member speaks the consumer protocol; the coordinator splits the partitions."""
-    broker = kafka_broker
-    topic, group_id = unique("kip848-mixed"), unique("g")
-    await create(broker, topic, 4)
-    await produce(broker.bootstrap, topic, 4, 25)
-    overlap = Overlap()
-    modern, classic = Recorder("modern", overlap), Recorder("classic", overlap)
-    old_style = {
-        "heartbeat_interval": 0.5,
-        "session_timeout": 10.0,
-        "rebalance_timeout": 10.0,
-        "auto_commit_interval": 0.2,
-        "fetch_max_wait": 0.05,
-    }
-    async with (
-        pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as g1,
-        trio.open_nursery() as nursery,
-    ):
-        nursery.start_soon(g1.consume, modern)
-        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3])
-        async with pykaf.open_consumer_group(
-            broker.bootstrap, group_id, [topic], **old_style
-        ) as g2:
-            assert not isinstance(g2, HeartbeatMember)
-            nursery.start_soon(g2.consume, classic)
-
-            def split() -> bool:
-                a, b = owned(g1, topic=topic), owned(g2, topic=topic)
-                return len(a) == 2 and len(b) == 2 and sorted(a + b) == [0, 1, 2, 3]
-
-            await wait_for(split, what=lambda: (g1.assignment(), g2.assignment()))
-            await produce(broker.bootstrap, topic, 4, 5, start=25)
-            await wait_for(lambda: len(set(modern.seen) | set(classic.seen)) == 120)
-        # the classic member left: the consumer-protocol member takes everything back
-        await wait_for(lambda: owned(g1, topic=topic) == [0, 1, 2, 3])
-        nursery.cancel_scope.cancel()
-    assert overlap.overlaps == []
-    assert set(modern.seen) | set(classic.seen) == every(topic, 4, 30)
 
 
 # ------------------------------------------------------------------ a killed member

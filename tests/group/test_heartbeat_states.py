@@ -82,7 +82,7 @@ async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
 ) -> None:
     """On the fake cluster: every move goes through the table, in the order the protocol
     takes; a coordinator that answers nothing but COORDINATOR_NOT_AVAILABLE for
-    ``session_timeout`` makes the member drop its claims and join again."""
+    its presumed session timeout makes the member drop its claims and join again."""
     moves: list[tuple[HeartbeatState, HeartbeatEvent]] = []
 
     def recording(state: HeartbeatState, event: HeartbeatEvent) -> HeartbeatState:
@@ -98,13 +98,13 @@ async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
                 "hb-states-g",
                 ["hb-states"],
                 group_protocol="consumer",
-                session_timeout=1.5,
-                heartbeat_interval=0.5,  # (a classic option; checked below session_timeout)
                 retry_backoff=0.05,
             ) as group,
             trio.open_nursery() as nursery,
         ):
             assert isinstance(group, heartbeat_member.HeartbeatMember)
+            # the broker's session timeout the member presumes (45 s by default)
+            group.session_timeout = 1.5
             nursery.start_soon(group.consume, _Idle())
             with trio.fail_after(30):
                 while group.state is not S.STABLE:

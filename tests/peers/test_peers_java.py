@@ -9,6 +9,9 @@ check records exactly (keys, values, partitions, offsets, order, counts):
 - ``VerifiableConsumer`` (classic protocol, range) and a pykaf member share
   one group: disjoint assignments covering the topic, every record read
   once, and pykaf's commits are where Java resumes when pykaf leaves;
+- a pykaf consumer-protocol member joins a group of ``VerifiableConsumer``
+  classic members: the group converts to a consumer group and back (KIP-848's
+  online migration), every record read once;
 - ``TransactionalMessageCopier`` (Java's transactional producer, random
   aborts) writes what pykaf's read_committed consumer reads exactly once;
 - ``ConsoleConsumer`` with ``--isolation-level read_committed`` reads exactly
@@ -455,6 +458,78 @@ async def test_classic_pykaf_member_in_a_consumer_protocol_group(
             assert sorted(java_rows(java) + recorder.rows) == sorted(written)
             await member.aclose()
         await java.wait_for(lambda: java_assignment(java) == everything, "reassignment of all")
+
+
+async def test_a_pykaf_consumer_protocol_member_upgrades_a_java_classic_group(
+    kafka_cluster: KafkaCluster, java_tools: JavaTools
+) -> None:
+    """Online migration with Java: ``VerifiableConsumer --group-protocol classic`` runs
+    the group; a pykaf consumer-protocol member joins and the group becomes a consumer
+    group (Java's member, told to rejoin, gets its share through JoinGroup/SyncGroup);
+    pykaf leaves and the group is a classic one again, Java resuming at pykaf's commits.
+    """
+    topic, group = unique("java-migrate"), unique("java-migrate")
+    partitions = 4
+    everything = set(range(partitions))
+    await trio.to_thread.run_sync(kafka_cluster.create_topic, topic, partitions)
+    config = java_tools.properties(heartbeat_interval_ms="500")
+    java_cmd = java_tools.command(
+        TOOLS + "VerifiableConsumer",
+        *("--bootstrap-server", kafka_cluster.bootstrap, "--topic", topic),
+        *("--group-id", group, "--group-protocol", "classic", "--verbose"),
+        *("--session-timeout", "10000", "--reset-policy", "earliest"),
+        *("--assignment-strategy", JAVA_ASSIGNORS["cooperative-sticky"]),
+        *("--command-config", config),
+    )
+    recorder = Recorder()
+
+    async def protocol() -> str:
+        async with pykaf.open_admin(kafka_cluster.bootstrap) as admin:
+            return (await admin.describe_group(group)).group_protocol
+
+    async with open_json_process("VerifiableConsumer", java_cmd) as java:
+        await java.wait_for(lambda: java_assignment(java) == everything, "assignment of all")
+        written = await write_keyed(kafka_cluster.bootstrap, topic, range(0, 100))
+        await java.wait_for(lambda: len(java_rows(java)) >= len(written), "the first records")
+        assert await protocol() == "classic"
+        async with (
+            pykaf.open_consumer_group(
+                kafka_cluster.bootstrap,
+                group,
+                [topic],
+                group_protocol="consumer",
+                auto_commit_interval=0.5,
+            ) as member,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(member.consume, recorder)
+
+            def shared() -> bool:
+                mine = recorder.assignments[-1] if recorder.assignments else set()
+                theirs = java_assignment(java)
+                return bool(mine) and bool(theirs) and mine | (theirs or set()) == everything
+
+            await java.wait_for(shared, "shared assignment", timeout=60)
+            assert await protocol() == "consumer"
+            mine, theirs = recorder.assignments[-1], java_assignment(java)
+            assert theirs is not None and not mine & theirs, (mine, theirs)
+            java_seen = len(java.events)
+            more = await write_keyed(kafka_cluster.bootstrap, topic, range(100, 200))
+            await java.wait_for(
+                lambda: len(java_rows(java, java_seen)) + len(recorder.rows) >= len(more),
+                "the records after the upgrade",
+            )
+            # pykaf started at Java's commits: nothing read twice
+            assert sorted(java_rows(java, java_seen) + recorder.rows) == sorted(more)
+            await member.aclose()  # the last consumer-protocol member: classic again
+        await java.wait_for(lambda: java_assignment(java) == everything, "reassignment of all")
+        assert await protocol() == "classic"
+        java_seen = len(java.events)
+        last = await write_keyed(kafka_cluster.bootstrap, topic, range(200, 240))
+        await java.wait_for(
+            lambda: len(java_rows(java, java_seen)) >= len(last), "the records after the leave"
+        )
+        assert sorted(java_rows(java, java_seen)) == sorted(last)
 
 
 @pytest.mark.parametrize("first", ["java", "pykaf"])

@@ -38,6 +38,7 @@ from pykaf.protocol import (
 from pykaf.testing._fake.consumer_coordinator import ConsumerGroupCoordinator
 from pykaf.testing._fake.fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from pykaf.testing._fake.group_coordinator import GroupCoordinator
+from pykaf.testing._fake.group_migration import Topics, downgrade
 from pykaf.testing._fake.model import (
     AclEntry,
     BrokerNode,
@@ -151,12 +152,18 @@ class ClusterState:
         self.tracking = False
         self.requests: list[RequestRecord] = []
         self._injected: dict[tuple[int | None, int], deque[InjectedError]] = {}
+        #: (api key, which requests) whose answer is lost once (see lose_responses)
+        self.lost_answers: list[tuple[int, Callable[[Any], bool]]] = []
         self._coordinators: dict[tuple[int, str], int] = {}
         self._next_leader = 0
         self.groups = GroupCoordinator(group_initial_rebalance_delay_ms)
         self.consumer_groups = ConsumerGroupCoordinator()
         self.share_groups = ShareGroupCoordinator()
         self._share_sessions: dict[int, ShareSessionCache] = {}
+        # KIP-848's downgrade when the last consumer-protocol member's session ends
+        self.consumer_groups.on_last_consumer_member = lambda g, m: downgrade(
+            self.groups, self.consumer_groups, g, m, self.topic_map()
+        )
         self.configs = ConfigStore()
         self.acls: list[AclEntry] = []
         self.transactions = TransactionCoordinator(self.partition, self.groups)
@@ -269,6 +276,12 @@ class ClusterState:
         self._topic(name)
         del self.topics[name]
 
+    def topic_map(self) -> Topics:
+        """Each topic's id and partition count, by name (internal topics left out)."""
+        return {
+            n: (t.topic_id, len(t.partitions)) for n, t in self.topics.items() if not t.internal
+        }
+
     def partition(self, topic: str, partition: int) -> Partition | None:
         """The partition, or None when the topic or partition does not exist."""
         t = self.topics.get(topic)
@@ -297,6 +310,14 @@ class ClusterState:
             return fixed
         ids = sorted(self.nodes)
         return ids[zlib.crc32(key.encode()) % len(ids)]
+
+    def answer_lost(self, api_key: int, request: Any) -> bool:
+        """Whether this request's answer is to be lost (each loss queued happens once)."""
+        for i, (key, match) in enumerate(self.lost_answers):
+            if key == api_key and match(request):
+                del self.lost_answers[i]
+                return True
+        return False
 
     def take_injected(self, broker_id: int, api_key: int) -> InjectedError | None:
         """The next injected error for this broker and API, if any (the server calls this)."""

@@ -42,6 +42,7 @@ CONTROLS = frozenset(
         "set_partition_leader",
         "push_request_errors",
         "clear_request_errors",
+        "lose_responses",
         "start_request_tracking",
         "stop_request_tracking",
         "count_requests",
@@ -260,6 +261,18 @@ class FakeCluster(ClusterState):
         """
         q = self._injected.setdefault((broker_id, api_key), deque())
         q.extend(InjectedError(int(code), rtt_ms) for code in errors)
+
+    def lose_responses(
+        self, api_key: int, count: int = 1, match: Callable[[Any], bool] | None = None
+    ) -> None:
+        """Lose the answers of the next ``count`` requests of ``api_key`` (that ``match``).
+
+        Each such request is carried out, then its connection drops instead of
+        the answer going out: what a client sees when an answer is lost on the
+        way, not knowing whether the broker acted on it.
+        """
+        for _ in range(count):
+            self.lost_answers.append((api_key, match or (lambda request: True)))
 
     def clear_request_errors(self, api_key: int, broker_id: int | None = None) -> None:
         """Forget the errors queued for ``api_key``."""

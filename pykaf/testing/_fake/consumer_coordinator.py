@@ -11,14 +11,23 @@ keeps its epoch until a heartbeat no longer lists them as owned, and is
 removed from the group if that takes longer than its rebalance timeout); then
 it gets the target's partitions that no other member still holds, and the
 target's epoch. Sessions expire when the group is next looked at.
+
+A member may also speak the classic protocol (KIP-848's online migration,
+``classic_members.py``): it has :class:`ClassicInfo` (its session timeout
+and JoinGroup protocols), reconciles only when it rejoins, and is removed if
+it does not rejoin or sync within its rebalance timeout once told to. When a
+consumer-protocol member's session runs out and only classic members would
+remain, ``on_last_consumer_member`` may turn the group into a classic one
+(``group_migration.py``).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 #: A partition by topic id.
@@ -27,8 +36,26 @@ ASSIGNORS = ("uniform", "range")
 
 
 @dataclass
+class ClassicInfo:
+    """What a member speaking the classic protocol inside a consumer group also has."""
+
+    session_timeout_ms: int
+    #: its JoinGroup protocols (name, subscription), preferred first
+    protocols: list[tuple[str, bytes]]
+    #: it must rejoin (JoinGroup) by then, having been told to (REBALANCE_IN_PROGRESS)
+    join_deadline: float = math.inf
+    #: it must sync (SyncGroup) by then, having joined
+    sync_deadline: float = math.inf
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol its JoinGroup and SyncGroup answers name: its first."""
+        return self.protocols[0][0]
+
+
+@dataclass
 class ConsumerMember:
-    """One member of a consumer-protocol group."""
+    """One member of a consumer-protocol group (``classic`` set: one speaking the classic one)."""
 
     member_id: str
     instance_id: str | None
@@ -50,6 +77,8 @@ class ConsumerMember:
     revoke_deadline: float = 0.0
     #: a static member that left with epoch -2: its place is kept until the deadline
     left: bool = False
+    rack: str | None = None
+    classic: ClassicInfo | None = None
 
 
 @dataclass
@@ -76,6 +105,14 @@ class ConsumerGroupState:
             if m.epoch != self.assignment_epoch:
                 return "Reconciling"
         return "Stable"
+
+    def classic_members(self) -> list[ConsumerMember]:
+        """The members speaking the classic protocol."""
+        return [m for m in self.members.values() if m.classic is not None]
+
+    def unreleased(self, m: ConsumerMember) -> set[IdPartition]:
+        """Partitions of ``m``'s target it does not have yet (another member still holds them)."""
+        return self.target.get(m.member_id, set()) - m.assigned
 
     def held_by_others(self, member_id: str) -> set[IdPartition]:
         """Partitions another member may still be consuming."""
@@ -106,25 +143,51 @@ class ConsumerGroupCoordinator:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.session_timeout_ms = session_timeout_ms
         self.groups: dict[str, ConsumerGroupState] = {}
+        #: called with the group and a consumer-protocol member about to be removed
+        #: when only classic members would remain; True: the group is a classic
+        #: group now (and no longer here)
+        self.on_last_consumer_member: (
+            Callable[[ConsumerGroupState, ConsumerMember], bool] | None
+        ) = None
 
     def group(self, group_id: str) -> ConsumerGroupState | None:
-        """The group with expired sessions removed, or None."""
+        """The group with expired members removed, or None (also when it became classic)."""
         g = self.groups.get(group_id)
         if g is not None:
             now = clock()
-            # a session run out, or partitions not given up within the rebalance timeout
-            expired = [
-                m
-                for m in g.members.values()
-                if m.deadline <= now or (m.revoking and m.revoke_deadline <= now)
-            ]
-            for m in expired:
+            for m in [m for m in g.members.values() if _expired(m, now)]:
+                if self.downgrades(g, m):
+                    return None
                 del g.members[m.member_id]  # the handlers' refresh gives the new epoch
         return g
 
+    def downgrades(self, g: ConsumerGroupState, m: ConsumerMember) -> bool:
+        """Whether removing ``m`` turned the group into a classic group (Kafka's downgrade)."""
+        if m.classic is not None or self.on_last_consumer_member is None:
+            return False
+        rest = [o for o in g.members.values() if o is not m]
+        if not rest or any(o.classic is None for o in rest):
+            return False
+        return self.on_last_consumer_member(g, m)
+
     def touch(self, m: ConsumerMember) -> None:
         """A heartbeat from ``m``: its session starts again."""
-        m.deadline = clock() + self.session_timeout_ms / 1000
+        timeout_ms = self.session_timeout_ms if m.classic is None else m.classic.session_timeout_ms
+        m.deadline = clock() + timeout_ms / 1000
+
+
+def _expired(m: ConsumerMember, now: float) -> bool:
+    """Whether ``m`` must go: its session ran out, or it overran its rebalance timeout.
+
+    A consumer-protocol member overruns it by not giving partitions up; a
+    classic member by not rejoining, or not syncing, in time.
+    """
+    if m.deadline <= now:
+        return True
+    if m.revoking and m.classic is None and m.revoke_deadline <= now:
+        return True
+    c = m.classic
+    return c is not None and (c.join_deadline <= now or c.sync_deadline <= now)
 
 
 def subscribed(member: ConsumerMember, topics: dict[str, uuid.UUID]) -> list[str]:

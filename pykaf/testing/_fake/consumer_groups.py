@@ -8,7 +8,12 @@ previous epoch with owned partitions it still has, is FENCED_MEMBER_EPOCH; an
 unknown member is UNKNOWN_MEMBER_ID; a static member's instance id in use is
 UNRELEASED_INSTANCE_ID; unknown assignors and regular expressions RE2/J
 cannot have (lookarounds, back-references) are refused. OffsetCommit from a
-member of such a group must be v9+ and carry its member epoch.
+member of such a group must be v9+ and carry its member epoch (a classic
+member's, any version, its epoch as the generation, exactly). A join to a
+classic group of consumers converts it (``group_migration.py``); the last
+consumer-protocol member leaving a group of classic members converts it back.
+An answer carries the member's assignment when it changed, and after a full
+request (rebalance timeout, subscription and owned partitions all given).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf.testing._fake import group_migration
 from pykaf.testing._fake.api import Api, RequestContext
 from pykaf.testing._fake.consumer_coordinator import (
     ASSIGNORS,
@@ -144,21 +150,33 @@ async def consumer_group_heartbeat(
     refused = _check(req, version)
     if refused is not None:
         return refused
-    classic = ctx.cluster.groups.group(req.group_id)
-    if classic is not None and classic.members:
+    coord = _coord(ctx)
+    epoch = req.member_epoch
+    # A classic group of consumers is converted when a member joins (KIP-848's
+    # online migration); an empty one is simply replaced.
+    classic = (
+        group_migration.classic_group(ctx.cluster.groups, req.group_id)
+        if epoch == 0
+        else ctx.cluster.groups.group(req.group_id)
+    )
+    upgraded = (
+        classic is not None
+        and classic.members
+        and epoch == 0
+        and group_migration.upgrade(ctx.cluster.groups, coord, classic, ctx.cluster.topic_map())
+    )
+    if classic is not None and classic.members and not upgraded:
         return _error(
             errors.GroupIdNotFoundError.code, f"Group {req.group_id} is not a consumer group."
         )
-    coord = _coord(ctx)
     g = coord.group(req.group_id)
-    epoch = req.member_epoch
     if epoch < 0:
         m = g.members.get(req.member_id) if g is not None else None
-        if g is None or m is None:
+        if g is None or m is None or m.classic is not None:
             return _error(errors.UnknownMemberIdError.code)
         if epoch == -2:
             m.left = True  # the assignment waits for the instance until the session ends
-        else:
+        elif not coord.downgrades(g, m):  # the last consumer-protocol member: classic again
             del g.members[m.member_id]
             refresh(g, ctx)
         return H(member_id=m.member_id, member_epoch=epoch, heartbeat_interval_ms=0)
@@ -176,7 +194,7 @@ async def consumer_group_heartbeat(
         m = joined
     else:
         found = g.members.get(req.member_id) if g is not None else None
-        if g is None or found is None or found.left:
+        if g is None or found is None or found.left or found.classic is not None:
             return _error(errors.UnknownMemberIdError.code)
         m = found
         if _fenced(m, epoch, owned):
@@ -190,12 +208,22 @@ async def consumer_group_heartbeat(
         m.regex = regex or None
     if req.server_assignor is not None:
         g.assignor = req.server_assignor
+    if req.rack_id is not None:
+        m.rack = req.rack_id
     coord.touch(m)
     refresh(g, ctx)
     reconcile(g, m, owned)
     assignment = None
     now = frozenset(m.assigned)
-    if epoch == 0 or now != m.sent:
+    # The assignment goes out when it changed, and in the answer to a full
+    # request (what a member sends after an error or a lost answer: Kafka tells
+    # one by its rebalance timeout, subscription and owned partitions all set).
+    full = (
+        req.rebalance_timeout_ms != -1
+        and (req.subscribed_topic_names is not None or regex is not None)
+        and owned is not None
+    )
+    if epoch == 0 or full or now != m.sent:
         m.sent = now
         by_topic: dict[uuid.UUID, list[int]] = {}
         for tid, p in sorted(now):
@@ -248,6 +276,8 @@ def commit_check(
     m = g.members.get(member_id)
     if m is None:
         return errors.UnknownMemberIdError.code
+    if m.classic is not None:  # a classic member: its generation is its epoch, exactly
+        return 0 if epoch == m.epoch else errors.IllegalGenerationError.code
     if version < 9:
         return errors.UnsupportedVersionError.code
     if epoch > m.epoch:
@@ -313,6 +343,7 @@ async def consumer_group_describe(
                     D.Member(
                         member_id=m.member_id,
                         instance_id=m.instance_id,
+                        rack_id=m.rack,
                         member_epoch=m.epoch,
                         client_id=m.client_id,
                         client_host=m.client_host,

@@ -262,7 +262,7 @@ class GroupCoordinator:
             g.leader = None
             g.notify()
             return
-        g.protocol = self._select_protocol(g.members.values())
+        g.protocol = self.select_protocol(g.members.values())
         if g.leader not in g.members:
             g.leader = next(iter(g.members))
         g.state = COMPLETING
@@ -277,7 +277,8 @@ class GroupCoordinator:
         sets = [{name for name, _ in m.protocols} for m in members]
         return set.intersection(*sets) if sets else set()
 
-    def _select_protocol(self, members: Iterable[Member]) -> str:
+    def select_protocol(self, members: Iterable[Member]) -> str:
+        """The protocol every member offers with the most first votes (Kafka's choice)."""
         ms = list(members)
         candidates = self.candidates(ms)
         votes: dict[str, int] = {}

@@ -10,7 +10,9 @@ first expires the members whose session ran out, as Kafka's timers would
 have. A group nobody asks about keeps its dead members until someone does.
 
 The coordinator's state lives in ``group_coordinator.py``; this module answers
-the group and offset requests with it.
+the group and offset requests with it. A group id that belongs to a
+consumer-protocol group sends JoinGroup, SyncGroup, Heartbeat and LeaveGroup to
+``classic_members.py`` (KIP-848's online migration).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any
 
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf.testing._fake import consumer_groups, share_groups
+from pykaf.testing._fake import classic_members, consumer_groups, share_groups
 from pykaf.testing._fake.api import Api, RequestContext
+from pykaf.testing._fake.consumer_coordinator import ConsumerGroupState
 from pykaf.testing._fake.group_coordinator import (
     COMPLETING,
     DEAD,
@@ -63,6 +66,11 @@ def _coordinator(ctx: RequestContext) -> GroupCoordinator:
 
 def _client_host(ctx: RequestContext) -> str:
     return "/" + ctx.session.peer.rsplit(":", 1)[0]
+
+
+def _consumer_group(ctx: RequestContext, group_id: str) -> ConsumerGroupState | None:
+    """The consumer-protocol (KIP-848) group of ``group_id``, if it is one."""
+    return ctx.cluster.consumer_groups.group(group_id)
 
 
 def _partition_known(ctx: RequestContext, topic: str, partition: int) -> bool:
@@ -131,16 +139,7 @@ def _find_coordinator_error(req: Any, version: int, code: int) -> P.FindCoordina
 
 
 def _join_error(req: Any, version: int, code: int, member_id: str = "") -> P.JoinGroupResponse:
-    return P.JoinGroupResponse(
-        throttle_time_ms=0,
-        error_code=code,
-        generation_id=-1,
-        protocol_type=None,
-        protocol_name=None if version >= 7 else "",
-        leader="",
-        member_id=member_id,
-        members=[],
-    )
+    return classic_members.join_error(code, member_id, version)
 
 
 async def join_group(ctx: RequestContext, req: P.JoinGroupRequest, version: int) -> Any:
@@ -149,6 +148,11 @@ async def join_group(ctx: RequestContext, req: P.JoinGroupRequest, version: int)
         return _join_error(req, version, NOT_COORDINATOR, req.member_id)
     if not req.group_id:
         return _join_error(req, version, errors.InvalidGroupIdError.code, req.member_id)
+    modern = _consumer_group(ctx, req.group_id)
+    if modern is not None:
+        if modern.members:  # KIP-848's migration: a classic member in a consumer group
+            return classic_members.join(ctx, modern, req, version)
+        del ctx.cluster.consumer_groups.groups[req.group_id]  # an empty one turns classic
     coord = _coordinator(ctx)
     g = coord.get_or_create(req.group_id)
     protocols = [(p.name, bytes(p.metadata)) for p in req.protocols]
@@ -284,6 +288,11 @@ async def sync_group(ctx: RequestContext, req: P.SyncGroupRequest, version: int)
     """The leader hands out assignments; followers wait for theirs."""
     if not _coordinates(ctx, req.group_id):
         return _sync_error(NOT_COORDINATOR)
+    modern = _consumer_group(ctx, req.group_id)
+    if modern is not None:
+        if not modern.members:
+            return _sync_error(UNKNOWN_MEMBER)
+        return classic_members.sync(ctx, modern, req, version)
     coord = _coordinator(ctx)
     g = coord.group(req.group_id)
     instance_id = req.group_instance_id if version >= 3 else None
@@ -336,6 +345,9 @@ async def heartbeat(ctx: RequestContext, req: P.HeartbeatRequest, version: int) 
     """Keep a member's session; tell it when a rebalance runs."""
     if not _coordinates(ctx, req.group_id):
         return P.HeartbeatResponse(throttle_time_ms=0, error_code=NOT_COORDINATOR)
+    modern = _consumer_group(ctx, req.group_id)
+    if modern is not None:
+        return classic_members.heartbeat(ctx, modern, req, version)
     g = _coordinator(ctx).group(req.group_id)
     instance_id = req.group_instance_id if version >= 3 else None
     code, m = _member_check(g, req.member_id, instance_id, req.generation_id)
@@ -353,6 +365,9 @@ async def leave_group(ctx: RequestContext, req: P.LeaveGroupRequest, version: in
     """Members leave (v3+: a batch, static members by instance id); the rest rebalance."""
     if not _coordinates(ctx, req.group_id):
         return P.LeaveGroupResponse(throttle_time_ms=0, error_code=NOT_COORDINATOR, members=[])
+    modern = _consumer_group(ctx, req.group_id)
+    if modern is not None:
+        return classic_members.leave(ctx, modern, req, version)
     coord = _coordinator(ctx)
     g = coord.group(req.group_id)
     leaving = (
@@ -747,7 +762,6 @@ async def list_groups(ctx: RequestContext, req: P.ListGroupsRequest, version: in
     states = {s.lower() for s in req.states_filter} if version >= 4 else set()
     types = {t.lower() for t in req.types_filter} if version >= 5 else set()
     modern = ctx.cluster.consumer_groups
-    names = sorted(set(coord.groups) | {g for g, offs in coord.offsets.items() if offs})
     out = []
     for group_id in sorted(modern.groups):  # consumer-protocol (KIP-848) groups
         cg = modern.group(group_id)
@@ -772,6 +786,8 @@ async def list_groups(ctx: RequestContext, req: P.ListGroupsRequest, version: in
             )
         )
     shared = ctx.cluster.share_groups.groups
+    # (after the consumer groups: looking at one may have made it classic)
+    names = sorted(set(coord.groups) | {g for g, offs in coord.offsets.items() if offs})
     for group_id in names:
         if not _coordinates(ctx, group_id) or group_id in modern.groups or group_id in shared:
             continue

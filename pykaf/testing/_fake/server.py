@@ -201,8 +201,8 @@ class BrokerServer:
                     version,
                 )
                 raise CloseConnection from None
-        if session.closed:
-            raise CloseConnection
+        if session.closed or (injected is None and cluster.answer_lost(key, request)):
+            raise CloseConnection  # (a lost answer: carried out, then the connection drops)
         if self.node.rtt_ms:
             await trio.sleep(self.node.rtt_ms / 1000)
         if response is None:
