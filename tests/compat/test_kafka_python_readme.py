@@ -95,6 +95,10 @@ def test_readme_producer_and_consumer(any_broker: Any) -> None:
         bootstrap_servers=servers,
         auto_offset_reset="earliest",
         consumer_timeout_ms=30_000,  # the first join can take seconds (Tansu)
+        # not the README's: Tansu's first join took 23 s with the default 10 s
+        # session, 3 s with 6 s
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=2000,
     )
     messages = []
     for msg in consumer:

@@ -141,6 +141,9 @@ def consume_group_body(api: SimpleNamespace, broker: Any) -> Any:
         auto_offset_reset="earliest",
         enable_auto_commit=False,
         consumer_timeout_ms=30000,  # the first join can take seconds (Tansu)
+        # Tansu's first join took 23 s with the default 10 s session, 3 s with 6 s
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=2000,
         value_deserializer=lambda v: v.decode(),
     )
     records = []
