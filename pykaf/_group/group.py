@@ -283,9 +283,13 @@ class ConsumerGroup:
         if self._closed:
             return
         self._closed = True
-        self._rejoin.set()
-        await self._consume_done.wait()
+        self._wake_for_close()
+        await self._consume_done.wait()  # consume() ends its claims, commits, leaves
         await self._consumer.aclose()
+
+    def _wake_for_close(self) -> None:
+        """Wake whatever :meth:`consume` waits on, so that it sees the group closing."""
+        self._rejoin.set()
 
     # -- marks ----------------------------------------------------------------------
 

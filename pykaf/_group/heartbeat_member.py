@@ -143,14 +143,10 @@ class HeartbeatMember(ConsumerGroup):
                 self.session = None
                 await self._leave()
 
-    async def aclose(self) -> None:
-        """Leave the group: end every claim, commit the marks (with auto_commit), leave."""
-        if not self._closed:
-            self._closed = True
-            self._wake.set()
-            self._heartbeat_now.set()
-            self._rejoin_allowed.set()
-        await super().aclose()
+    def _wake_for_close(self) -> None:
+        self._wake.set()
+        self._heartbeat_now.set()
+        self._rejoin_allowed.set()
 
     async def commit(self) -> None:
         """Commit the marked offsets now, with the member epoch.

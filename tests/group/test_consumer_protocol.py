@@ -85,6 +85,29 @@ async def test_one_member_gets_every_partition_and_commits_with_its_epoch(cg_bro
     assert {offsets[(topic, p)].offset for p in range(4)} == {20}
 
 
+async def test_closing_while_consume_runs_elsewhere_commits_then_leaves(cg_broker: Any) -> None:
+    # consume() runs in the caller's nursery; leaving the group's block must wait
+    # for it to end its claims, commit the marks and leave before the client
+    # closes (it once closed at once: no commit, and no leave, so the broker
+    # held the partitions until the member's session timed out)
+    broker = cg_broker
+    topic, group_id = unique("kip848-close"), unique("g")
+    await create(broker, topic, 2)
+    await produce(broker.bootstrap, topic, 2, 10)
+    rec = Recorder()
+    async with trio.open_nursery() as nursery:
+        async with pykaf.open_consumer_group(
+            broker.bootstrap, group_id, [topic], **{**FAST, "auto_commit_interval": 60}
+        ) as group:
+            nursery.start_soon(group.consume, rec)
+            await wait_for(lambda: len(rec.seen) == 20)
+        assert (rec.setups, rec.cleanups) == (1, 1)
+        async with pykaf.open_admin(broker.bootstrap) as admin:
+            offsets = await admin.list_group_offsets(group_id)
+            assert {offsets[(topic, p)].offset for p in range(2)} == {10}
+            assert (await admin.describe_group(group_id)).members == []  # it left
+
+
 async def test_async_for_and_restart_resume_from_the_commit(any_cg_broker: Any) -> None:
     broker = any_cg_broker
     topic, group_id = unique("kip848-resume"), unique("g")
