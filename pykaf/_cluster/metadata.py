@@ -7,6 +7,7 @@ response carrying an older leader epoch than the one cached for a partition
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,8 +139,30 @@ class Metadata:
             return None
         return self.brokers.get(p.leader)
 
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        """The id of ``topic`` (None when unknown, or the broker gave none)."""
+        info = self.topics.get(topic)
+        return None if info is None else as_topic_uuid(info.topic_id)
+
+    def names_of(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+        """The names of the topics with ids in ``ids`` that the cache knows."""
+        out: dict[uuid.UUID, str] = {}
+        for name, info in self.topics.items():
+            tid = as_topic_uuid(info.topic_id)
+            if tid is not None and tid in ids:
+                out[tid] = name
+        return out
+
     def mark_leader_unknown(self, topic: str, partition: int) -> None:
         """Forget a partition's leader after the broker said it is not the leader."""
         p = self.partition(topic, partition)
         if p is not None:
             p.leader = -1
+
+
+def as_topic_uuid(value: Any) -> uuid.UUID | None:
+    """A topic id from metadata (a UUID, or 16 bytes); None for none or the zero id."""
+    if value is None:
+        return None
+    tid = value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
+    return None if tid.int == 0 else tid

@@ -195,7 +195,7 @@ class HeartbeatMember(ConsumerGroup):
         owned: dict[uuid.UUID, list[int]] = {}
         if not joining and epoch > 0:
             for topic, partition in sorted(self._claims):
-                tid = self._topic_id(topic)
+                tid = self.client.metadata.topic_id(topic)
                 if tid is not None:
                     owned.setdefault(tid, []).append(partition)
         request = H(
@@ -385,15 +385,15 @@ class HeartbeatMember(ConsumerGroup):
 
     async def _resolve(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, str] | None:
         """Topic names of the assigned topic ids from metadata (refreshed when one is unknown)."""
-        names = self._names_of(ids)
+        names = self.client.metadata.names_of(ids)
         if len(names) < len(ids):
             try:
                 if self.topic_regex is None and self.topics:
                     await self.client.refresh_metadata(*self.topics)
-                names = self._names_of(ids)
+                names = self.client.metadata.names_of(ids)
                 if len(names) < len(ids):
                     await self.client.refresh_metadata()
-                    names = self._names_of(ids)
+                    names = self.client.metadata.names_of(ids)
             except errors.PykafError as exc:
                 log.info("group %s: metadata for the assignment: %s", self.group_id, exc)
         if len(names) < len(ids):
@@ -409,18 +409,6 @@ class HeartbeatMember(ConsumerGroup):
     async def _wake_later(self) -> None:
         await trio.sleep(self.config.retry_backoff)
         self._wake.set()
-
-    def _names_of(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
-        out: dict[uuid.UUID, str] = {}
-        for name, info in self.client.metadata.topics.items():
-            tid = _as_uuid(info.topic_id)
-            if tid is not None and tid in ids:
-                out[tid] = name
-        return out
-
-    def _topic_id(self, topic: str) -> uuid.UUID | None:
-        info = self.client.metadata.topics.get(topic)
-        return None if info is None else _as_uuid(info.topic_id)
 
     # -- leaving --------------------------------------------------------------------
 
@@ -442,11 +430,3 @@ class HeartbeatMember(ConsumerGroup):
         self.member_epoch = JOIN_EPOCH
         self.generation_id = -1
         self._move(E.LEFT)
-
-
-def _as_uuid(value: Any) -> uuid.UUID | None:
-    """A topic id from metadata (a UUID, or 16 bytes); None for none or the zero id."""
-    if value is None:
-        return None
-    tid = value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
-    return None if tid.int == 0 else tid

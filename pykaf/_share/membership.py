@@ -184,30 +184,21 @@ class ShareMembership:
             self._announce()
 
     async def _resolve(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, str] | None:
-        names = self._names_of(ids)
+        names = self.client.metadata.names_of(ids)
         if len(names) < len(ids):
             try:
                 await self.client.refresh_metadata(*self.topics)
             except errors.PykafError as exc:
                 log.info("share group %s: metadata: %s", self.group_id, exc)
-            names = self._names_of(ids)
+            names = self.client.metadata.names_of(ids)
         if len(names) < len(ids):
             await trio.sleep(self.config.retry_backoff)
             return None
         return names
 
-    def _names_of(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
-        out: dict[uuid.UUID, str] = {}
-        for name, info in self.client.metadata.topics.items():
-            tid = topic_uuid(info.topic_id)
-            if tid is not None and tid in ids:
-                out[tid] = name
-        return out
-
     def topic_id(self, topic: str) -> uuid.UUID | None:
         """The id of ``topic`` from metadata (None when unknown)."""
-        info = self.client.metadata.topics.get(topic)
-        return None if info is None else topic_uuid(info.topic_id)
+        return self.client.metadata.topic_id(topic)
 
     # -- leaving --------------------------------------------------------------------
 
@@ -228,11 +219,3 @@ class ShareMembership:
         except errors.PykafError as exc:
             log.info("share group %s: leave heartbeat failed: %s", self.group_id, exc)
         self.member_epoch = LEAVE_EPOCH
-
-
-def topic_uuid(value: Any) -> uuid.UUID | None:
-    """A topic id from metadata (a UUID, or 16 bytes); None for none or the zero id."""
-    if value is None:
-        return None
-    tid = value if isinstance(value, uuid.UUID) else uuid.UUID(bytes=bytes(value))
-    return None if tid.int == 0 else tid
