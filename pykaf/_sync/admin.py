@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any
 
 from pykaf._admin.acls import AclBinding, AclFilter
@@ -24,11 +22,11 @@ from pykaf._admin.results import (
 )
 from pykaf._admin.share_groups import ShareGroupOffset
 from pykaf._config import bootstrap_argument
-from pykaf._sync.portal import get_portal
+from pykaf._sync.hosted import Hosted
 from pykaf.errors import ClosedError
 
 
-class Admin:
+class Admin(Hosted):
     """A blocking admin client: :func:`pykaf.open_admin` for scripts and threads.
 
     ::
@@ -53,12 +51,7 @@ class Admin:
 
     def __init__(self, bootstrap_servers: str | Sequence[str], **config: Any) -> None:
         servers = bootstrap_argument(bootstrap_servers)
-        self._portal = get_portal()
-        self._admin, self._handle = self._portal.start_context(
-            partial(open_admin, servers, **config)
-        )
-        self._lock = threading.Lock()
-        self._closed = False
+        self._admin = self._host(partial(open_admin, servers, **config))
 
     def _run(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         self._portal.check_caller()
@@ -302,36 +295,11 @@ class Admin:
         )
         return result
 
-    # -- lifetime -----------------------------------------------------------------
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` has been called."""
-        return self._closed
+    _name = "pykaf.sync.Admin"
 
     def close(self, timeout: float | None = None) -> None:
         """Close the connections. Idempotent."""
-        self._portal.check_caller()
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._handle.exit(None, timeout)
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close the admin client."""
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<pykaf.sync.Admin {'closed' if self._closed else 'open'}>"
+        super().close(timeout)
 
 
 __all__ = ["Admin"]

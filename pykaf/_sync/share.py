@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Sequence
 from functools import partial
-from types import TracebackType
 from typing import Any
 
 from pykaf._config import bootstrap_argument
 from pykaf._share.consumer import ShareConsumer as AsyncShareConsumer
 from pykaf._share.opener import open_share_consumer
 from pykaf._share.records import ACCEPT, AcknowledgeType, ShareRecord
-from pykaf._sync.portal import get_portal
+from pykaf._sync.hosted import Hosted
 from pykaf.errors import ClosedError
 
 __all__ = ["ShareConsumer"]
 
 
-class ShareConsumer:
+class ShareConsumer(Hosted):
     """A blocking share consumer: :func:`pykaf.open_share_consumer` for scripts and threads.
 
     ::
@@ -50,13 +48,9 @@ class ShareConsumer:
         **config: Any,
     ) -> None:
         servers = bootstrap_argument(bootstrap_servers)
-        self._portal = get_portal()
-        consumer, self._handle = self._portal.start_context(
+        self._consumer: AsyncShareConsumer = self._host(
             partial(open_share_consumer, servers, group_id, topics, **config)
         )
-        self._consumer: AsyncShareConsumer = consumer
-        self._lock = threading.Lock()
-        self._closed = False
 
     def _run(self, method: Any, *args: Any, timeout: float | None = None) -> Any:
         self._portal.check_caller()
@@ -108,31 +102,8 @@ class ShareConsumer:
         """Accept what was handed out and not acknowledged, and send every outcome now."""
         self._run(self._consumer.commit, timeout=timeout)
 
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` has been called."""
-        return self._closed
+    _name = "pykaf.sync.ShareConsumer"
 
     def close(self, timeout: float | None = None) -> None:
         """Settle what was handed out and leave the group. Idempotent."""
-        self._portal.check_caller()
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        self._handle.exit(None, timeout)
-
-    def __enter__(self) -> ShareConsumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        """Close the consumer."""
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<pykaf.sync.ShareConsumer {'closed' if self._closed else 'open'}>"
+        super().close(timeout)
