@@ -44,8 +44,10 @@ async def _node_of(bootstrap: str, what: str, topic: str, group_id: str) -> int:
 
 @pytest.mark.parametrize(
     ("what", "kill"),
-    [("leader", False), ("leader", True), ("coordinator", False)],
-    ids=["leader-stopped", "leader-killed", "coordinator-stopped"],
+    # (a clean stop of the leader behaves as the kill does, but for the delivery
+    # count: it was checked once and left out for the suite's time)
+    [("leader", True), ("coordinator", False)],
+    ids=["leader-killed", "coordinator-stopped"],
 )
 async def test_a_node_stops_under_a_share_consumer(
     kafka_cluster3: KafkaCluster, what: str, kill: bool
