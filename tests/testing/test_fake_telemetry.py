@@ -9,11 +9,14 @@ forgotten or kept, and what the option changes.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pykaf
 from pykaf import errors
@@ -102,6 +105,35 @@ def test_reads_opentelemetry_protos_own_encoding() -> None:
 def test_malformed_payloads_are_refused(data: bytes) -> None:
     with pytest.raises(OtlpError):
         decode_metrics_data(data)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_any_bytes_decode_or_are_refused(data: bytes) -> None:
+    # What a client pushes is untrusted: nothing but OtlpError may come out.
+    with contextlib.suppress(OtlpError):
+        decode_metrics_data(data)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_cut_or_flipped_payload_decodes_or_is_refused(data: st.DataObject) -> None:
+    good = bytearray(
+        encode_metrics_data(
+            [MetricPoint("a.total", 3, True, {"k": "v"}), MetricPoint("b", 0.5)],
+            resource={"client_id": "c"},
+            scope="s",
+            scope_version="1",
+            start_ns=1,
+            time_ns=2,
+            temporality=DELTA,
+        )
+    )
+    i = data.draw(st.integers(0, len(good) - 1))
+    good[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(good)))
+    with contextlib.suppress(OtlpError):
+        decode_metrics_data(bytes(good[:cut]))
 
 
 def test_fixed_fields_of_the_wrong_size_are_refused() -> None:
