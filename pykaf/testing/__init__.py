@@ -31,6 +31,8 @@ from pykaf.testing._fake import (
     FakeCluster,
     FakeClusterError,
     FakeClusterThread,
+    PushedMetric,
+    TelemetryPush,
     open_fake_cluster,
 )
 from pykaf.testing._kafka import (
@@ -66,6 +68,7 @@ __all__ = [
     "MockCluster",
     "MockClusterError",
     "MockRequest",
+    "PushedMetric",
     "TLSCertificates",
     "TLSMockCluster",
     "TLSProxy",
@@ -73,6 +76,7 @@ __all__ = [
     "TLSTansu",
     "TansuBroker",
     "TansuError",
+    "TelemetryPush",
     "find_librdkafka",
     "find_tansu_binary",
     "kafka_home",

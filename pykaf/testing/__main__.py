@@ -59,6 +59,11 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         help="the finalized transaction.version: 2 for transactions V2, KIP-890 (default 1)",
     )
+    p.add_argument(
+        "--client-telemetry",
+        action="store_true",
+        help="advertise KIP-714 client metrics (clients push what subscriptions ask)",
+    )
     p.add_argument("--certfile", help="TLS: the server certificate chain (PEM)")
     p.add_argument("--keyfile", help="TLS: the server private key (PEM)")
     p.add_argument(
@@ -95,6 +100,7 @@ def build(args: argparse.Namespace) -> FakeCluster:
         users=dict(args.user) if args.user else None,
         ssl_context=ssl_context,
         transaction_version=args.transaction_version,
+        client_telemetry=args.client_telemetry,
     )
     for spec in args.topic:
         name, _, count = spec.partition(":")

@@ -21,6 +21,7 @@ import cases_group_migration  # noqa: F401
 import cases_groups  # noqa: F401
 import cases_sessions  # noqa: F401
 import cases_share  # noqa: F401
+import cases_telemetry  # noqa: F401
 import cases_txn  # noqa: F401
 import pytest
 from conformance_harness import CASES, Answers, Target, Wire, fake_target, kafka_target

@@ -183,9 +183,14 @@ def test_api_versions_lists_every_handler_and_refuses_unknown_versions(
         resp = P.ApiVersionsResponse.decode(frame[4:], 0)
         assert resp.error_code == 0
         keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        # KIP-714's two APIs are answered but advertised only with client_telemetry=True
+        telemetry = {P.GetTelemetrySubscriptionsRequest.API_KEY, P.PushTelemetryRequest.API_KEY}
         assert keys == {
-            k: (a.min_version, a.max_version) for k, a in fake_cluster.cluster.apis.items()
+            k: (a.min_version, a.max_version)
+            for k, a in fake_cluster.cluster.apis.items()
+            if k not in telemetry
         }
+        assert telemetry <= set(fake_cluster.cluster.apis)
         # a version from the future: UNSUPPORTED_VERSION in v0, as Kafka answers
         head = struct.pack(">hhih", 18, 99, 8, -1) + b"\x00"  # header v2: empty tags
         sock.sendall(struct.pack(">i", len(head)) + head)

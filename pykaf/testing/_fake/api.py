@@ -30,11 +30,14 @@ from pykaf.protocol import (
     ApiVersionsResponse,
     EndTxnRequest,
     FinalizedFeatureKey,
+    GetTelemetrySubscriptionsRequest,
     ProduceRequest,
+    PushTelemetryRequest,
     RequestHeader,
     Response,
     TxnOffsetCommitRequest,
 )
+from pykaf.testing._fake.client_telemetry import DEFAULT_MAX_BYTES, ClientTelemetry
 from pykaf.testing._fake.consumer_coordinator import ConsumerGroupCoordinator
 from pykaf.testing._fake.fetch_sessions import DEFAULT_SLOTS, FetchSessionCache
 from pykaf.testing._fake.group_coordinator import GroupCoordinator
@@ -83,6 +86,11 @@ class Api:
     before_auth: bool = False
 
 
+#: KIP-714's APIs: answered always, advertised only with a telemetry plugin (as Kafka does).
+_TELEMETRY_APIS = frozenset(
+    {GetTelemetrySubscriptionsRequest.API_KEY, PushTelemetryRequest.API_KEY}
+)
+
 #: The newest versions of the APIs that speak transactions V2 (KIP-890 part 2).
 _V2_VERSIONS = {
     ProduceRequest.API_KEY: 12,
@@ -118,6 +126,10 @@ class ClusterState:
         fetch_session_slots: the most KIP-227 fetch sessions each broker
             keeps (Kafka's ``max.incremental.fetch.session.cache.slots``; 0:
             no sessions).
+        telemetry: KIP-714's client-metrics subscriptions, client instances
+            and the pushes accepted.
+        client_telemetry: whether ApiVersions advertises GetTelemetrySubscriptions
+            and PushTelemetry (a Kafka with a telemetry plugin does).
     """
 
     def __init__(
@@ -135,6 +147,8 @@ class ClusterState:
         apis: Iterable[Api],
         transaction_version: int = 1,
         fetch_session_slots: int = DEFAULT_SLOTS,
+        client_telemetry: bool = False,
+        telemetry_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if transaction_version not in (1, 2):
             raise ValueError(f"transaction_version must be 1 or 2, not {transaction_version}")
@@ -177,6 +191,8 @@ class ClusterState:
                     self.apis[key] = replace(api, max_version=max(api.max_version, newest))
         self.fetch_session_slots = fetch_session_slots
         self._fetch_sessions: dict[int, FetchSessionCache] = {}
+        self.client_telemetry = client_telemetry
+        self.telemetry = ClientTelemetry(telemetry_max_bytes)
 
     @property
     def group_initial_rebalance_delay_ms(self) -> int:
@@ -216,6 +232,7 @@ class ClusterState:
         keys = [
             ApiVersion(api_key=k, min_version=a.min_version, max_version=a.max_version)
             for k, a in sorted(self.apis.items())
+            if self.client_telemetry or k not in _TELEMETRY_APIS
         ]
         # KIP-584's finalized features (ApiVersions v3+): the one the fake has.
         level = self.transaction_version

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import ssl
 import threading
+import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -25,7 +26,10 @@ from typing import Any, Protocol
 
 import trio
 
+from pykaf import protocol as P
 from pykaf.testing._fake.api import ClusterState, FakeClusterError
+from pykaf.testing._fake.client_metrics import Refused
+from pykaf.testing._fake.client_telemetry import DEFAULT_MAX_BYTES, TelemetryPush
 from pykaf.testing._fake.handlers import all_apis
 from pykaf.testing._fake.model import BrokerNode, InjectedError
 from pykaf.testing._fake.sasl import SaslServer
@@ -52,6 +56,9 @@ CONTROLS = frozenset(
         "high_watermark",
         "last_stable_offset",
         "add_user",
+        "set_client_metrics",
+        "delete_client_metrics",
+        "pushed_metrics",
     }
 )
 
@@ -90,6 +97,12 @@ class FakeCluster(ClusterState):
             add to the transaction implicitly and EndTxn v5 bumps the epoch.
         fetch_session_slots: KIP-227 fetch sessions each broker keeps (Kafka's
             ``max.incremental.fetch.session.cache.slots``, 1000; 0: none).
+        client_telemetry: advertise KIP-714's GetTelemetrySubscriptions and
+            PushTelemetry, as a Kafka with a client telemetry plugin does, so
+            clients push the metrics a client-metrics subscription asks for
+            (:meth:`set_client_metrics`; read them with :meth:`pushed_metrics`).
+            Without it both are still answered, as Kafka answers them.
+        telemetry_max_bytes: the largest push accepted (Kafka's ``telemetry.max.bytes``).
 
     Attributes:
         nodes: the brokers by id.
@@ -117,6 +130,8 @@ class FakeCluster(ClusterState):
         group_initial_rebalance_delay_ms: int = 0,
         transaction_version: int = 1,
         fetch_session_slots: int = 1000,
+        client_telemetry: bool = False,
+        telemetry_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least one broker, not {brokers}")
@@ -144,6 +159,8 @@ class FakeCluster(ClusterState):
             apis=all_apis(),
             transaction_version=transaction_version,
             fetch_session_slots=fetch_session_slots,
+            client_telemetry=client_telemetry,
+            telemetry_max_bytes=telemetry_max_bytes,
         )
         self._servers: dict[int, BrokerServer] = {}
 
@@ -298,6 +315,65 @@ class FakeCluster(ClusterState):
     def add_user(self, name: str, password: str) -> None:
         """Add (or change) a SASL user."""
         self.sasl.add_user(name, password)
+
+    # -- client metrics (KIP-714) ------------------------------------------------
+
+    def set_client_metrics(
+        self,
+        name: str,
+        metrics: Sequence[str] = ("*",),
+        *,
+        interval_ms: int | None = None,
+        match: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create or replace client-metrics subscription ``name``.
+
+        What an IncrementalAlterConfigs of the ``CLIENT_METRICS`` resource does
+        (Kafka's ``kafka-client-metrics.sh --alter``): ``metrics`` are name
+        prefixes (``*``: all), ``interval_ms`` the push interval (100 to
+        3600000; Kafka's default 300000 when None), ``match`` attribute
+        regexes a client must all fully match (``{"client_id": "app-.*"}``;
+        none: every client). Clients see the change at their next request.
+
+        Raises:
+            FakeClusterError: Kafka would refuse the subscription.
+        """
+        A = P.IncrementalAlterConfigsRequest.AlterableConfig
+        values = {
+            "metrics": ",".join(metrics),
+            "interval.ms": None if interval_ms is None else str(interval_ms),
+            "match": None if match is None else ",".join(f"{k}={v}" for k, v in match.items()),
+        }
+        changes = [
+            A(name=k, config_operation=0 if v is not None else 1, value=v)
+            for k, v in values.items()
+        ]
+        try:
+            self.telemetry.alter(name, changes, validate_only=False)
+        except Refused as exc:
+            raise FakeClusterError(f"client metrics {name!r}: {exc}") from None
+
+    def delete_client_metrics(self, name: str) -> None:
+        """Remove client-metrics subscription ``name`` (nothing if there is none)."""
+        A = P.IncrementalAlterConfigsRequest.AlterableConfig
+        changes = [A(name=k, config_operation=1) for k in ("metrics", "interval.ms", "match")]
+        try:
+            self.telemetry.alter(name, changes, validate_only=False)
+        except Refused as exc:
+            raise FakeClusterError(f"client metrics {name!r}: {exc}") from None
+
+    def pushed_metrics(
+        self, client_instance_id: uuid.UUID | None = None, *, client_id: str | None = None
+    ) -> list[TelemetryPush]:
+        """What clients pushed (KIP-714) and a broker accepted, oldest first, decoded.
+
+        Each :class:`TelemetryPush` names the client instance, its client id,
+        whether it was the terminating push, the OTLP resource attributes and
+        the metric points (``push.names()``, ``push.value(name, **attributes)``).
+        ``client_instance_id`` (the id the broker gave the client) or
+        ``client_id`` (the requests' client id) keep one client's pushes.
+        """
+        return self.telemetry.pushed(client_instance_id, client_id)
 
 
 @asynccontextmanager

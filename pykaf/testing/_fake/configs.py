@@ -1,4 +1,4 @@
-"""Topic, broker and group configs on the fake cluster: DescribeConfigs and IncrementalAlterConfigs.
+"""Topic, broker, group and client-metrics configs: DescribeConfigs and IncrementalAlterConfigs.
 
 A topic's config resolves as Kafka's does: the topic's own value, else the
 cluster-wide dynamic broker default of its synonym (set through the broker
@@ -9,6 +9,7 @@ checked by type before anything is stored; a resource's changes are applied
 all together or not at all. Group configs (KIP-848, KIP-932) are kept per
 group id, checked within the bounds pykaf's Kafka test cluster sets (a 1 s
 floor for share locks and sessions, where Kafka's own is 15 s and 45 s).
+Client-metrics subscriptions (KIP-714) are ``client_metrics.py``'s.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf.testing._fake.api import Api, ClusterState, RequestContext
+from pykaf.testing._fake.client_metrics import CLIENT_METRICS, SOURCE_SET
+from pykaf.testing._fake.client_metrics import Refused as _Refused
 from pykaf.testing._fake.model import (
     DEFAULT,
     DYNAMIC_GROUP,
@@ -389,6 +392,17 @@ def _broker_entries(cluster: ClusterState, node_id: int | None, synonyms: bool) 
     return sorted(out, key=lambda e: e.name)
 
 
+def _client_metrics_entries(cluster: ClusterState, name: str, synonyms: bool) -> list[Any]:
+    """A client-metrics subscription's configs (KIP-714); an unknown name's are the defaults."""
+    out = []
+    for key, value, source, kind in cluster.telemetry.describe(name):
+        own = [(key, value, source)] if synonyms and source == SOURCE_SET else []
+        entry = _entry(key, value, source, kind, False, own)
+        entry.is_default = False  # Kafka 4.3 marks none of them default
+        out.append(entry)
+    return out
+
+
 def _broker_target(ctx: RequestContext, name: str) -> tuple[int | None, str | None]:
     """The broker id a broker resource names (None: cluster-wide), or why it is refused."""
     if name == "":
@@ -423,6 +437,13 @@ def _describe_one(ctx: RequestContext, res: Any, synonyms: bool) -> Any:
             out.error_code, out.error_message = _INVALID_REQUEST, why
             return out
         entries = _broker_entries(cluster, node_id, synonyms)
+    elif res.resource_type == CLIENT_METRICS:
+        if not res.resource_name:
+            out.error_code = _INVALID_REQUEST
+            out.error_message = "Client metrics subscription name must not be empty"
+            return out
+        entries = _client_metrics_entries(cluster, res.resource_name, synonyms)
+        out.error_message = ""  # Kafka 4.3 answers an empty message, not null, here
     elif res.resource_type == GROUP:
         own = cluster.configs.groups.get(res.resource_name, {})
         entries = [
@@ -473,12 +494,6 @@ def _describe_configs_error(req: Any, version: int, code: int) -> Any:
 # -- IncrementalAlterConfigs -------------------------------------------------------
 
 _AR = P.IncrementalAlterConfigsResponse
-
-
-class _Refused(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def _apply(
@@ -558,6 +573,9 @@ def _alter_one(ctx: RequestContext, res: Any, validate_only: bool) -> Any:
                 raise _Refused(_INVALID_REQUEST, why)
             target = cluster.configs.broker.setdefault(node_id, {})
             defs = _broker_configs(cluster)
+        elif res.resource_type == CLIENT_METRICS:
+            cluster.telemetry.alter(res.resource_name, res.configs, validate_only)
+            return out
         elif res.resource_type == GROUP:
             if not res.resource_name:
                 raise _Refused(_INVALID_REQUEST, "Group name can't be empty.")

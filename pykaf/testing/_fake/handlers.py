@@ -11,6 +11,7 @@ from pykaf.testing._fake import (
     meta,
     share_fetch,
     share_groups,
+    telemetry,
     txn,
 )
 from pykaf.testing._fake.api import Api
@@ -28,4 +29,5 @@ def all_apis() -> list[Api]:
         *share_fetch.APIS,
         *configs.APIS,
         *acls.APIS,
+        *telemetry.APIS,
     ]

@@ -18,6 +18,9 @@ _NO_OPS = -2147483648
 
 async def api_versions(ctx: RequestContext, req: P.ApiVersionsRequest, version: int) -> Any:
     """Every API and version range the cluster answers."""
+    if version >= 3:  # the client's software, for client-metrics subscriptions (KIP-714)
+        ctx.session.software_name = req.client_software_name
+        ctx.session.software_version = req.client_software_version
     return ctx.cluster.api_versions()
 
 

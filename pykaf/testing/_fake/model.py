@@ -102,6 +102,8 @@ class Session:
         mechanism: the SASL mechanism the handshake chose.
         sasl: the server side of that mechanism while it is running.
         raw_sasl: True after a SaslHandshake v0: the next frame is a bare token.
+        software_name: the client software its ApiVersions (v3+) named.
+        software_version: and that software's version.
     """
 
     peer: str
@@ -111,6 +113,8 @@ class Session:
     sasl: Any = None
     raw_sasl: bool = False
     closed: bool = False
+    software_name: str | None = None
+    software_version: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
