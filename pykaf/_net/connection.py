@@ -163,7 +163,11 @@ class BrokerConnection:
         self._proto = Connection(config.client_id, max_response_bytes=config.max_response_bytes)
         self._send_lock = trio.Lock()
         self._in_flight = trio.Semaphore(config.max_in_flight_per_connection)
-        self._reader_scope = trio.CancelScope()
+        # Shielded: only close() ends the reader. A caller's scope that is
+        # cancelled must not take the connection with it while a shielded
+        # close (a consumer group's last commit and leave) still needs it; the
+        # client closes every connection it opened when it closes.
+        self._reader_scope = trio.CancelScope(shield=True)
         self._closed = trio.Event()
         self._error: PykafError | None = None
         self.opened_at = trio.current_time()
