@@ -46,6 +46,7 @@ from pykaf._share.records import (
     ShareRecord,
     ack_batches,
 )
+from pykaf._util import open_service_nursery
 from pykaf.codec import Record, decode_batches
 
 log = logging.getLogger("pykaf.share")
@@ -267,7 +268,7 @@ class ShareConsumer:
                 self.acknowledge_errors.update(failures)
             found.extend(await self._share_fetch(node_id, tps & assigned))
 
-        async with trio.open_nursery() as nursery:
+        async with open_service_nursery() as nursery:  # its error itself, not a group
             for node_id, tps in by_leader.items():
                 if tps & assigned or self._sessions.get(node_id, _Session(node_id)).partitions:
                     nursery.start_soon(one, node_id, tps)
@@ -454,7 +455,7 @@ class ShareConsumer:
         async def one(node_id: int, tps: set[TopicPartition]) -> None:
             failures.update(await self._share_acknowledge(node_id, tps, closing))
 
-        async with trio.open_nursery() as nursery:
+        async with open_service_nursery() as nursery:  # its error itself, not a group
             for node_id, tps in by_leader.items():
                 nursery.start_soon(one, node_id, tps)
         return failures
