@@ -38,8 +38,7 @@ async def _node_of(bootstrap: str, what: str, topic: str, group_id: str) -> int:
     async with pykaf.open_admin(bootstrap) as admin:
         if what == "leader":
             return (await admin.describe_topics([topic]))[topic].partitions[0].leader
-    async with pykaf.open_client(bootstrap) as client:
-        return (await client.coordinator(group_id)).node_id
+        return (await admin.client.coordinator(group_id)).node_id
 
 
 @pytest.mark.parametrize(
