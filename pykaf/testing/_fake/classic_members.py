@@ -220,15 +220,18 @@ def heartbeat(
     return P.HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
+def leaving_members(req: P.LeaveGroupRequest, version: int) -> list[tuple[str, str | None]]:
+    """The (member id, group instance id) pairs a LeaveGroup names (v3+: a batch)."""
+    if version >= 3:
+        return [(i.member_id, i.group_instance_id) for i in req.members]
+    return [(req.member_id, None)]
+
+
 def leave(
     ctx: RequestContext, g: ConsumerGroupState, req: P.LeaveGroupRequest, version: int
 ) -> P.LeaveGroupResponse:
     """Classic members leave the consumer group (which stays one)."""
-    leaving: list[tuple[str, str | None]] = (
-        [(i.member_id, i.group_instance_id) for i in req.members]
-        if version >= 3
-        else [(req.member_id, None)]
-    )
+    leaving = leaving_members(req, version)
     results = []
     removed = False
     for member_id, instance_id in leaving:

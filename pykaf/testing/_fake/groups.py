@@ -370,11 +370,7 @@ async def leave_group(ctx: RequestContext, req: P.LeaveGroupRequest, version: in
         return classic_members.leave(ctx, modern, req, version)
     coord = _coordinator(ctx)
     g = coord.group(req.group_id)
-    leaving = (
-        [(i.member_id, i.group_instance_id) for i in req.members]
-        if version >= 3
-        else [(req.member_id, None)]
-    )
+    leaving = classic_members.leaving_members(req, version)
     results = []
     removed = False
     for member_id, instance_id in leaving:
