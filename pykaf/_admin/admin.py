@@ -893,20 +893,43 @@ class Admin:
         await self.delete_groups([group_id])
 
     async def list_group_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets, of ``partitions`` or of all it committed.
 
-        Partitions without a commit are left out.
+        Partitions without a commit are left out. With ``require_stable``
+        (Java's ``requireStable``, KIP-447) a partition whose offsets a
+        transaction has written but not yet ended is asked for again until
+        the transaction ends (up to ``request_timeout``), instead of being
+        answered with the offset committed before it.
 
         Raises:
+            UnstableOffsetCommitError: with ``require_stable``, a transaction
+                still held a partition's offsets after ``request_timeout``.
             KafkaError: the broker's error for the group or a partition.
         """
+        deadline = rq.Deadline(self.client.config.request_timeout)
+        while True:
+            try:
+                return await self._list_group_offsets(group_id, partitions, require_stable)
+            except errors.UnstableOffsetCommitError:
+                if deadline.passed:
+                    raise
+            await rq.backoff(self.client)
+
+    async def _list_group_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition] | None, require_stable: bool
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
         R = P.OffsetFetchRequest
         topics = None if partitions is None else _by_topic(partitions)
         broker = await self.client.coordinator(group_id)
         conn = await self.client.connect_to(broker)
-        if conn.version_for(_OFFSET_FETCH) >= 8:
+        version = conn.version_for(_OFFSET_FETCH)
+        if version >= 8:
             # The groups form (v8+); Tansu garbles "all topics" in the older form
             # (quirk: tansu-offset-fetch-all).
             request = R(
@@ -923,7 +946,7 @@ class Admin:
                         ],
                     )
                 ],
-                require_stable=False,
+                require_stable=require_stable,
             )
         else:
             request = R(
@@ -935,6 +958,8 @@ class Admin:
                     for t, ps in topics.items()
                 ],
             )
+            if version >= 7:
+                request.require_stable = require_stable
         response = await self._to_coordinator(group_id, request)
         code = getattr(response, "error_code", 0) or 0
         answered = response.topics
@@ -954,6 +979,9 @@ class Admin:
                     failures[tp] = error
                 elif p.committed_offset >= 0:
                     out[tp] = OffsetAndMetadata(p.committed_offset, p.metadata or None)
+        for failure in failures.values():
+            if isinstance(failure, errors.UnstableOffsetCommitError):
+                raise failure  # the caller asks again while a transaction holds it
         _raise_one("list_group_offsets", failures, len(out) + len(failures))
         return dict(sorted(out.items()))
 

@@ -210,11 +210,17 @@ class Admin(Hosted):
         self._run(self._admin.delete_group, group_id)
 
     def list_group_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Sequence[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """A group's committed offsets; see :meth:`pykaf.Admin.list_group_offsets`."""
         result: dict[TopicPartition, OffsetAndMetadata] = self._run(
-            self._admin.list_group_offsets, group_id, partitions
+            partial(self._admin.list_group_offsets, require_stable=require_stable),
+            group_id,
+            partitions,
         )
         return result
 

@@ -251,3 +251,33 @@ def test_the_sync_admin_from_a_thread(real_broker: Any) -> None:
     assert admin.closed
     with pytest.raises(errors.ClosedError):
         admin.list_topics()
+
+
+async def test_require_stable_waits_out_a_transaction_holding_the_offsets(
+    kafka_or_fake: Any,
+) -> None:
+    topic, group = unique("stable"), unique("g")
+    await trio.to_thread.run_sync(kafka_or_fake.create, topic, 1)
+    async with (
+        pykaf.open_admin(kafka_or_fake.bootstrap) as admin,
+        pykaf.open_producer(kafka_or_fake.bootstrap, transactional_id=unique("t")) as txn,
+    ):
+        await admin.alter_group_offsets(group, {(topic, 0): 3})
+        txn.begin_transaction()
+        await txn.send(topic, b"x", partition=0)
+        await txn.send_offsets_to_transaction({(topic, 0): 7}, group)
+        # Without require_stable the offset before the transaction is answered at once.
+        assert await admin.list_group_offsets(group) == {(topic, 0): pykaf.OffsetAndMetadata(3)}
+        committed_at: list[float] = []
+
+        async def commit_later() -> None:
+            await trio.sleep(1.0)
+            committed_at.append(trio.current_time())
+            await txn.commit_transaction()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(commit_later)
+            offsets = await admin.list_group_offsets(group, [(topic, 0)], require_stable=True)
+            answered_at = trio.current_time()
+        assert offsets == {(topic, 0): pykaf.OffsetAndMetadata(7)}
+        assert committed_at and answered_at >= committed_at[0]

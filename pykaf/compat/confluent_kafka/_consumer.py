@@ -388,7 +388,12 @@ class Consumer:
 
     def _committed(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         try:
-            found = self._admin_client().list_group_offsets(self._need_group_id(), partitions)
+            # As librdkafka: read_committed (its default) waits out offsets a
+            # transaction holds, instead of answering the ones before it.
+            stable = self._options.get("isolation_level", "read_committed") == "read_committed"
+            found = self._admin_client().list_group_offsets(
+                self._need_group_id(), partitions, require_stable=stable
+            )
         except errors.PykafError as exc:
             raise KafkaException(from_pykaf(exc)) from exc
         return {tp: meta.offset for tp, meta in found.items() if meta.offset >= 0}
