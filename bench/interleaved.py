@@ -29,11 +29,17 @@ Awaited sends (``bench/test_awaited.py``; use ``--records 2000``):
     python bench/interleaved.py --broker tansu --rounds 7 --records 2000 \\
         --clients aiokafka[send_and_wait] pykaf[send] \\
                   confluent-kafka[produce_flush] pykaf[sync_send]
+
+``--broker kafka`` runs one Apache Kafka node (``bench/_kafka.py``) and one
+untimed warm-up round first (its JIT); ``--pykaf-option flush_bytes=1000000``
+gives every pykaf client another option, to try it against the same peer
+rounds.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import statistics
 import sys
@@ -74,18 +80,43 @@ PEERS = {
 def main(argv: list[str] | None = None) -> int:
     """Run the rounds; print the table; return the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--broker", choices=("tansu", "mock"), default="tansu")
+    parser.add_argument("--broker", choices=("tansu", "mock", "kafka"), default="tansu")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--clients", nargs="*", default=list(CLIENTS), choices=list(CLIENTS))
+    parser.add_argument(
+        "--pykaf-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a pykaf producer option for every pykaf client (VALUE read as a Python literal)",
+    )
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="untimed rounds first (default: 1 on kafka, for the broker's JIT; 0 elsewhere)",
+    )
     args = parser.parse_args(argv)
-    from bench._brokers import MockBench, TansuBench
+    from bench._brokers import BenchBroker, MockBench, TansuBench
+    from bench._kafka import KafkaBench
 
+    for option in args.pykaf_option:
+        name, _, text = option.partition("=")
+        prod.PYKAF_OPTIONS[name] = ast.literal_eval(text)
+    warmup = args.warmup if args.warmup is not None else int(args.broker == "kafka")
     values = bulk_values(args.records, prod.VALUE_SIZE).values
     seconds: dict[str, list[float]] = {name: [] for name in args.clients}
     ids = itertools.count()
-    with TansuBench() if args.broker == "tansu" else MockBench(3) as broker:
-        for n in range(args.rounds):
+    broker: BenchBroker
+    if args.broker == "tansu":
+        broker = TansuBench()
+    elif args.broker == "kafka":
+        broker = KafkaBench()
+    else:
+        broker = MockBench(3)
+    with broker:
+        for n in range(-warmup, args.rounds):
             for name in args.clients:
                 topic = f"interleaved-{name.replace('[', '-').rstrip(']')}-{next(ids)}"
                 broker.create_topic(topic, prod.PARTITIONS)
@@ -98,13 +129,17 @@ def main(argv: list[str] | None = None) -> int:
                 one.start()
                 started = time.perf_counter()
                 one.run()
-                seconds[name].append(time.perf_counter() - started)
+                took = time.perf_counter() - started
                 assert one.stop() == len(values), f"{name}: records unacknowledged"
                 marks = broker.high_watermarks(topic)
                 assert sum(marks.values()) == len(values) + prod.PARTITIONS, (name, marks)
                 broker.delete_topic(topic)
-                print(f"round {n + 1} {name}: {len(values) / seconds[name][-1]:,.0f} records/s")
-    print(f"\n{args.broker}, {args.records:,} x {prod.VALUE_SIZE} B, {args.rounds} rounds")
+                what = "warm-up" if n < 0 else f"round {n + 1}"
+                print(f"{what} {name}: {len(values) / took:,.0f} records/s")
+                if n >= 0:
+                    seconds[name].append(took)
+    options = f", pykaf options {prod.PYKAF_OPTIONS}" if prod.PYKAF_OPTIONS else ""
+    print(f"\n{args.broker}, {args.records:,} x {prod.VALUE_SIZE} B, {args.rounds} rounds{options}")
     for name in args.clients:
         rate = len(values) / statistics.median(seconds[name])
         line = f"{name:24} {rate:12,.0f} records/s"

@@ -389,8 +389,14 @@ class AiokafkaRound(_ThreadedRound):
         return len(results)
 
 
+#: Options every pykaf producer of these rounds gets on top of the defaults
+#: below: empty in the suite; ``bench/interleaved.py --pykaf-option`` fills it
+#: to try another setting against the same peer rounds.
+PYKAF_OPTIONS: dict[str, Any] = {}
+
+
 def _pykaf_options() -> dict[str, Any]:
-    return {"linger": LINGER_S, "acks": "all", "idempotence": True}
+    return {"linger": LINGER_S, "acks": "all", "idempotence": True, **PYKAF_OPTIONS}
 
 
 class _PykafRound(_ThreadedRound):
