@@ -55,9 +55,9 @@ class ProducerConfig(ClientConfig):
         100_000, "Most records in one batch; a full batch is sent without waiting for linger."
     )
     flush_bytes: int = opt(
-        262_144,
-        "A partition's batch is sent once it holds this many bytes (0: only on linger);"
-        " a backed-up partition's batch grows up to batch_bytes.",
+        1_000_000,
+        "A partition's batch is sent once it holds this many bytes (0: only on linger;"
+        " librdkafka's batch.size); a backed-up partition's batch grows up to batch_bytes.",
     )
     max_message_bytes: int = opt(
         1_048_576, "Largest single record (key, value and headers); larger ones fail alone."
