@@ -242,13 +242,16 @@ class Producer:
             raise errors.PurgedError("purged from the producer before it was sent")
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
         if batch.waiters is None:
-            # An awaited record makes its batch ready: the sender sends it without
-            # waiting for linger. Senders that append before the sender task runs
-            # (or while requests are in flight) still share the batch.
+            # An awaited record makes its batch ready: it is sent without waiting
+            # for linger, from this task when nothing is in flight to its broker
+            # (BrokerSink.send_inline), else by the sender task. Senders that
+            # append meanwhile (or while requests are in flight) share the batch.
+            batch.add_waiter(delta)
             broker = t.parts[batch.partition].broker
             if broker is not None:
-                broker.wake()
-        batch.add_waiter(delta)
+                await broker.send_inline()
+        else:
+            batch.add_waiter(delta)
         await batch.wait()
         if batch.parts is not None:  # the broker found the batch too large: it was split
             batch, delta = batch.locate(delta)

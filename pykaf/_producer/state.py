@@ -28,6 +28,9 @@ class Sender(Protocol):
     def detach(self, part: PartitionState) -> None:
         """Stop sending ``part``'s batches."""
 
+    async def send_inline(self) -> bool:
+        """Send what is ready from the calling task when nothing is in flight."""
+
 
 class PartitionState:
     """Where one partition's batches are, and who sends them."""

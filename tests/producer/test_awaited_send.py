@@ -46,6 +46,50 @@ async def test_a_send_loop_does_not_wait_for_linger(broker: Broker) -> None:
     assert values == [b"v%d" % i for i in range(20)]
 
 
+async def test_a_lone_awaited_send_is_written_from_the_callers_task(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With nothing in flight, the request goes out from the task that awaits
+    # send() (BrokerSink.send_inline), not from the sender task woken for it.
+    from pykaf._producer.sink import BrokerSink
+
+    writers: list[Any] = []
+    build_and_send = BrokerSink._build_and_send
+
+    async def spy(self: BrokerSink, ready: Any) -> None:
+        writers.append(trio.lowlevel.current_task())
+        await build_and_send(self, ready)
+
+    monkeypatch.setattr(BrokerSink, "_build_and_send", spy)
+    topic = new_topic(broker)
+    async with pykaf.open_producer(broker.bootstrap, linger=HOUR) as producer:
+        await producer.send(topic, b"warm")
+        writers.clear()
+        with trio.fail_after(GUARD):
+            for i in range(10):
+                await producer.send(topic, b"v%d" % i)
+        assert writers == [trio.lowlevel.current_task()] * 10
+
+
+async def test_an_awaited_send_cancelled_after_its_write_is_delivered_once(
+    broker: Broker,
+) -> None:
+    topic = new_topic(broker)
+    async with pykaf.open_producer(broker.bootstrap, linger=HOUR) as producer:
+        await producer.send(topic, b"warm")
+        with trio.CancelScope() as scope:
+            scope.cancel()  # the send is cancelled at its first wait
+            await producer.send(topic, b"cancelled")
+        assert scope.cancelled_caught
+        with trio.fail_after(GUARD):
+            await producer.flush()
+        md = await producer.send(topic, b"after")
+        # The cancelled record was buffered (and written) before the send
+        # waited, so it is delivered: once, before the next one.
+        assert md.offset == 2
+    assert bc.consume_assigned(broker.conf, topic, [0], 3) == [b"warm", b"cancelled", b"after"]
+
+
 async def test_concurrent_senders_still_share_batches(broker: Broker) -> None:
     topic = new_topic(broker, 2)
     async with pykaf.open_producer(broker.bootstrap, linger=HOUR) as producer:
