@@ -50,7 +50,7 @@ class ColumnBatch:
         timestamps: their timestamps in ms since the epoch, native int64. A
             LogAppendTime batch gives every record the batch's time; a magic 0
             (pre-0.10) message has -1.
-        keys, values: :class:`~pykaf.codec.BinaryColumn`\\ s: int32 offsets
+        keys, values: ``BinaryColumn`` objects: int32 offsets
             (``len + 1`` of them), one data buffer, and a validity bitmap (least
             significant bit first, 0 for a null) or None when nothing is null.
         header_offsets: int32, ``len + 1`` entries: record ``i``'s headers are
@@ -170,7 +170,10 @@ class ColumnBatch:
         ]
         metadata = {"topic": self.topic or "", "partition": str(self.partition)}
         return pa.RecordBatch.from_arrays(
-            columns, schema=pa.schema(list(zip(ARROW_FIELDS, (c.type for c in columns), strict=True)), metadata=metadata)
+            columns,
+            schema=pa.schema(
+                list(zip(ARROW_FIELDS, (c.type for c in columns), strict=True)), metadata=metadata
+            ),
         )
 
     @classmethod
