@@ -141,7 +141,8 @@ cdef class _BinaryWriter:
             memset(self.validity.ptr, 0xFF, full)
             self.validity.ptr[full] = <char>((1 << (i & 7)) - 1)
         else:
-            self._bitmap_byte(i)  # the bit is 0 already
+            self._bitmap_byte(i)
+            self.validity.ptr[i >> 3] &= <char>~(1 << (i & 7))
         return 0
 
     cdef inline int push(self, const uint8_t* src, Py_ssize_t length) except -1:
@@ -201,6 +202,8 @@ cdef class _BinaryWriter:
         self.offsets.size = (self.n + 1) * 4
         if bits != NULL:
             self.validity.size = (self.n + 7) >> 3
+            if self.n & 7:  # the dropped elements' bits: later elements start from 0
+                bits[self.n >> 3] &= <char>((1 << (self.n & 7)) - 1)
 
     cdef object finish(self):
         """A BinaryColumn over the buffers; the bitmap is dropped when nothing is null."""

@@ -90,11 +90,11 @@ class ColumnBatch:
     ) -> None:
         self.topic = topic
         self.partition = partition
-        self.offsets = memoryview(offsets).cast("B").cast("q")
-        self.timestamps = memoryview(timestamps).cast("B").cast("q")
+        self.offsets = memoryview(offsets).toreadonly().cast("B").cast("q")
+        self.timestamps = memoryview(timestamps).toreadonly().cast("B").cast("q")
         self.keys = keys
         self.values = values
-        self.header_offsets = memoryview(header_offsets).cast("B").cast("i")
+        self.header_offsets = memoryview(header_offsets).toreadonly().cast("B").cast("i")
         self.header_keys = header_keys
         self.header_values = header_values
         self.next_offset = next_offset
@@ -218,8 +218,10 @@ class ColumnBatch:
 
 
 def _pack(values: Iterable[bytes | None]) -> BinaryColumn:
-    column = BinaryColumn.from_values(list(values))
-    return column
+    """A read-only column of ``values`` (as the decoder's columns are)."""
+    c = BinaryColumn.from_values(list(values))
+    validity = None if c.validity is None else c.validity.toreadonly()
+    return BinaryColumn(c.offsets.toreadonly(), c.data.toreadonly(), validity)
 
 
 def _arrow_binary(pa: Any, typ: Any, column: BinaryColumn) -> Any:
