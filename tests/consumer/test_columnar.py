@@ -344,11 +344,11 @@ async def test_on_the_fake_cluster_columns_and_rows_agree_mixed() -> None:
             with trio.fail_after(20):
                 while len(got) < 600:
                     calls += 1
-                    if calls % 3 == 0:  # row, columnar and per-record calls in turn
+                    if calls % 3 == 0:  # row, per-record and columnar calls in turn
                         got += record_rows(await col_pc.next_batch())
                     elif calls % 3 == 1:
-                        got += rows([await col_pc.next_batch(columnar=True)])
-                    else:
                         got += record_rows([await col_pc.__anext__()])
+                    else:  # the rest of the list __anext__ started, as columns
+                        got += rows([await col_pc.next_batch(columnar=True)])
             assert got == record_rows(records)
             assert col_pc.position == 600
