@@ -176,6 +176,19 @@ class ColumnBatch:
             ),
         )
 
+    def __arrow_c_array__(self, requested_schema: object = None) -> tuple[object, object]:
+        """The Arrow PyCapsule interface: the batch as a struct array (via :meth:`to_arrow`).
+
+        Lets Arrow-aware libraries (``pyarrow.record_batch(batch)``, Polars,
+        DuckDB...) take a ColumnBatch directly, without a copy.
+        """
+        capsules: tuple[object, object] = self.to_arrow().__arrow_c_array__(requested_schema)
+        return capsules
+
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
+        """The Arrow PyCapsule stream interface: a stream of this one batch."""
+        return self.to_arrow().__arrow_c_stream__(requested_schema)
+
     @classmethod
     def from_records(
         cls,

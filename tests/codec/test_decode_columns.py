@@ -309,6 +309,17 @@ def test_to_arrow_shares_the_buffers_and_matches_the_rows(codec: ModuleType) -> 
     assert table.column("value").to_pylist() == [r.value for r in records]
 
 
+def test_the_arrow_pycapsule_interface(codec: ModuleType) -> None:
+    pa = pytest.importorskip("pyarrow")
+    data = build(codec, [(2, [(b"k%d" % i, b"v%d" % i, [("h", b"%d" % i)]) for i in range(9)])])
+    columns = codec.decode_columns(data, topic="t", partition=0)[0]
+    assert pa.record_batch(columns).equals(columns.to_arrow())
+    assert pa.table(columns).to_batches()[0].equals(columns.to_arrow())
+    assert pa.record_batch(columns).column("value").buffers()[2].address == (
+        pa.py_buffer(columns.values.data).address
+    )
+
+
 def test_to_arrow_without_pyarrow_names_the_extra(
     codec: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
