@@ -267,6 +267,30 @@ def test_buffers_are_read_only_and_outlive_the_batch(codec: ModuleType) -> None:
     assert bytes(values) == b"value" * 4
 
 
+def test_freed_buffers_reused_by_later_decodes_never_touch_live_ones(codec: ModuleType) -> None:
+    # Large buffers (the compiled codec keeps a few freed ones for reuse) of
+    # batches still referenced stay as they were while later decodes run.
+    def piece(tag: bytes, nulls: bool) -> bytes:
+        records = [(None if nulls and i % 2 else tag, tag * 300, []) for i in range(3000)]
+        return build(codec, [(0, records)])
+
+    kept = codec.decode_columns(piece(b"a", False))[0]
+    values = kept.values.data
+    expected = bytes(values)
+    for round_ in range(6):
+        tag = b"bcdefg"[round_ : round_ + 1]
+        other = codec.decode_columns(piece(tag, round_ % 2 == 1))[0]
+        assert other.value(2999) == tag * 300
+        assert other.key(1) == (None if round_ % 2 else tag)
+        assert (other.keys.validity is None) == (round_ % 2 == 0)
+        del other
+        gc.collect()
+    del kept
+    gc.collect()
+    assert bytes(values) == expected  # the view kept the buffer alive and unchanged
+    assert codec.decode_columns(piece(b"z", False))[0].value(0) == b"z" * 300
+
+
 def test_a_null_bitmap_only_when_something_is_null(codec: ModuleType) -> None:
     records = [(None if i == 9 else b"k", b"v", []) for i in range(10)]
     columns = codec.decode_columns(build(codec, [(0, records)]))[0]
