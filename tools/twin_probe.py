@@ -3,8 +3,9 @@
 Builds valid record batches, damages them (byte flips and writes, insertions,
 deletions, truncations, extreme header values, damage to the records before
 compression), re-seals the CRC, decodes with both twins and compares every
-field (or the error class), and checks that each twin's ``decode_columns``
-holds the records its row decoder returns (or raises the same error class). A one-off, long-running companion of
+field (or the error class), and checks that each twin's
+``decode_columns`` holds the records its row decoder returns (or raises the
+same error class). A one-off, long-running companion of
 tests/codec/test_twins_agree.py::
 
     PYTHONPATH=. python tools/twin_probe.py --count 300000 --seed 1

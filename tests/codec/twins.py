@@ -272,7 +272,7 @@ def first_difference(a: Any, b: Any) -> str:
 
 
 def column_snapshot(codec: ModuleType, data: bytes, *, check_crc: bool = True) -> Any:
-    """What ``codec.decode_columns`` makes of ``data``: its records as plain values, or the error."""
+    """What ``decode_columns`` makes of ``data``: its records as plain values, or the error."""
     try:
         c = codec.decode_columns(data, check_crc=check_crc, topic="t", partition=3)[0]
     except Exception as exc:
@@ -290,4 +290,4 @@ def rows_of(snap: Any) -> Any:
     """A :func:`snapshot`'s records as :func:`column_snapshot` gives them (or its error)."""
     if snap[0] == "error":
         return snap
-    return ("ok", tuple(r[:4] + (r[4],) for _, records in snap[1] for r in records))
+    return ("ok", tuple(r[:5] for _, records in snap[1] for r in records))
