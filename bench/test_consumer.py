@@ -62,6 +62,10 @@ round waits for it: every round stops at the high watermarks).
 
   - ``next_batch``: ``await pc.next_batch()`` until the partition's end
     offset, a loop over each list;
+  - ``columnar``: ``await pc.next_batch(columnar=True)`` until the end
+    offset: each piece decoded straight into a ``ColumnBatch`` (no ``Record``
+    per record); the value bytes are summed from the values column's offsets,
+    as a columnar reader would (the others call ``len()`` per record);
   - ``iter``: ``async for record in pc`` until the end offset;
 
   and ``sync``: the blocking ``pykaf.sync.Consumer`` (same settings) from the
@@ -143,7 +147,7 @@ assignment: pykaf's ``handler.setup``, confluent-kafka's ``on_assign``),
   both clients keep their default session and heartbeat settings.
 
 Pairing (``extra_info["params"]``, which ``bench/ratios.py`` matches):
-``assign`` for the assign variants (pykaf's ``next_batch``, ``iter`` and ``sync``,
+``assign`` for the assign variants (pykaf's ``next_batch``, ``columnar``, ``iter`` and ``sync``,
 confluent-kafka, aiokafka) and ``group`` for the two group variants, so
 ``pykaf[group]`` is compared with ``confluent-kafka[group]`` only and the
 assign variants with each other.
@@ -199,6 +203,7 @@ CLIENTS: list[tuple[str, str | None]] = [
     (CONFLUENT, None),
     (AIOKAFKA, None),
     (PYKAF, "next_batch"),
+    (PYKAF, "columnar"),
     (PYKAF, "iter"),
     (PYKAF, "sync"),
     (PYKAF, "raw-fetch"),
@@ -638,6 +643,25 @@ class PykafNextBatchRound(_PykafRound):
                 return count, size
 
 
+class PykafColumnarRound(_PykafRound):
+    """``await pc.next_batch(columnar=True)`` until the end offset: ColumnBatches, no Record.
+
+    The value bytes come from the values column's offsets (what a columnar
+    reader does), not from a ``len()`` per record.
+    """
+
+    async def read(self, pc: Any, end: int) -> tuple[int, int]:
+        count = size = 0
+        last = end - 1
+        while True:
+            batch = await pc.next_batch(columnar=True)
+            n = len(batch)
+            size += batch.values.span_bytes(0, n)
+            count += n
+            if batch.offsets[n - 1] >= last:
+                return count, size
+
+
 class PykafIterRound(_PykafRound):
     """``async for record in pc`` until the end offset."""
 
@@ -899,6 +923,7 @@ def _round_factory(client: str, variant: str | None) -> Callable[[Dataset], Roun
         pytest.skip("pykaf.open_consumer_group does not exist yet")
     rounds: dict[str | None, Callable[[Dataset], Round]] = {
         "next_batch": PykafNextBatchRound,
+        "columnar": PykafColumnarRound,
         "iter": PykafIterRound,
         "sync": PykafSyncRound,
         "raw-fetch": RawFetchRound,

@@ -77,7 +77,8 @@ default, CRCs checked) is shown beside them, paired with no peer.
   timeout=1.0)`` until every record is in, as in ``bench/test_consumer.py``,
   with ``fetch.queue.backoff.ms=10``; ``confluent-kafka[default-backoff]``
   the same at librdkafka's default (1000 ms).
-* pykaf (``open_consumer``): ``next_batch`` and ``iter`` (``async for``) with
+* pykaf (``open_consumer``): ``next_batch``, ``columnar``
+  (``next_batch(columnar=True)``) and ``iter`` (``async for``) with
   a task per partition, and ``sync`` (``pykaf.sync.Consumer.consume``), as
   in ``bench/test_consumer.py``.
 
@@ -454,6 +455,13 @@ class PykafNextBatchNoCrc(cons.PykafNextBatchRound):
         return _no_crc_options()
 
 
+class PykafColumnarNoCrc(cons.PykafColumnarRound):
+    """``next_batch(columnar=True)`` without CRC checks."""
+
+    def options(self) -> dict[str, Any]:
+        return _no_crc_options()
+
+
 class PykafIterNoCrc(cons.PykafIterRound):
     """``async for`` without CRC checks."""
 
@@ -473,6 +481,7 @@ CONSUME_CLIENTS: list[tuple[str, str | None]] = [
     (CONFLUENT, None),
     (CONFLUENT, "default-backoff"),
     (PYKAF, "next_batch"),
+    (PYKAF, "columnar"),
     (PYKAF, "iter"),
     (PYKAF, "sync"),
     (PYKAF, "next_batch+crc"),
@@ -487,6 +496,7 @@ def _consumer_round(client: str, variant: str | None) -> Callable[[cons.Dataset]
         return ConfluentDefaultBackoffRound if variant == "default-backoff" else ConfluentNoCrcRound
     rounds: dict[str | None, Callable[[cons.Dataset], cons.Round]] = {
         "next_batch": PykafNextBatchNoCrc,
+        "columnar": PykafColumnarNoCrc,
         "iter": PykafIterNoCrc,
         "sync": PykafSyncNoCrc,
         "next_batch+crc": cons.PykafNextBatchRound,

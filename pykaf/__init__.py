@@ -38,6 +38,7 @@ from pykaf._cluster.client import (
 )
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._cluster.metadata import BrokerInfo, PartitionInfo, TopicInfo
+from pykaf._column_batch import ColumnBatch
 from pykaf._config import ClientConfig
 from pykaf._consumer.config import ConsumerConfig
 from pykaf._consumer.consumer import (
@@ -122,6 +123,7 @@ __all__ = [
     "ClientConfig",
     "ClientStatistics",
     "ClusterDescription",
+    "ColumnBatch",
     "CommitError",
     "ConfigChange",
     "ConfigEntry",

@@ -12,6 +12,7 @@ from typing import Any, Final, TypeAlias
 
 from typing_extensions import Buffer
 
+from pykaf._column_batch import ColumnBatch
 from pykaf._columns import BinaryColumn
 
 Header: TypeAlias = tuple[str, bytes | None]
@@ -138,6 +139,29 @@ def decode_record_set(
 def decode_batches(
     data: Buffer, *, check_crc: bool = True, topic: str | None = None, partition: int = -1
 ) -> list[RecordBatch]: ...
+
+# -- columnar decoding ---------------------------------------------------------
+#: ``select``'s bounds (inclusive) that keep every record of a batch, and none.
+KEEP_ALL: Final[tuple[int, int]]
+KEEP_NONE: Final[tuple[int, int]]
+
+def decode_columns(
+    data: Buffer,
+    *,
+    check_crc: bool = True,
+    topic: str | None = None,
+    partition: int = -1,
+    select: Callable[[RecordBatch], tuple[int, int]] | None = None,
+) -> tuple[ColumnBatch, list[RecordBatch], list[int], list[int]]:
+    """Decode every complete batch straight into columns (no ``Record`` per record).
+
+    Same checks and errors as ``decode_batches``. ``select(batch)`` is called
+    per batch once it is decoded (``batch.records`` is empty) and returns the
+    inclusive offset bounds of the batch's records to keep; without it every
+    record is kept, control records included. Returns the columns, the
+    batches, and per batch the records kept and those above the upper bound.
+    ``RecordBatchTooLargeError`` when keys, values or headers pass 2 GiB.
+    """
 
 # -- encoding ----------------------------------------------------------------
 def record_size(

@@ -21,6 +21,7 @@ from libc.stdint cimport (
     INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
 )
 from libc.string cimport memcpy
+from libc.stdlib cimport malloc
 
 import time
 from operator import index as _index
@@ -73,6 +74,7 @@ __all__ = [
     "crc32c", "decode_batches", "fnv1a_32", "murmur2", "decode_record_set", "decode_uvarint", "decode_uvarlong",
     "decode_varint", "decode_varlong", "encode_control_batch", "encode_legacy_message_set",
     "encode_uvarint", "encode_uvarlong", "encode_varint", "encode_varlong", "record_size",
+    "decode_columns", "KEEP_ALL", "KEEP_NONE",
 ]
 
 
@@ -591,6 +593,28 @@ cdef inline void _stamp(Record r, const Origin* where, int timestamp_type) noexc
 
 cdef RecordBatch _decode_v2(object owner, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end,
                             bint check_crc, const Origin* where):
+    cdef RecordBatch b = _v2_header(p, pos, end, check_crc)
+    cdef const uint8_t* h = p + pos
+    cdef int codec = b.attributes & COMPRESSION_MASK
+    cdef bint log_append = (b.attributes & TIMESTAMP_TYPE_BIT) != 0
+    cdef bytes inflated
+    if codec == 0:
+        b.records = _decode_records(h + HEADER, end - pos - HEADER, b.record_count,
+                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp,
+                                    where)
+    else:
+        inflated = _decompress(codec, PyMemoryView_FromMemory(<char*>h + HEADER, end - pos - HEADER, PyBUF_READ))
+        b.records = _decode_records(<const uint8_t*>PyBytes_AS_STRING(inflated),
+                                    PyBytes_GET_SIZE(inflated), b.record_count,
+                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp,
+                                    where)
+    if b.attributes & CONTROL_BIT:
+        _read_control(b)
+    return b
+
+
+cdef RecordBatch _v2_header(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, bint check_crc):
+    """A v2 batch's header, CRC and counts checked; its records are not read."""
     if end - pos < HEADER:
         raise CorruptRecordError(f"record batch of {end - pos} bytes is shorter than its header")
     cdef const uint8_t* h = p + pos
@@ -625,25 +649,11 @@ cdef RecordBatch _decode_v2(object owner, const uint8_t* p, Py_ssize_t pos, Py_s
         raise CorruptRecordError(
             f"base offset {b.base_offset} + last offset delta {b.last_offset_delta} overflows int64")
     cdef int codec = b.attributes & COMPRESSION_MASK
-    cdef bint log_append = (b.attributes & TIMESTAMP_TYPE_BIT) != 0
-    cdef bytes inflated
     cdef Py_ssize_t section = end - pos - HEADER
     if codec != 0 and b.record_count > _inflate_limit(section) // MIN_RECORD_SIZE:
         # Refuse a count the section cannot hold before inflating anything.
         raise CorruptRecordError(
             f"record count {b.record_count} exceeds what {section} compressed bytes may hold")
-    if codec == 0:
-        b.records = _decode_records(h + HEADER, end - pos - HEADER, b.record_count,
-                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp,
-                                    where)
-    else:
-        inflated = _decompress(codec, PyMemoryView_FromMemory(<char*>h + HEADER, end - pos - HEADER, PyBUF_READ))
-        b.records = _decode_records(<const uint8_t*>PyBytes_AS_STRING(inflated),
-                                    PyBytes_GET_SIZE(inflated), b.record_count,
-                                    b.base_offset, b.base_timestamp, log_append, b.max_timestamp,
-                                    where)
-    if b.attributes & CONTROL_BIT:
-        _read_control(b)
     return b
 
 
@@ -1923,3 +1933,6 @@ cdef class RecordStager:
         if timeout == 0 and not self.ready:
             return 0
         return self._poll_wait(timeout)
+
+
+include "_codec_columns.pxi"

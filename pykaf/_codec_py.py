@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from crc32c import crc32c as _crc32c
 
 from pykaf import _compression
+from pykaf._column_batch import ColumnBatch
 from pykaf._columns import BinaryColumn
-from pykaf.errors import CorruptRecordError, RecordTooLargeError
+from pykaf.errors import CorruptRecordError, RecordBatchTooLargeError, RecordTooLargeError
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
@@ -861,6 +862,72 @@ def _read_bytes32(view: memoryview, p: int, end: int) -> tuple[bytes | None, int
     if n > end - p:
         raise CorruptRecordError(f"field of {n} bytes overruns its message")
     return bytes(view[p : p + n]), p + n
+
+
+# -- columnar decoding ----------------------------------------------------------
+
+#: The bounds ``select`` returns to keep every record of a batch (inclusive).
+KEEP_ALL = (_INT64_MIN, _INT64_MAX)
+#: The bounds that keep none.
+KEEP_NONE = (1, 0)
+
+
+def decode_columns(
+    data: Buffer,
+    *,
+    check_crc: bool = True,
+    topic: str | None = None,
+    partition: int = -1,
+    select: Callable[[RecordBatch], tuple[int, int]] | None = None,
+) -> tuple[ColumnBatch, list[RecordBatch], list[int], list[int]]:
+    """Decode every complete batch in ``data`` straight into columns.
+
+    ``select(batch)`` is called once per batch, in order, once the batch is
+    decoded (its ``records`` list is empty: the records are in the columns)
+    and returns inclusive offset bounds ``(lo, hi)``: only that batch's
+    records with ``lo <= offset <= hi`` are kept (``KEEP_ALL``,
+    ``KEEP_NONE``). Without ``select`` every record is kept, control records
+    included, as ``decode_batches`` would return them.
+
+    Returns:
+        The columns, the batches (headers only), and per batch the records
+        kept and the records above ``hi`` (0 for a batch kept none of).
+
+    Raises:
+        CorruptRecordError: malformed bytes or a CRC mismatch, as ``decode_batches``.
+        RecordBatchTooLargeError: the keys, values or headers of ``data``
+            exceed the 2 GiB an Arrow binary column's int32 offsets address.
+        TypeError, ValueError: topic is not a str or None, partition not an int32.
+    """
+    batches = decode_batches(data, check_crc=check_crc, topic=topic, partition=partition)
+    kept_records: list[Record] = []
+    kept: list[int] = []
+    above: list[int] = []
+    for b in batches:
+        records, b.records = b.records, []
+        lo, hi = KEEP_ALL if select is None else select(b)
+        if lo <= _INT64_MIN and hi >= _INT64_MAX:
+            kept_records.extend(records)
+            kept.append(len(records))
+            above.append(0)
+            continue
+        inside = [r for r in records if lo <= r.offset <= hi]
+        kept_records.extend(inside)
+        kept.append(len(inside))
+        above.append(sum(1 for r in records if r.offset > hi) if lo <= hi else 0)
+    sizes = [0, 0, 0, 0]
+    for r in kept_records:
+        sizes[0] += len(r.key or b"")
+        sizes[1] += len(r.value or b"")
+        for name, value in r.headers:
+            sizes[2] += len(name.encode())
+            sizes[3] += len(value or b"")
+    if max(sizes) > _INT32_MAX:
+        raise RecordBatchTooLargeError(
+            "decoded keys, values or headers exceed the 2 GiB of an Arrow binary column"
+        )
+    columns = ColumnBatch.from_records(kept_records, topic=topic, partition=partition)
+    return columns, batches, kept, above
 
 
 # -- encoding -------------------------------------------------------------------

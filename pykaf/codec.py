@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from pykaf._column_batch import ColumnBatch
 from pykaf._columns import BinaryColumn
 
 if os.environ.get("PYKAF_NO_EXTENSIONS") == "1":
@@ -54,6 +55,9 @@ RecordBatch = _impl.RecordBatch
 RecordSet = _impl.RecordSet
 decode_record_set = _impl.decode_record_set
 decode_batches = _impl.decode_batches
+decode_columns = _impl.decode_columns
+KEEP_ALL = _impl.KEEP_ALL
+KEEP_NONE = _impl.KEEP_NONE
 
 record_size = _impl.record_size
 BatchBuilder = _impl.BatchBuilder
@@ -93,12 +97,15 @@ __all__ = [
     "CONTROL_ABORT",
     "CONTROL_COMMIT",
     "IMPLEMENTATION",
+    "KEEP_ALL",
+    "KEEP_NONE",
     "NO_PRODUCER_ID",
     "RECORD_BATCH_OVERHEAD",
     "TIMESTAMP_CREATE_TIME",
     "TIMESTAMP_LOG_APPEND_TIME",
     "BatchBuilder",
     "BinaryColumn",
+    "ColumnBatch",
     "ProduceSet",
     "Record",
     "RecordBatch",
@@ -107,6 +114,7 @@ __all__ = [
     "compression_code",
     "crc32c",
     "decode_batches",
+    "decode_columns",
     "decode_record_set",
     "decode_uvarint",
     "decode_uvarlong",

@@ -50,6 +50,7 @@ generator, not this file. The tree::
     ├── AdminError                  some items of an admin call failed (``.failures``)
     ├── DataLossError               offsets a Spark read planned to cover are gone
     ├── EncodeError                 a message cannot be encoded as it stands (a ValueError)
+    ├── MissingDependencyError      an optional dependency is not installed (names the extra)
     ├── KafkaConnectionError        socket or TLS failure        (retriable)
     │   └── KafkaTimeoutError       no answer within the timeout (retriable)
     ├── TlsCertificateError         the broker's certificate is refused
@@ -234,6 +235,14 @@ class EncodeError(PykafError, ValueError):
 
     A value has the wrong type or is out of range, or a field holds None where
     the chosen version does not allow null. The message names the field.
+    """
+
+
+class MissingDependencyError(PykafError, ImportError):
+    """An optional dependency a call needs is not installed.
+
+    The message names the package and the pykaf extra that installs it, e.g.
+    ``pip install 'pykaf[arrow]'`` for ``ColumnBatch.to_arrow()``.
     """
 
 
@@ -425,6 +434,7 @@ def render(rows: list[dict[str, str]]) -> str:
         "FieldVersionError",
         "GroupStateError",
         "MalformedMessageError",
+        "MissingDependencyError",
         "PartitionerError",
         "PurgedError",
         "TransactionAbortedError",

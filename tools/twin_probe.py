@@ -3,7 +3,9 @@
 Builds valid record batches, damages them (byte flips and writes, insertions,
 deletions, truncations, extreme header values, damage to the records before
 compression), re-seals the CRC, decodes with both twins and compares every
-field (or the error class). A one-off, long-running companion of
+field (or the error class), and checks that each twin's
+``decode_columns`` holds the records its row decoder returns (or raises the
+same error class). A one-off, long-running companion of
 tests/codec/test_twins_agree.py::
 
     PYTHONPATH=. python tools/twin_probe.py --count 300000 --seed 1
@@ -110,6 +112,17 @@ def main() -> None:
             kind = what.split(":")[0]
             kinds[kind] += 1
             examples.setdefault(kind, f"{what}\n    input {data.hex()}")
+        # decode_columns: the same records as the row decoder, in both twins.
+        for name, codec, rows in (("cython", _codec, a), ("python", _codec_py, b)):
+            columns = twins.column_snapshot(codec, data, check_crc=check)
+            if columns != twins.rows_of(rows):
+                diffs += 1
+                kind = f"{name} columns vs rows"
+                kinds[kind] += 1
+                examples.setdefault(
+                    kind,
+                    f"{columns!r:.200} vs {twins.rows_of(rows)!r:.200}\n    input {data.hex()}",
+                )
     print(f"{diffs} of {args.count} inputs decoded differently (seed {args.seed})")
     for kind, n in kinds.most_common():
         print(f"  {n:7d}  {kind}\n    e.g. {examples[kind]}")

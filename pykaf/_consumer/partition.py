@@ -18,14 +18,14 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, overload
 
 import trio
 
 from pykaf import errors
 from pykaf._consumer.fetched import Fetched
 from pykaf._net.metrics import BatchEvent, report_batch
-from pykaf.codec import Record, RecordBatch, decode_batches
+from pykaf.codec import ColumnBatch, Record, RecordBatch, decode_batches, decode_columns
 from pykaf.errors import ConsumerError
 
 if TYPE_CHECKING:
@@ -154,12 +154,27 @@ class PartitionConsumer:
         self._next = i + 1
         return local[i]
 
-    async def next_batch(self) -> list[Record]:
+    @overload
+    async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
+    @overload
+    async def next_batch(self, *, columnar: Literal[True]) -> ColumnBatch: ...
+    @overload
+    async def next_batch(self, *, columnar: bool) -> list[Record] | ColumnBatch: ...
+    async def next_batch(self, *, columnar: bool = False) -> list[Record] | ColumnBatch:
         """The next records: one decoded piece of a fetch answer (what is left of it).
+
+        With ``columnar=True`` the piece comes as a :class:`~pykaf.ColumnBatch`
+        (decoded straight into columns, no ``Record`` per record) whose
+        ``next_offset`` is the position after it. Records, control records and
+        aborted transactions are handed out and skipped as on the row path,
+        and the two may be mixed: records the per-record path left in a list
+        come first, as columns.
 
         Raises:
             ClosedError: the partition consumer was closed.
         """
+        if columnar:
+            return await self._next_columns()
         if self._next >= len(self._local):
             try:
                 await self._fill()
@@ -177,24 +192,7 @@ class PartitionConsumer:
         while True:
             answer = self._answer
             if answer is None:
-                buffered = self._receive.statistics().current_buffer_used
-                was_full = buffered >= self.consumer.config.partition_buffer
-                if not buffered:
-                    # Nothing to read: this partition is fetched even when the
-                    # budget is held by others, so that no reader starves.
-                    self._waiting = True
-                    if self.fetcher is not None and self.consumer.budget.full:
-                        self.fetcher.wake()
-                try:
-                    generation, answer = await self._receive.receive()
-                finally:
-                    self._waiting = False
-                if was_full and self.fetcher is not None:
-                    self.fetcher.wake()  # room again: fetch this partition again
-                if generation != self.generation:
-                    self._release(answer)  # fetched before a seek
-                    continue
-                self._answer = answer
+                answer = await self._receive_answer()
             records, end = self._decode_piece(answer)
             if records:
                 self._local, self._next, self._local_end = records, 0, end
@@ -202,20 +200,65 @@ class PartitionConsumer:
             if end >= 0:
                 self._position = end
 
+    async def _next_columns(self) -> ColumnBatch:
+        local, i = self._local, self._next
+        if local:
+            self._local, self._next = [], 0
+            self._position = self._local_end
+            if i < len(local):  # what the per-record path left of its list
+                return ColumnBatch.from_records(
+                    local[i:],
+                    topic=self.topic,
+                    partition=self.partition,
+                    next_offset=self._position,
+                )
+        while True:
+            answer = self._answer
+            if answer is None:
+                try:
+                    answer = await self._receive_answer()
+                except (trio.EndOfChannel, trio.ClosedResourceError):
+                    raise errors.ClosedError(f"{self.topic}/{self.partition} is closed") from None
+            columns, end = self._decode_columns(answer)
+            if end >= 0:
+                self._position = end
+            if columns is not None and len(columns):
+                columns.next_offset = end
+                return columns
+
+    async def _receive_answer(self) -> Fetched:
+        """Wait for the next fetch answer of the current generation; it becomes ``_answer``."""
+        while True:
+            buffered = self._receive.statistics().current_buffer_used
+            was_full = buffered >= self.consumer.config.partition_buffer
+            if not buffered:
+                # Nothing to read: this partition is fetched even when the
+                # budget is held by others, so that no reader starves.
+                self._waiting = True
+                if self.fetcher is not None and self.consumer.budget.full:
+                    self.fetcher.wake()
+            try:
+                generation, answer = await self._receive.receive()
+            finally:
+                self._waiting = False
+            if was_full and self.fetcher is not None:
+                self.fetcher.wake()  # room again: fetch this partition again
+            if generation != self.generation:
+                self._release(answer)  # fetched before a seek
+                continue
+            self._answer = answer
+            return answer
+
     def _decode_piece(self, answer: Fetched) -> tuple[list[Record], int]:
         """Decode and filter the next piece of ``answer``: its records and the offset after them.
 
         The offset is -1 when the piece was corrupt: the partition reported
         the error, dropped its buffer and paused at its position.
         """
-        if answer.exhausted:
-            self._answer = None
-            self._release(answer)
-            return [], answer.end
         i = answer.piece
-        stop = answer.cuts[i]
-        data = memoryview(answer.data)[answer.done : stop]
-        answer.piece, answer.done = i + 1, stop
+        data = self._next_piece(answer)
+        if data is None:
+            return [], answer.end
         try:
             batches = decode_batches(
                 data,
@@ -242,6 +285,54 @@ class PartitionConsumer:
             self._release(answer)
             end = answer.end
         return result.records, end
+
+    def _next_piece(self, answer: Fetched) -> memoryview | None:
+        """The bytes of ``answer``'s next piece, or None once it is read out (and released)."""
+        if answer.exhausted:
+            self._answer = None
+            self._release(answer)
+            return None
+        i = answer.piece
+        stop = answer.cuts[i]
+        data = memoryview(answer.data)[answer.done : stop]
+        answer.piece, answer.done = i + 1, stop
+        return data
+
+    def _decode_columns(self, answer: Fetched) -> tuple[ColumnBatch | None, int]:
+        """:meth:`_decode_piece` into columns: the kept records and the offset after them."""
+        first = answer.piece == 0
+        data = self._next_piece(answer)
+        if data is None:
+            return None, answer.end
+        lso = answer.last_stable_offset
+        select = self.filter.selector(answer.aborted if first else (), lso, answer.start)
+        try:
+            columns, batches, kept, above = decode_columns(
+                data,
+                check_crc=self.consumer.config.check_crcs,
+                topic=self.topic,
+                partition=self.partition,
+                select=select,
+            )
+        except errors.CorruptRecordError as exc:
+            self._corrupt(exc)
+            return None, -1
+        self.records_fetched += len(columns)
+        source = answer.source
+        if source is not None:
+            source.aborted_records += select.skipped_aborted
+            if source.batch_hook is not None:
+                limit = lso if self.filter.read_committed and lso >= 0 else -1
+                for batch, count, later in zip(batches, kept, above, strict=True):
+                    if 0 <= limit <= batch.base_offset:
+                        break
+                    self._report_batch(source.node_id, source.batch_hook, batch, count, later)
+        end = max(answer.start, select.next_offset)
+        if answer.exhausted:
+            self._answer = None
+            self._release(answer)
+            end = answer.end
+        return columns, end
 
     def _corrupt(self, error: errors.CorruptRecordError) -> None:
         """A corrupt piece: report it, drop what is buffered, pause at the position."""
@@ -285,22 +376,33 @@ class PartitionConsumer:
             later = 0
             if 0 <= limit <= last:
                 later = len(records) - bisect_left(records, limit, key=_OFFSET)
-            event = BatchEvent(
-                kind="fetch",
-                topic=self.topic,
-                partition=self.partition,
-                node_id=node_id,
-                records=count,
-                bytes=batch.size,
-                uncompressed_bytes=None,
-                compression=batch.compression,
-                base_offset=base,
-                error=None,
-                seconds=None,
-                retries=0,
-                dropped=len(records) - count - later,
-            )
-            report_batch(hook, event)
+            self._report_batch(node_id, hook, batch, count, later)
+
+    def _report_batch(
+        self,
+        node_id: int,
+        hook: Callable[[BatchEvent], object],
+        batch: RecordBatch,
+        count: int,
+        later: int,
+    ) -> None:
+        """A batch's BatchEvent: ``count`` records handed out, ``later`` left for a later fetch."""
+        event = BatchEvent(
+            kind="fetch",
+            topic=self.topic,
+            partition=self.partition,
+            node_id=node_id,
+            records=count,
+            bytes=batch.size,
+            uncompressed_bytes=None,
+            compression=batch.compression,
+            base_offset=batch.base_offset,
+            error=None,
+            seconds=None,
+            retries=0,
+            dropped=batch.record_count - count - later,
+        )
+        report_batch(hook, event)
 
     def errors(self) -> trio.MemoryReceiveChannel[ConsumerError]:
         """Errors of this partition (offset out of range with no reset, oversized batches...)."""

@@ -34,7 +34,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pykaf._consumer.config import ISOLATION_LEVELS
+from pykaf.codec import KEEP_ALL, KEEP_NONE
 from pykaf.errors import ConfigError
+
+_INT64_MAX = 2**63 - 1
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -118,15 +121,7 @@ class TransactionFilter:
             fetch_offset: the offset this fetch asked for; earlier records of
                 the first batch are left out.
         """
-        if self.read_committed:
-            for producer_id, first_offset in aborted:
-                pair = (first_offset, producer_id)
-                if pair not in self._seen_pairs:
-                    self._seen_pairs.add(pair)
-                    heapq.heappush(self._pending, pair)
-            limit = last_stable_offset if last_stable_offset >= 0 else -1
-        else:
-            limit = -1
+        limit = self._take_answer(aborted, last_stable_offset)
         records: list[Any] = []
         owned = True  # whether ``records`` is ours to extend (not a batch's own list)
         next_offset = fetch_offset
@@ -181,5 +176,116 @@ class TransactionFilter:
             next_offset = max(next_offset, last + 1)
         return FilterResult(records, next_offset, skipped_aborted, skipped_control)
 
+    def selector(
+        self,
+        aborted: Iterable[tuple[int, int]],
+        last_stable_offset: int,
+        fetch_offset: int,
+    ) -> BatchSelector:
+        """:meth:`filter`'s rules for the columnar decoder, one batch at a time.
 
-__all__ = ["READ_COMMITTED", "READ_UNCOMMITTED", "FilterResult", "TransactionFilter"]
+        The arguments are :meth:`filter`'s. The selector is handed to
+        ``pykaf.codec.decode_columns`` as ``select``: it sees each decoded
+        batch (without its records) and says which offsets of it to keep,
+        updating this filter's transaction state exactly as :meth:`filter`
+        does; afterwards it holds the answer's ``next_offset`` and skip counts.
+        """
+        limit = self._take_answer(aborted, last_stable_offset)
+        return BatchSelector(self, limit, fetch_offset)
+
+    def _take_answer(self, aborted: Iterable[tuple[int, int]], last_stable_offset: int) -> int:
+        """Note an answer's aborted transactions; the offset nothing at or above is handed out.
+
+        -1 for no limit (read_uncommitted, or no last stable offset known).
+        """
+        if not self.read_committed:
+            return -1
+        for producer_id, first_offset in aborted:
+            pair = (first_offset, producer_id)
+            if pair not in self._seen_pairs:
+                self._seen_pairs.add(pair)
+                heapq.heappush(self._pending, pair)
+        return last_stable_offset if last_stable_offset >= 0 else -1
+
+    def _enter_aborted(self, last: int) -> None:
+        """Producers whose aborted transaction starts at or before ``last`` are now inside it."""
+        pending = self._pending
+        while pending and pending[0][0] <= last:
+            first, pid = heapq.heappop(pending)
+            self._seen_pairs.discard((first, pid))
+            self._aborted.add(pid)
+
+
+class BatchSelector:
+    """One fetch answer's :meth:`TransactionFilter.filter`, as bounds per batch.
+
+    Called with each batch in offset order, it returns the inclusive offset
+    bounds of the batch's records to hand out (``KEEP_NONE`` for a batch
+    skipped whole). The same rules as ``filter``, which tests hold it to.
+
+    Attributes:
+        next_offset: where the next fetch starts, once every batch was seen.
+        skipped_aborted: records dropped because their transaction aborted.
+        skipped_control: control records passed over.
+    """
+
+    __slots__ = (
+        "_fetch_offset",
+        "_filter",
+        "_limit",
+        "_stopped",
+        "next_offset",
+        "skipped_aborted",
+        "skipped_control",
+    )
+
+    def __init__(self, tx_filter: TransactionFilter, limit: int, fetch_offset: int) -> None:
+        self._filter = tx_filter
+        self._limit = limit
+        self._fetch_offset = fetch_offset
+        self._stopped = False
+        self.next_offset = fetch_offset
+        self.skipped_aborted = 0
+        self.skipped_control = 0
+
+    def __call__(self, batch: Any) -> tuple[int, int]:
+        if self._stopped:
+            return KEEP_NONE
+        limit, fetch_offset = self._limit, self._fetch_offset
+        base = batch.base_offset
+        if limit >= 0 and base >= limit:
+            self._stopped = True  # an open transaction's data, or later
+            return KEEP_NONE
+        last = base + batch.last_offset_delta
+        if last < fetch_offset:
+            return KEEP_NONE  # wholly before the position
+        tx = self._filter
+        if tx.read_committed and batch.producer_id >= 0:
+            tx._enter_aborted(last)
+            if batch.is_control:
+                if batch.control_type == "abort":
+                    tx._aborted.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in tx._aborted:
+                self.skipped_aborted += batch.record_count
+                self.next_offset = max(self.next_offset, last + 1)
+                return KEEP_NONE
+        if batch.is_control:
+            self.skipped_control += batch.record_count
+            self.next_offset = max(self.next_offset, last + 1)
+            return KEEP_NONE
+        if limit >= 0 and last >= limit:
+            # The batch straddles the last stable offset: what is below it, then stop.
+            self._stopped = True
+            self.next_offset = max(self.next_offset, limit)
+            return (fetch_offset, limit - 1)
+        self.next_offset = max(self.next_offset, last + 1)
+        return (fetch_offset, _INT64_MAX) if base < fetch_offset else KEEP_ALL
+
+
+__all__ = [
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "BatchSelector",
+    "FilterResult",
+    "TransactionFilter",
+]

@@ -16,13 +16,13 @@ marks, resets and commits go to.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload
 
 import trio
 
 from pykaf import errors
 from pykaf._cluster.group_metadata import GroupMetadata
-from pykaf.codec import Record
+from pykaf.codec import ColumnBatch, Record
 
 if TYPE_CHECKING:
     from pykaf._consumer.partition import PartitionConsumer
@@ -91,14 +91,30 @@ class Claim:
         except errors.ClosedError:
             raise StopAsyncIteration from None
 
-    async def next_batch(self) -> list[Record]:
-        """The next records as the partition consumer decoded them; ``[]`` when the claim ended."""
-        if self._revoked:
-            return []
-        try:
-            return await self._pc.next_batch()
-        except errors.ClosedError:
-            return []
+    @overload
+    async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
+    @overload
+    async def next_batch(self, *, columnar: Literal[True]) -> ColumnBatch: ...
+    @overload
+    async def next_batch(self, *, columnar: bool) -> list[Record] | ColumnBatch: ...
+    async def next_batch(self, *, columnar: bool = False) -> list[Record] | ColumnBatch:
+        """The next records as the partition consumer decoded them; empty when the claim ended.
+
+        With ``columnar=True`` they come as a :class:`~pykaf.ColumnBatch`
+        (``PartitionConsumer.next_batch``); mark it with
+        ``session.mark_batch(batch)``. Once the claim ended: ``[]``, or an
+        empty ColumnBatch.
+        """
+        if not self._revoked:
+            try:
+                return await self._pc.next_batch(columnar=columnar)
+            except errors.ClosedError:
+                pass
+        if columnar:
+            return ColumnBatch.from_records(
+                [], topic=self.topic, partition=self.partition, next_offset=self._pc.position
+            )
+        return []
 
     def errors(self) -> trio.MemoryReceiveChannel[Any]:
         """The partition consumer's errors (``pykaf.ConsumerError``)."""
@@ -190,6 +206,14 @@ class GroupSession:
         partition this member no longer owns is ignored.
         """
         self._mark(record.topic, record.partition, record.offset + 1, metadata)
+
+    def mark_batch(self, batch: ColumnBatch, metadata: str | None = None) -> None:
+        """Mark every record of a columnar batch consumed: commits its ``next_offset``.
+
+        An empty batch (the claim ended) marks nothing.
+        """
+        if len(batch) and batch.topic is not None and batch.next_offset >= 0:
+            self._mark(batch.topic, batch.partition, batch.next_offset, metadata)
 
     def mark_offset(
         self, topic: str, partition: int, offset: int, metadata: str | None = None

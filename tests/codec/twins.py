@@ -269,3 +269,25 @@ def first_difference(a: Any, b: Any) -> str:
             if x != y:
                 return f"record {i}: cython {x!r}, python {y!r}"
     return "batch count" if len(a[1]) != len(b[1]) else "equal"
+
+
+def column_snapshot(codec: ModuleType, data: bytes, *, check_crc: bool = True) -> Any:
+    """What ``decode_columns`` makes of ``data``: its records as plain values, or the error."""
+    try:
+        c = codec.decode_columns(data, check_crc=check_crc, topic="t", partition=3)[0]
+    except Exception as exc:
+        return ("error", type(exc).__name__)
+    return (
+        "ok",
+        tuple(
+            (c.offsets[i], c.timestamps[i], c.key(i), c.value(i), tuple(c.headers(i)))
+            for i in range(len(c))
+        ),
+    )
+
+
+def rows_of(snap: Any) -> Any:
+    """A :func:`snapshot`'s records as :func:`column_snapshot` gives them (or its error)."""
+    if snap[0] == "error":
+        return snap
+    return ("ok", tuple(r[:5] for _, records in snap[1] for r in records))

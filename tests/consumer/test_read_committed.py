@@ -12,7 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from pykaf import _codec as codec_cy
+from pykaf import _codec_py as codec_py
 from pykaf import errors
 from pykaf._consumer.read_committed import TransactionFilter
 from pykaf.codec import (
@@ -326,3 +330,71 @@ def test_markers_and_aborted_data_above_the_last_stable_offset_wait_too() -> Non
     result = filt.filter(batches, aborted, 4, 2)
     assert result.records == [] and result.next_offset == 4
     assert filt.aborted_producers == set()
+
+
+# -- the columnar decoder's selector applies the same rules ------------------------
+
+_op = st.one_of(
+    st.tuples(st.just("plain"), st.integers(1, 4), st.just(0)),
+    st.tuples(st.just("txn"), st.integers(1, 4), st.integers(1, 3)),
+    st.tuples(st.just("commit"), st.just(0), st.integers(1, 3)),
+    st.tuples(st.just("abort"), st.just(0), st.integers(1, 3)),
+)
+
+
+def _log_of(ops: list[tuple[str, int, int]]) -> Log:
+    log, n = Log(), 0
+    for kind, count, pid in ops:
+        if kind in ("plain", "txn"):
+            log.write([b"%d" % (n + i) for i in range(count)], pid if kind == "txn" else -1,
+                      kind == "txn")  # fmt: skip
+            n += count
+        elif pid in log.open_txn:
+            log.end(pid, commit=kind == "commit")
+    return log
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ops=st.lists(_op, min_size=1, max_size=14),
+    isolation=st.sampled_from(["read_committed", "read_uncommitted"]),
+    max_batches=st.integers(1, 4),
+    start=st.integers(0, 6),
+    lso_back=st.integers(0, 3),
+)
+def test_the_columnar_selector_agrees_with_filter(
+    ops: list[tuple[str, int, int]], isolation: str, max_batches: int, start: int, lso_back: int
+) -> None:
+    """Fetch the same log through filter() and through decode_columns(select=...), side by side.
+
+    Both codecs; fetches that start inside a batch and last stable offsets
+    inside a batch included. Records, next offsets, skip counts and the
+    transaction state must match after every fetch.
+    """
+    log = _log_of(ops)
+    for codec in (codec_py, codec_cy):
+        rows, cols = TransactionFilter(isolation), TransactionFilter(isolation)
+        offset = min(start, log.next)
+        for _ in range(50):
+            batches, aborted = log.fetch(offset, max_batches)
+            if not batches:
+                break
+            lso = max(offset, log.lso - lso_back) if isolation == "read_committed" else -1
+            raw = b"".join(r for _, last, r in log.data if last >= offset)
+            want = rows.filter(batches, aborted, lso, offset)
+            select = cols.selector(aborted, lso, offset)
+            # The same batches the fetch decoded (decode_columns reads them all).
+            columns = codec.decode_columns(raw[: sum(b.size for b in batches)], select=select)[0]
+            assert list(columns.offsets) == [r.offset for r in want.records]
+            assert [columns.value(i) for i in range(len(columns))] == [
+                r.value for r in want.records
+            ]
+            assert select.next_offset == want.next_offset
+            assert (select.skipped_aborted, select.skipped_control) == (
+                want.skipped_aborted,
+                want.skipped_control,
+            )
+            assert cols.aborted_producers == rows.aborted_producers
+            if want.next_offset == offset:
+                break
+            offset = want.next_offset

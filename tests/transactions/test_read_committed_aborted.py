@@ -181,3 +181,39 @@ async def test_offset_fetch_waits_out_an_open_transactions_offsets(
             assert not got
             await txn.commit_transaction()
         assert got == {(topic, 0): 42}
+
+
+async def test_columnar_reads_skip_exactly_what_the_row_path_skips(target: TxnTarget) -> None:
+    """next_batch(columnar=True) under read_committed: the row path's records and position."""
+    topic = await target.topic("columns", 2)
+    async with (
+        pykaf.open_producer(target.bootstrap, transactional_id=target.unique("col-a")) as a,
+        pykaf.open_producer(target.bootstrap) as plain,
+    ):
+        for round_ in range(4):
+            a.begin_transaction()
+            for i in range(6):
+                await a.send(topic, b"a-%d-%d" % (round_, i), partition=i % 2, headers=[("r", b"")])
+                await plain.send(topic, b"plain-%d-%d" % (round_, i), partition=i % 2)
+            if round_ % 2:
+                await a.abort_transaction()
+            else:
+                await a.commit_transaction()
+    rows = await target.read(topic, 2)
+    assert len(rows) == 4 * 6 + 2 * 6 and not any(r.value.startswith(b"a-1-") for r in rows)
+    async with pykaf.open_consumer(target.bootstrap, isolation_level="read_committed") as c:
+        for p in range(2):
+            limit = await target.settled_end(topic, p)
+            pc = await c.consume_partition(topic, p, pykaf.OLDEST)
+            got: list[tuple[int, bytes | None, list[Any]]] = []
+            with trio.fail_after(20):
+                while pc.position < limit:
+                    batch = await pc.next_batch(columnar=True)
+                    assert batch.next_offset == pc.position
+                    got += [
+                        (batch.offsets[i], batch.value(i), batch.headers(i))
+                        for i in range(len(batch))
+                    ]
+            want = [(r.offset, r.value, r.headers) for r in rows if r.partition == p]
+            assert got == want
+            assert pc.position == limit  # past the last marker, as the row path
