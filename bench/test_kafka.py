@@ -16,8 +16,8 @@ Groups (``bench/ratios.py`` keys ``produce-1M-kafka | ...`` and
 headers, no compression), acks=all, idempotent, into a fresh 4-partition topic
 per round, timed to the last acknowledgement; linger and batch sizes at each
 client's defaults (5 ms linger for all three; batches of at most 16 KiB per
-partition for the Java producer, about 1 MB for librdkafka, 256 KiB for pykaf,
-its ``flush_bytes``):
+partition for the Java producer, about 1 MB for librdkafka and for pykaf (its
+``flush_bytes``, 1,000,000 bytes as librdkafka's ``batch.size``)):
 
 * ``kafka-java``: ``org.apache.kafka.tools.ProducerPerformance``
   (``kafka-producer-perf-test --topic T --num-records 1000000 --record-size
@@ -35,8 +35,8 @@ its ``flush_bytes``):
   their own): ``kafka-java[steady]``, the same run with ``--warmup-records``
   half the records, timed by the tool's steady-state summary over the second
   half (the JVM's JIT has compiled the loop by then; seconds scaled to every
-  record, as ratios are per record), and ``kafka-java[batch256k]``, the tool
-  with ``batch.size=262144``, pykaf's batch size instead of the Java client's
+  record, as ratios are per record), and ``kafka-java[batch1m]``, the tool
+  with ``batch.size=1000000``, pykaf's batch size instead of the Java client's
   16 KiB default.
 * ``confluent-kafka``: its documented idiom, ``produce()`` then ``poll(0)``
   per record (on ``BufferError``, ``poll(0.1)`` and again), then ``flush()``;
@@ -254,14 +254,14 @@ def _producer_round(client: str, variant: str | None) -> tuple[RoundMaker, int]:
     return (lambda b, t, v: cls(b.bootstrap, t, v)), records
 
 
-# kafka-java[batch256k]: the Java producer with pykaf's batch size (flush_bytes,
-# 256 KiB) instead of its default batch.size of 16 KiB: how much of the gap is that.
-JAVA_VARIANT_PROPS: dict[str | None, tuple[str, ...]] = {"batch256k": ("batch.size=262144",)}
+# kafka-java[batch1m]: the Java producer with pykaf's batch size (flush_bytes,
+# 1,000,000 bytes) instead of its default batch.size of 16 KiB: how much of the gap is that.
+JAVA_VARIANT_PROPS: dict[str | None, tuple[str, ...]] = {"batch1m": ("batch.size=1000000",)}
 
 PRODUCE_CLIENTS: list[tuple[str, str | None]] = [
     (JAVA, None),
     (JAVA, "steady"),
-    (JAVA, "batch256k"),
+    (JAVA, "batch1m"),
     (CONFLUENT, None),
     (PYKAF, "send_nowait"),
     (PYKAF, "send_batch"),

@@ -9,7 +9,7 @@ and loaded with ``spark.jars``):
   DataFrame of 4 partitions) written to a fresh topic of 4 partitions per
   round, ``df.write.format(F)...save()``, linger 5 ms for both, every other
   producer setting at each client's defaults (both: acks=all, idempotent;
-  batches of 16 KiB for Kafka's Java producer, 256 KiB for pykaf's).
+  batches of 16 KiB for Kafka's Java producer, 1,000,000 bytes for pykaf's).
 
   - ``pykaf[writer]``: ``format("pykaf")``.
   - ``spark-kafka[connector]``: ``format("kafka")``.
