@@ -546,6 +546,8 @@ def update(
             "worst_spread_ratio": worst_spread[0],
             "per_ratio_spread": {k: round(v["spread"], 4) for k, v in spread.items()},
         }
+    elif merge and old.get("observed_variation"):
+        out["observed_variation"] = old["observed_variation"]  # one run shows no spread
     out["sources"] = [str(p) for p in sources]
     out["ratios"] = {r.key: round(r.ratio, 4) for r in ratios}
     out["records_per_s"] = {

@@ -116,6 +116,10 @@ def test_update_with_merge_keeps_the_ratios_the_run_did_not_measure(tmp_path: Pa
         "codec | pykaf | aiokafka": 2.0,
         "produce | pykaf | confluent-kafka": 3.0,
     }
+    # The spread measured over earlier runs (written by a run of several files).
+    variation = {"runs": 9, "worst_drop_below_median": 0.1}
+    kept = json.loads(baseline.read_text())
+    baseline.write_text(json.dumps({**kept, "observed_variation": variation}))
     # A run of the producer benchmarks only: merged, the codec ratio stays.
     run = _results(
         tmp_path / "b.json", {("produce", "pykaf"): 1.0, ("produce", "confluent-kafka"): 4.0}
@@ -127,6 +131,7 @@ def test_update_with_merge_keeps_the_ratios_the_run_did_not_measure(tmp_path: Pa
         "produce | pykaf | confluent-kafka": 4.0,
     }
     assert str(run) in merged["sources"] and str(first) in merged["sources"]
+    assert merged["observed_variation"] == variation  # one run measures no spread
     # Without --merge the baseline is the run's ratios only.
     assert ratios.main([str(run), "--update", str(baseline), "--out", str(out)]) == 0
     assert json.loads(baseline.read_text())["ratios"] == {"produce | pykaf | confluent-kafka": 4.0}
