@@ -492,6 +492,7 @@ class BrokerSink:
         self.parts: dict[PartitionState, None] = {}  # insertion-ordered set
         self.in_flight = 0
         self.sending = False  # a request is being built and written (by either path)
+        self._missed = False  # the sender task was woken while send_inline was sending
         self._wake = trio.Event()
         self._send, self._receive = trio.open_memory_channel[tuple["PendingResponse", _Answer]](
             sinks.config.max_in_flight
@@ -578,12 +579,9 @@ class BrokerSink:
         while True:
             self._wake = trio.Event()
             deadline = math.inf
-            if (
-                not self.sending
-                and not sinks.paused
-                and self.in_flight < max_in_flight
-                and self.parts
-            ):
+            if self.sending:
+                self._missed = True  # send_inline wakes this task again when it is done
+            elif not sinks.paused and self.in_flight < max_in_flight and self.parts:
                 ready, deadline = self._collect(trio.current_time())
                 if ready:
                     await self._send_request(ready)
@@ -619,7 +617,10 @@ class BrokerSink:
             return False
         with trio.CancelScope(shield=True):
             await self._send_request(ready)
-        if deadline != math.inf:  # other partitions' batches linger or wait: the task's
+        # Other partitions' batches linger or wait, or batches were sealed while
+        # this task wrote: the sender task's.
+        if deadline != math.inf or self._missed:
+            self._missed = False
             self.wake()
         return True
 

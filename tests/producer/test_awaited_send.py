@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import pykaf
 import pykaf.sync
@@ -69,6 +70,52 @@ async def test_a_lone_awaited_send_is_written_from_the_callers_task(
             for i in range(10):
                 await producer.send(topic, b"v%d" % i)
         assert writers == [trio.lowlevel.current_task()] * 10
+
+
+async def test_batches_sealed_while_a_send_writes_inline_are_sent_after_it(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sender task, woken while the awaiting task writes its own request,
+    # leaves the batch to it; send_inline must wake the task again when done.
+    # acks=0: no answer comes back to wake it instead.
+    from pykaf._producer.sink import BrokerSink
+
+    build_and_send = BrokerSink._build_and_send
+    slow = [False]
+    sealed = trio.Event()
+
+    async def spy(self: BrokerSink, ready: Any) -> None:
+        if slow[0]:
+            slow[0] = False
+            await sealed.wait()  # the other task seals a batch meanwhile
+        await build_and_send(self, ready)
+
+    monkeypatch.setattr(BrokerSink, "_build_and_send", spy)
+    topic = new_topic(broker, 2)
+    delivered: list[Any] = []
+    async with pykaf.open_producer(
+        broker.bootstrap, linger=HOUR, acks=0, idempotence=False
+    ) as producer:
+        await producer.send(topic, b"warm", partition=0)
+        await producer.send(topic, b"warm", partition=1)
+
+        async def meanwhile() -> None:
+            await trio.testing.wait_all_tasks_blocked()  # the send waits in its write
+            producer.send_nowait(
+                topic, b"b", partition=1, on_delivery=lambda e, md: delivered.append(e)
+            )
+            producer.send_now()  # seals it and wakes the sender task
+            await trio.testing.wait_all_tasks_blocked()  # which leaves it to the send
+            sealed.set()
+
+        slow[0] = True
+        with trio.fail_after(GUARD):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(meanwhile)
+                await producer.send(topic, b"a", partition=0)
+            while not delivered:
+                await trio.sleep(0.01)
+        assert delivered == [None]
 
 
 async def test_an_awaited_send_cancelled_after_its_write_is_delivered_once(
