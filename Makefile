@@ -62,10 +62,12 @@ docs: install
 
 # Two pytest-xdist workers (PYTEST_WORKERS), each with its own brokers: the
 # suite mostly waits on brokers, so two workers cut it by 40% on two cores.
+# loadfile: each file's tests run in one worker, in order (a few tests read
+# what an earlier test of their file left in the session's brokers).
 # pytest exits 5 when it collected no test; treat that as a failure of its own
 # kind with a clear message instead of a silent pass.
 test: lint docs kafka
-	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 demo: $(EXT_STAMP)

@@ -17,6 +17,9 @@ import broker_clients as bc
 
 from pykaf.testing import TansuBroker
 
+# test_session_broker_is_shared reads what test_session_broker wrote to the
+# session's Tansu: under pytest-xdist both run in one worker (its session),
+# as `make test` sends each file to one worker (--dist loadfile).
 pytestmark = pytest.mark.broker
 
 
