@@ -38,6 +38,9 @@ from pykaf.codec import KEEP_ALL, KEEP_NONE
 from pykaf.errors import ConfigError
 
 _INT64_MAX = 2**63 - 1
+# TransactionFilter._skip's answers: a batch passed over as aborted, or as control records.
+_ABORTED = 1
+_CONTROL = 2
 
 READ_UNCOMMITTED = "read_uncommitted"
 READ_COMMITTED = "read_committed"
@@ -126,8 +129,6 @@ class TransactionFilter:
         owned = True  # whether ``records`` is ours to extend (not a batch's own list)
         next_offset = fetch_offset
         skipped_aborted = skipped_control = 0
-        pending = self._pending
-        aborted_set = self._aborted
         for batch in batches:
             base = batch.base_offset
             if limit >= 0 and base >= limit:
@@ -135,20 +136,12 @@ class TransactionFilter:
             last = base + batch.last_offset_delta
             if last < fetch_offset:
                 continue  # wholly before the position (a re-fetched batch)
-            if self.read_committed and batch.producer_id >= 0:
-                while pending and pending[0][0] <= last:
-                    first, pid = heapq.heappop(pending)
-                    self._seen_pairs.discard((first, pid))
-                    aborted_set.add(pid)
-                if batch.is_control:
-                    if batch.control_type == "abort":
-                        aborted_set.discard(batch.producer_id)
-                elif batch.is_transactional and batch.producer_id in aborted_set:
+            skip = self._skip(batch, last)
+            if skip:
+                if skip == _ABORTED:
                     skipped_aborted += len(batch.records)
-                    next_offset = max(next_offset, last + 1)
-                    continue
-            if batch.is_control:
-                skipped_control += len(batch.records)
+                else:
+                    skipped_control += len(batch.records)
                 next_offset = max(next_offset, last + 1)
                 continue
             batch_records = batch.records
@@ -207,13 +200,25 @@ class TransactionFilter:
                 heapq.heappush(self._pending, pair)
         return last_stable_offset if last_stable_offset >= 0 else -1
 
-    def _enter_aborted(self, last: int) -> None:
-        """Producers whose aborted transaction starts at or before ``last`` are now inside it."""
-        pending = self._pending
-        while pending and pending[0][0] <= last:
-            first, pid = heapq.heappop(pending)
-            self._seen_pairs.discard((first, pid))
-            self._aborted.add(pid)
+    def _skip(self, batch: Any, last: int) -> int:
+        """Whether ``batch`` (its last offset ``last``) is passed over: _ABORTED, _CONTROL or 0.
+
+        Called with each batch in offset order: producers whose aborted
+        transaction starts at or before ``last`` are inside it from here, and
+        an abort marker ends its producer's.
+        """
+        if self.read_committed and batch.producer_id >= 0:
+            pending, aborted = self._pending, self._aborted
+            while pending and pending[0][0] <= last:
+                first, pid = heapq.heappop(pending)
+                self._seen_pairs.discard((first, pid))
+                aborted.add(pid)
+            if batch.is_control:
+                if batch.control_type == "abort":
+                    aborted.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in aborted:
+                return _ABORTED
+        return _CONTROL if batch.is_control else 0
 
 
 class BatchSelector:
@@ -259,18 +264,12 @@ class BatchSelector:
         last = base + batch.last_offset_delta
         if last < fetch_offset:
             return KEEP_NONE  # wholly before the position
-        tx = self._filter
-        if tx.read_committed and batch.producer_id >= 0:
-            tx._enter_aborted(last)
-            if batch.is_control:
-                if batch.control_type == "abort":
-                    tx._aborted.discard(batch.producer_id)
-            elif batch.is_transactional and batch.producer_id in tx._aborted:
+        skip = self._filter._skip(batch, last)
+        if skip:
+            if skip == _ABORTED:
                 self.skipped_aborted += batch.record_count
-                self.next_offset = max(self.next_offset, last + 1)
-                return KEEP_NONE
-        if batch.is_control:
-            self.skipped_control += batch.record_count
+            else:
+                self.skipped_control += batch.record_count
             self.next_offset = max(self.next_offset, last + 1)
             return KEEP_NONE
         if limit >= 0 and last >= limit:
