@@ -279,18 +279,12 @@ class PartitionConsumer:
             if source.batch_hook is not None:
                 limit = lso if self.filter.read_committed and lso >= 0 else -1
                 self._report_batches(source.node_id, source.batch_hook, batches, result, limit)
-        end = max(answer.start, result.next_offset)
-        if answer.exhausted:
-            self._answer = None
-            self._release(answer)
-            end = answer.end
-        return result.records, end
+        return result.records, self._piece_end(answer, result.next_offset)
 
     def _next_piece(self, answer: Fetched) -> memoryview | None:
         """The bytes of ``answer``'s next piece, or None once it is read out (and released)."""
         if answer.exhausted:
-            self._answer = None
-            self._release(answer)
+            self._done_with(answer)
             return None
         i = answer.piece
         stop = answer.cuts[i]
@@ -327,12 +321,18 @@ class PartitionConsumer:
                     if 0 <= limit <= batch.base_offset:
                         break
                     self._report_batch(source.node_id, source.batch_hook, batch, count, later)
-        end = max(answer.start, select.next_offset)
+        return columns, self._piece_end(answer, select.next_offset)
+
+    def _piece_end(self, answer: Fetched, next_offset: int) -> int:
+        """The offset after the piece just decoded; the answer is released once read out."""
         if answer.exhausted:
-            self._answer = None
-            self._release(answer)
-            end = answer.end
-        return columns, end
+            self._done_with(answer)
+            return answer.end
+        return max(answer.start, next_offset)
+
+    def _done_with(self, answer: Fetched) -> None:
+        self._answer = None
+        self._release(answer)
 
     def _corrupt(self, error: errors.CorruptRecordError) -> None:
         """A corrupt piece: report it, drop what is buffered, pause at the position."""
