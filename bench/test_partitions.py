@@ -6,8 +6,11 @@ timing, high watermarks checked after, 3 rounds), into a fresh topic of 1 or
 100 partitions; the warm-up sends one record to each partition, so every
 client knows every leader and has met every partition before the timing.
 
-Groups ``partitions-N-1M-tansu`` and ``partitions-N-1M-mock`` (N = 1, 100),
-so each pykaf path is paired with the peer at the same count. Clients:
+Groups ``partitions-N-1M-kafka``, ``partitions-N-1M-tansu`` and
+``partitions-N-1M-mock`` (N = 1, 100), so each pykaf path is paired with the
+peer at the same count. Apache Kafka is warmed up first (its JIT): Kafka's
+own ``kafka-producer-perf-test`` writes 1,000,000 records into a topic of
+each count, untimed. Clients:
 ``confluent-kafka[poll]`` (``produce()`` + ``poll(0)`` per record),
 ``pykaf[send_nowait]`` and ``pykaf[send_batch]`` (lists of 10,000).
 Records without keys fill one partition's batch after another (sticky), in
@@ -22,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from bench._kafka import KafkaBench, run_producer_perf
 from bench._support import PYKAF, bulk_values, tag, time_produce_rounds
 from bench.test_producer import (
     LINGER_S,
@@ -44,11 +48,25 @@ CASES: list[tuple[str, str, type[Round], str]] = [
 ]
 
 
+@pytest.fixture(scope="module")
+def partitions_kafka(bench_kafka: KafkaBench) -> KafkaBench:
+    """The session's Kafka node after an untimed ``kafka-producer-perf-test`` per count."""
+    for partitions in COUNTS:
+        topic = f"bench-partitions-kafka-warmup-{partitions}"
+        bench_kafka.create_topic(topic, partitions)
+        try:
+            produced, _ = run_producer_perf(bench_kafka, topic, RECORDS, VALUE_SIZE)
+            assert produced.records == RECORDS, f"warm-up: {produced.records} records produced"
+        finally:
+            bench_kafka.delete_topic(topic)
+    return bench_kafka
+
+
 @pytest.mark.parametrize(
     ("broker_name", "partitions", "client", "variant", "base", "needs"),
     [
         pytest.param(b, n, *case, id=f"{b}-{n}-{case[0]}-{case[1]}")
-        for b in ("tansu", "mock")
+        for b in ("kafka", "tansu", "mock")
         for n in COUNTS
         for case in CASES
     ],
@@ -64,7 +82,8 @@ def test_partitions(
     needs: str,
 ) -> None:
     pytest.importorskip(needs)
-    broker = request.getfixturevalue(f"bench_{broker_name}")
+    fixture = "partitions_kafka" if broker_name == "kafka" else f"bench_{broker_name}"
+    broker = request.getfixturevalue(fixture)
     values = bulk_values(RECORDS, VALUE_SIZE).values
     tag(
         benchmark,
