@@ -63,7 +63,9 @@ class ProducerConfig(ClientConfig):
         1_048_576, "Largest single record (key, value and headers); larger ones fail alone."
     )
     max_request_bytes: int = opt(
-        10_485_760, "Largest Produce request; batches for one broker are split across requests."
+        1_048_576,
+        "Largest Produce request (Java's max.request.size); batches for one broker are split"
+        " across requests, a request holding one batch at least.",
     )
     compression: str = opt(
         "none", "Compression of record batches: none, gzip, snappy, lz4 or zstd."

@@ -54,7 +54,7 @@ def test_the_keys_scripts_use_most() -> None:
         "linger": 0.02,
         "flush_bytes": 65536,
         "batch_bytes": 1_048_576,
-        "max_request_bytes": 10_485_760,
+        "max_request_bytes": 1_048_576,
         "compression": "lz4",
         "acks": "all",
         "idempotence": True,
@@ -184,7 +184,7 @@ def test_message_max_bytes_raises_the_batch_size() -> None:
     assert options == {
         "max_message_bytes": 3_000_000,
         "batch_bytes": 3_000_000,
-        "max_request_bytes": 10_485_760,
+        "max_request_bytes": 3_000_000,
     }
     pykaf.ProducerConfig(bootstrap_servers="h:1", **options)
 
