@@ -148,6 +148,14 @@ cdef inline int _push64(_Buf b, int64_t v) except -1:
     return 0
 
 
+cdef inline int _push8(_Buf b, int8_t v) except -1:
+    if b.size + 1 > b.cap:
+        b._grow(1)
+    (<int8_t*>(b.ptr + b.size))[0] = v
+    b.size += 1
+    return 0
+
+
 cdef inline int _push32(_Buf b, int32_t v) except -1:
     if b.size + 4 > b.cap:
         b._grow(4)
@@ -287,6 +295,7 @@ cdef class _ColumnWriter:
 
     cdef _Buf offsets
     cdef _Buf timestamps
+    cdef _Buf timestamp_types
     cdef _Buf header_offsets
     cdef _BinaryWriter keys
     cdef _BinaryWriter values
@@ -297,6 +306,7 @@ cdef class _ColumnWriter:
     def __cinit__(self):
         self.offsets = _Buf()
         self.timestamps = _Buf()
+        self.timestamp_types = _Buf()
         self.header_offsets = _Buf()
         _push32(self.header_offsets, 0)
         self.keys = _BinaryWriter("keys")
@@ -307,17 +317,19 @@ cdef class _ColumnWriter:
     cdef int reserve(self, Py_ssize_t count) except -1:
         self.offsets.reserve(8 * count)
         self.timestamps.reserve(8 * count)
+        self.timestamp_types.reserve(count)
         self.header_offsets.reserve(4 * count)
         self.keys.offsets.reserve(4 * count)
         self.values.offsets.reserve(4 * count)
         return 0
 
-    cdef inline int end_row(self, int64_t offset, int64_t timestamp) except -1:
+    cdef inline int end_row(self, int64_t offset, int64_t timestamp, int8_t ts_type) except -1:
         """The row whose key, value and headers were pushed is complete."""
         if self.header_keys.n > INT32_MAX:
             raise RecordBatchTooLargeError("decoded headers exceed an Arrow list column")
         _push64(self.offsets, offset)
         _push64(self.timestamps, timestamp)
+        _push8(self.timestamp_types, ts_type)
         _push32(self.header_offsets, <int32_t>self.header_keys.n)
         self.n += 1
         return 0
@@ -333,13 +345,14 @@ cdef class _ColumnWriter:
                 name = PyUnicode_AsUTF8AndSize(pair[0], &size)
                 self.header_keys.push(<const uint8_t*>name, size)
                 _push_object(self.header_values, pair[1])
-        self.end_row(r.offset, r.timestamp)
+        self.end_row(r.offset, r.timestamp, <int8_t>r.timestamp_type)
         return 0
 
     cdef int keep(self, Py_ssize_t first, int64_t lo, int64_t hi, Py_ssize_t* above) except -1:
         """Keep only rows from ``first`` on whose offset is within [lo, hi]; count those above."""
         cdef int64_t* off = <int64_t*>self.offsets.ptr
         cdef int64_t* ts = <int64_t*>self.timestamps.ptr
+        cdef int8_t* tst = <int8_t*>self.timestamp_types.ptr
         cdef int32_t* hofs = <int32_t*>self.header_offsets.ptr
         cdef Py_ssize_t rows = self.n - first, k = 0, m = 0, t, j, e, hfirst
         cdef Py_ssize_t* idx = NULL
@@ -384,11 +397,13 @@ cdef class _ColumnWriter:
                 j = idx[t]
                 off[first + t] = off[j]
                 ts[first + t] = ts[j]
+                tst[first + t] = tst[j]
             self.keys.keep(first, idx, k)
             self.values.keep(first, idx, k)
             self.n = first + k
             self.offsets.size = self.n * 8
             self.timestamps.size = self.n * 8
+            self.timestamp_types.size = self.n
             self.header_offsets.size = (self.n + 1) * 4
         finally:
             free(idx)
@@ -398,9 +413,11 @@ cdef class _ColumnWriter:
     cdef object finish(self, object topic, int partition):
         self.offsets.trim()
         self.timestamps.trim()
+        self.timestamp_types.trim()
         self.header_offsets.trim()
         return _ColumnBatch(
-            topic, partition, self.offsets, self.timestamps, self.keys.finish(),
+            topic, partition, self.offsets, self.timestamps, self.timestamp_types,
+            self.keys.finish(),
             self.values.finish(), self.header_offsets, self.header_keys.finish(),
             self.header_values.finish())
 
@@ -485,7 +502,7 @@ cdef int _columns_records(_ColumnWriter w, const uint8_t* p, Py_ssize_t n, int32
             raise CorruptRecordError(f"record timestamp delta {ts_delta} overflows int64")
         else:
             timestamp = base_ts + ts_delta
-        w.end_row(base_offset + off_delta, timestamp)
+        w.end_row(base_offset + off_delta, timestamp, 1 if log_append else 0)
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
     return 0

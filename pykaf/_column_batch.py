@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 class _RecordLike(Protocol):
     offset: int
     timestamp: int
+    timestamp_type: int
     key: bytes | None
     value: bytes | None
 
@@ -30,15 +31,15 @@ class _RecordLike(Protocol):
 
 
 #: The field names and order of :meth:`ColumnBatch.to_arrow`'s record batch.
-ARROW_FIELDS = ("offset", "timestamp", "key", "value", "headers")
+ARROW_FIELDS = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
 
 
 class ColumnBatch:
     """Records of one partition as columns, in offset order (Arrow's memory layout).
 
     ``len(batch)`` records; record ``i`` has offset ``batch.offsets[i]``,
-    timestamp ``batch.timestamps[i]`` (ms), key ``batch.key(i)``, value
-    ``batch.value(i)`` and headers ``batch.headers(i)``.
+    timestamp ``batch.timestamps[i]`` (ms) of type ``batch.timestamp_types[i]``,
+    key ``batch.key(i)``, value ``batch.value(i)`` and headers ``batch.headers(i)``.
 
     The buffers are read-only and owned by the batch: they stay valid as long
     as the batch, or any view or Arrow array made from them, is alive. They
@@ -50,6 +51,9 @@ class ColumnBatch:
         timestamps: their timestamps in ms since the epoch, native int64. A
             LogAppendTime batch gives every record the batch's time; a magic 0
             (pre-0.10) message has -1.
+        timestamp_types: what each timestamp is, native int8 (format ``"b"``):
+            0 CreateTime (the producer's), 1 LogAppendTime (the broker's), -1
+            none (a magic 0 message); ``Record.timestamp_type``'s values.
         keys, values: ``BinaryColumn`` objects: int32 offsets
             (``len + 1`` of them), one data buffer, and a validity bitmap (least
             significant bit first, 0 for a null) or None when nothing is null.
@@ -70,6 +74,7 @@ class ColumnBatch:
         "next_offset",
         "offsets",
         "partition",
+        "timestamp_types",
         "timestamps",
         "topic",
         "values",
@@ -81,6 +86,7 @@ class ColumnBatch:
         partition: int,
         offsets: Buffer,
         timestamps: Buffer,
+        timestamp_types: Buffer,
         keys: BinaryColumn,
         values: BinaryColumn,
         header_offsets: Buffer,
@@ -92,6 +98,7 @@ class ColumnBatch:
         self.partition = partition
         self.offsets = memoryview(offsets).toreadonly().cast("B").cast("q")
         self.timestamps = memoryview(timestamps).toreadonly().cast("B").cast("q")
+        self.timestamp_types = memoryview(timestamp_types).toreadonly().cast("B").cast("b")
         self.keys = keys
         self.values = values
         self.header_offsets = memoryview(header_offsets).toreadonly().cast("B").cast("i")
@@ -99,7 +106,7 @@ class ColumnBatch:
         self.header_values = header_values
         self.next_offset = next_offset
         n = len(self.offsets)
-        if not (len(self.timestamps) == len(keys) == len(values) == n):
+        if not (len(self.timestamps) == len(self.timestamp_types) == len(keys) == len(values) == n):
             raise ValueError("columns of different lengths")
         if len(self.header_offsets) != n + 1:
             raise ValueError("header_offsets must hold one entry more than the records")
@@ -137,7 +144,8 @@ class ColumnBatch:
         """The batch as a ``pyarrow.RecordBatch``, sharing these buffers (no copy).
 
         Columns (:data:`ARROW_FIELDS`): ``offset`` int64, ``timestamp``
-        ``timestamp[ms, tz=UTC]``, ``key`` and ``value`` binary, ``headers``
+        ``timestamp[ms, tz=UTC]``, ``timestamp_type`` int8 (0 CreateTime, 1
+        LogAppendTime, -1 none), ``key`` and ``value`` binary, ``headers``
         ``list<struct<key: string, value: binary>>``. The schema's metadata
         holds the topic and partition.
 
@@ -164,6 +172,7 @@ class ColumnBatch:
         columns = [
             pa.Array.from_buffers(pa.int64(), n, [None, buf(self.offsets)], 0),
             pa.Array.from_buffers(pa.timestamp("ms", tz="UTC"), n, [None, buf(self.timestamps)], 0),
+            pa.Array.from_buffers(pa.int8(), n, [None, buf(self.timestamp_types)], 0),
             _arrow_binary(pa, pa.binary(), self.keys),
             _arrow_binary(pa, pa.binary(), self.values),
             headers,
@@ -201,6 +210,7 @@ class ColumnBatch:
         """Pack decoded records into columns (a copy of every key, value and header)."""
         offsets = array.array("q", (r.offset for r in records))
         timestamps = array.array("q", (r.timestamp for r in records))
+        timestamp_types = array.array("b", (r.timestamp_type for r in records))
         header_offsets = array.array("i", [0])
         names: list[bytes | None] = []
         header_values: list[bytes | None] = []
@@ -214,6 +224,7 @@ class ColumnBatch:
             partition,
             offsets,
             timestamps,
+            timestamp_types,
             _pack([r.key for r in records]),
             _pack([r.value for r in records]),
             header_offsets,

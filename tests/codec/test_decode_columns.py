@@ -35,7 +35,7 @@ SETTINGS = settings(
 
 
 def rows(columns: ColumnBatch) -> list[tuple[Any, ...]]:
-    """Each record of ``columns`` as (offset, timestamp, key, value, headers)."""
+    """Each record of ``columns`` as (offset, timestamp, key, value, headers, timestamp type)."""
     return [
         (
             columns.offsets[i],
@@ -43,13 +43,14 @@ def rows(columns: ColumnBatch) -> list[tuple[Any, ...]]:
             columns.key(i),
             columns.value(i),
             columns.headers(i),
+            columns.timestamp_types[i],
         )
         for i in range(len(columns))
     ]
 
 
 def record_rows(records: Any) -> list[tuple[Any, ...]]:
-    return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+    return [(r.offset, r.timestamp, r.key, r.value, r.headers, r.timestamp_type) for r in records]
 
 
 def raw(column: BinaryColumn) -> tuple[bytes, bytes, bytes | None]:
@@ -62,6 +63,7 @@ def buffers(columns: ColumnBatch) -> tuple[Any, ...]:
     return (
         bytes(columns.offsets),
         bytes(columns.timestamps),
+        bytes(columns.timestamp_types),
         raw(columns.keys),
         raw(columns.values),
         bytes(columns.header_offsets),
@@ -196,6 +198,35 @@ def test_control_and_legacy_records_become_columns(codec: ModuleType) -> None:
     assert kept == [2, 1, 1]
 
 
+def test_timestamp_types_follow_each_batch(codec: ModuleType) -> None:
+    # CreateTime, LogAppendTime (every record gets the batch's max timestamp),
+    # a magic 0 message (no timestamp) and a magic 1 one, and a commit marker.
+    create = codec.BatchBuilder(max_bytes=1 << 20)
+    create.append(T, None, b"c0", [])
+    create.append(T + 1, None, b"c1", [])
+    logged = codec.BatchBuilder(max_bytes=1 << 20, timestamp_type=1)
+    logged.append(T + 5, None, b"l0", [])
+    logged.append(T + 9, None, b"l1", [])
+    data = (
+        create.build(base_offset=0)
+        + logged.build(base_offset=2)
+        + w.legacy_message(4, None, b"m0", magic=0)
+        + w.legacy_message(5, None, b"m1", magic=1, timestamp=T)
+        + codec.encode_control_batch(
+            codec.CONTROL_COMMIT, producer_id=5, producer_epoch=0, timestamp=T, base_offset=6
+        )
+    )
+    columns = codec.decode_columns(data)[0]
+    records = [r for b in codec.decode_batches(data) for r in b.records]
+    assert list(columns.timestamp_types) == [r.timestamp_type for r in records]
+    assert list(columns.timestamp_types) == [0, 0, 1, 1, -1, 0, 0]
+    assert columns.timestamp_types.format == "b" and columns.timestamp_types.readonly
+    # Rows dropped by select take their types with them.
+    kept = codec.decode_columns(data, select=lambda b: (1, 4))[0]
+    assert list(kept.offsets) == [1, 2, 3, 4]
+    assert list(kept.timestamp_types) == [0, 1, 1, -1]
+
+
 # -- hostile input --------------------------------------------------------------------
 
 
@@ -312,12 +343,20 @@ def test_to_arrow_shares_the_buffers_and_matches_the_rows(codec: ModuleType) -> 
     columns = codec.decode_columns(data, topic="topic", partition=1)[0]
     table = columns.to_arrow()
     assert isinstance(table, pa.RecordBatch)
-    assert table.schema.names == ["offset", "timestamp", "key", "value", "headers"]
+    assert table.schema.names == [
+        "offset",
+        "timestamp",
+        "timestamp_type",
+        "key",
+        "value",
+        "headers",
+    ]
     assert table.schema.metadata == {b"topic": b"topic", b"partition": b"1"}
     table.validate(full=True)
     records = [r for b in codec.decode_batches(data) for r in b.records]
     assert table.column("offset").to_pylist() == [r.offset for r in records]
     assert table.column("timestamp").cast(pa.int64()).to_pylist() == [r.timestamp for r in records]
+    assert table.column("timestamp_type").to_pylist() == [r.timestamp_type for r in records]
     assert table.column("key").to_pylist() == [r.key for r in records]
     assert table.column("value").to_pylist() == [r.value for r in records]
     assert table.column("headers").to_pylist() == [

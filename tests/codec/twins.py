@@ -280,7 +280,14 @@ def column_snapshot(codec: ModuleType, data: bytes, *, check_crc: bool = True) -
     return (
         "ok",
         tuple(
-            (c.offsets[i], c.timestamps[i], c.key(i), c.value(i), tuple(c.headers(i)))
+            (
+                c.offsets[i],
+                c.timestamps[i],
+                c.key(i),
+                c.value(i),
+                tuple(c.headers(i)),
+                c.timestamp_types[i],
+            )
             for i in range(len(c))
         ),
     )
@@ -290,4 +297,4 @@ def rows_of(snap: Any) -> Any:
     """A :func:`snapshot`'s records as :func:`column_snapshot` gives them (or its error)."""
     if snap[0] == "error":
         return snap
-    return ("ok", tuple(r[:5] for _, records in snap[1] for r in records))
+    return ("ok", tuple((*r[:5], r[8]) for _, records in snap[1] for r in records))

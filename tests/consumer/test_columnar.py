@@ -31,16 +31,16 @@ TS = 1_700_000_000_000
 
 
 def rows(batches: Sequence[ColumnBatch]) -> list[tuple[Any, ...]]:
-    """Every record of ``batches`` as (offset, timestamp, key, value, headers)."""
+    """Every record of ``batches`` as (offset, timestamp, key, value, headers, timestamp type)."""
     return [
-        (b.offsets[i], b.timestamps[i], b.key(i), b.value(i), b.headers(i))
+        (b.offsets[i], b.timestamps[i], b.key(i), b.value(i), b.headers(i), b.timestamp_types[i])
         for b in batches
         for i in range(len(b))
     ]
 
 
 def record_rows(records: Sequence[Any]) -> list[tuple[Any, ...]]:
-    return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in records]
+    return [(r.offset, r.timestamp, r.key, r.value, r.headers, r.timestamp_type) for r in records]
 
 
 def mixed_batch(
