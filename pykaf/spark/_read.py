@@ -3,8 +3,9 @@
 Planning (where Spark plans the query) asks the cluster which partitions a
 subscription covers and where they start and end, and cuts them into
 :class:`OffsetRange` input partitions. A task reads its range with a pykaf
-consumer driven through the process's portal and turns each fetched list of
-records into one Arrow record batch of exactly the source's schema.
+consumer driven through the process's portal: each fetched piece is decoded
+straight into columns (``next_batch(columnar=True)``, no ``Record`` per
+row) and becomes one Arrow record batch of exactly the source's schema.
 
 A range ends by offset, never by count: compaction leaves holes, and
 transaction markers and aborted records take offsets but give no row; the
@@ -14,6 +15,7 @@ reaches the end of its range.
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -26,6 +28,7 @@ import trio
 from pykaf import errors
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._cluster.ends import list_offsets
+from pykaf._column_batch import ColumnBatch
 from pykaf._consumer.consumer import Consumer, open_consumer
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._sync.portal import get_portal
@@ -330,22 +333,22 @@ def resolve(
 # -- reading a range in a task -----------------------------------------------------
 
 
-async def _next_records(
+async def _next_columns(
     pc: PartitionConsumer, wait: float
-) -> tuple[list[Any], int, BaseException | None]:
-    """The next fetched records, the position after them, and the partition's error.
+) -> tuple[ColumnBatch | None, int, BaseException | None]:
+    """The next fetched records as columns, the position after them, and the partition's error.
 
-    No records if ``wait`` passes first; no error unless the partition reported one.
+    No columns if ``wait`` passes first; no error unless the partition reported one.
     """
-    records: list[Any] = []
+    columns: ColumnBatch | None = None
     try:
         failure: BaseException | None = pc.errors().receive_nowait()
     except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
         failure = None
     if failure is None:
         with trio.move_on_after(wait):
-            records = await pc.next_batch()
-    return records, pc.position, failure
+            columns = await pc.next_batch(columnar=True)
+    return columns, pc.position, failure
 
 
 def read_range(
@@ -356,7 +359,7 @@ def read_range(
     fail_on_data_loss: bool = True,
     stall_timeout: float = 120.0,
 ) -> Iterator[Any]:
-    """The records of ``rng`` as Arrow record batches (one per ``next_batch()`` list).
+    """The records of ``rng`` as Arrow record batches (one per fetched piece).
 
     Args:
         config: consumer options (``consumer_config``'s).
@@ -384,13 +387,13 @@ def read_range(
         last_progress = time.monotonic()
         position = rng.start
         while position < rng.end:
-            records, new_position, failure = portal.run(_next_records, pc, wait)
+            columns, new_position, failure = portal.run(_next_columns, pc, wait)
             if failure is not None:
                 raise _data_loss(failure, rng) if fail_on_data_loss else failure
-            if records and records[-1].offset >= rng.end:
-                records = [r for r in records if r.offset < rng.end]
-            if records:
-                yield records_to_batch(records, rng.topic, rng.partition, schema)
+            if columns is not None:
+                batch = columns_to_batch(columns, rng.topic, rng.partition, rng.end, schema)
+                if batch is not None:
+                    yield batch
             if new_position != position:
                 position = new_position
                 last_progress = time.monotonic()
@@ -415,33 +418,46 @@ def _data_loss(failure: BaseException, rng: OffsetRange) -> BaseException:
     return failure
 
 
-def records_to_batch(records: list[Any], topic: str, partition: int, schema: Any) -> Any:
-    """One Arrow record batch of ``schema`` from decoded records of one partition."""
-    import pyarrow as pa
+def columns_to_batch(
+    columns: ColumnBatch, topic: str, partition: int, end: int, schema: Any
+) -> Any:
+    """The Arrow record batch of ``schema`` for the records of ``columns`` below offset ``end``.
 
-    n = len(records)
-    timestamps = pa.array([r.timestamp * 1000 for r in records], pa.int64())
-    columns = [
-        pa.array([r.key for r in records], pa.binary()),
-        pa.array([r.value for r in records], pa.binary()),
+    None when there are none. The key, value and offset columns are the
+    decoded buffers themselves; the timestamps become microseconds and the
+    timestamp types int32 (-1, a magic 0 message's, reads as 0), and a
+    record without headers gets a null ``headers`` (as Spark's connector
+    gives it), not an empty list.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = bisect.bisect_left(columns.offsets, end)  # offsets ascend within a piece
+    if n == 0:
+        return None
+    table = columns.to_arrow()
+    if n < len(columns):
+        table = table.slice(0, n)
+    arrays = [
+        table.column("key"),
+        table.column("value"),
         pa.repeat(pa.scalar(topic, pa.string()), n),
         pa.repeat(pa.scalar(partition, pa.int32()), n),
-        pa.array([r.offset for r in records], pa.int64()),
-        timestamps.view(pa.timestamp("us", tz="UTC")),
-        pa.array([max(r.timestamp_type, 0) for r in records], pa.int32()),
+        table.column("offset"),
+        table.column("timestamp").cast(pa.timestamp("us", tz="UTC")),
+        pc.max_element_wise(table.column("timestamp_type"), pa.scalar(0, pa.int8())).cast(
+            pa.int32()
+        ),
     ]
     if len(schema) > 7:
-        columns.append(
-            pa.array(
-                # No headers is null, as Spark's connector gives it (not an empty list).
-                [
-                    [{"key": k, "value": v} for k, v in r.headers] if r.headers else None
-                    for r in records
-                ],
-                schema.field("headers").type,
+        headers = table.column("headers")
+        empty = pc.equal(pc.list_value_length(headers), 0)
+        if pc.any(empty).as_py():
+            headers = pa.ListArray.from_arrays(
+                headers.offsets, headers.values, schema.field("headers").type, mask=empty
             )
-        )
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+        arrays.append(headers)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def read_partition(opts: ReadOptions, rng: OffsetRange | None) -> Iterator[Any]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import struct
+import zlib
 from collections import Counter
 from typing import Any
 
@@ -205,6 +207,54 @@ def test_split_ranges_cover_every_offset_once() -> None:
         if "max_records" in kwargs:
             assert all(p.size <= kwargs["max_records"] for p in pieces)
     assert len(split_ranges(ranges, min_partitions=9)) >= 9
+
+
+def test_columns_become_the_sources_rows_up_to_the_range_end() -> None:
+    # A task's Arrow batch straight from the decoded columns: CreateTime and
+    # LogAppendTime batches, a magic 0 message (no timestamp type: read as 0,
+    # as Spark's connector has it), headers or none (null, not an empty
+    # list), and the range ending inside the piece.
+    pa = pytest.importorskip("pyarrow")
+    from pykaf import codec
+    from pykaf.spark._read import arrow_schema, columns_to_batch
+
+    t = 1_700_000_000_000
+    create = codec.BatchBuilder(max_bytes=1 << 20)
+    create.append(t, b"k0", b"v0", [("h", b"1"), ("n", None)])
+    create.append(t + 1, None, None, [])
+    logged = codec.BatchBuilder(max_bytes=1 << 20, timestamp_type=1)
+    logged.append(t + 5, b"k2", b"v2", [])
+    logged.append(t + 9, b"k3", b"", [("x", b"")])
+    legacy = struct.pack(">bb", 0, 0) + struct.pack(">i", 2) + b"lk" + struct.pack(">i", 2) + b"lv"
+    legacy = struct.pack(">I", zlib.crc32(legacy)) + legacy
+    legacy = struct.pack(">qi", 4, len(legacy)) + legacy
+    data = create.build(base_offset=0) + logged.build(base_offset=2) + legacy
+    columns = codec.decode_columns(data, topic="t", partition=7)[0]
+    records = [r for b in codec.decode_batches(data) for r in b.records]
+    assert [r.timestamp_type for r in records] == [0, 0, 1, 1, -1]
+    for end, with_headers in ((100, True), (4, True), (3, False), (1, True)):
+        schema = arrow_schema(with_headers)
+        batch = columns_to_batch(columns, "t", 7, end, schema)
+        assert batch.schema == schema
+        batch.validate(full=True)
+        want = [r for r in records if r.offset < end]
+        assert batch.column("key").to_pylist() == [r.key for r in want]
+        assert batch.column("value").to_pylist() == [r.value for r in want]
+        assert batch.column("topic").to_pylist() == ["t"] * len(want)
+        assert batch.column("partition").to_pylist() == [7] * len(want)
+        assert batch.column("offset").to_pylist() == [r.offset for r in want]
+        assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [
+            r.timestamp * 1000 for r in want
+        ]
+        assert batch.column("timestampType").to_pylist() == [
+            max(r.timestamp_type, 0) for r in want
+        ]
+        if with_headers:
+            assert batch.column("headers").to_pylist() == [
+                [{"key": k, "value": v} for k, v in r.headers] if r.headers else None
+                for r in want
+            ]
+    assert columns_to_batch(columns, "t", 7, 0, arrow_schema(True)) is None
 
 
 def test_offset_options_parse_as_spark_does() -> None:
