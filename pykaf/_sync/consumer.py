@@ -8,7 +8,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, suppress
 from functools import partial
 from types import TracebackType
@@ -18,6 +18,7 @@ import trio
 
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._cluster.group_metadata import GroupMetadata
+from pykaf._column_batch import ColumnBatch
 from pykaf._config import bootstrap_argument
 from pykaf._consumer.consumer import Consumer as AsyncConsumer
 from pykaf._consumer.consumer import ConsumerStatistics, open_consumer
@@ -69,6 +70,7 @@ TopicPartition = tuple[str, int]
 
 
 _Stats = TypeVar("_Stats", ConsumerStatistics, GroupStatistics)
+_T = TypeVar("_T")
 
 
 def _as_handed_out(stats: _Stats, parts: dict[TopicPartition, _Part]) -> _Stats:
@@ -125,11 +127,17 @@ class _Part:
 
 
 class _Fetched:
-    """The records of one fetch of one partition, on their way to the callers."""
+    """The records of one fetch of one partition, on their way to the callers.
+
+    ``records`` is a list of records, or a :class:`ColumnBatch` for a
+    consumer opened with ``columnar=True`` (handed out whole).
+    """
 
     __slots__ = ("end", "epoch", "part", "records")
 
-    def __init__(self, part: _Part, epoch: int, records: list[Record], end: int) -> None:
+    def __init__(
+        self, part: _Part, epoch: int, records: list[Record] | ColumnBatch, end: int
+    ) -> None:
         self.part = part
         self.epoch = epoch
         self.records = records
@@ -155,10 +163,12 @@ class _Inbox:
     their consumer's lock.
     """
 
-    def __init__(self, portal: Portal, limit: int) -> None:
+    def __init__(self, portal: Portal, limit: int, columnar: bool = False) -> None:
         self.portal = portal
         self.items: deque[_Fetched | _Failure] = deque()
         self.limit = limit
+        #: The loop fetches columns (``next_batch(columnar=True)``) instead of records.
+        self.columnar = columnar
         self.ready = threading.Event()
         self.waiting = False
         #: An error that ended the loop side (the group's consume() failed).
@@ -204,6 +214,13 @@ class _Inbox:
                 self.portal.call_soon(self._wake)
 
 
+def _first_offset(records: list[Record] | ColumnBatch) -> int:
+    """The offset of the first record of a non-empty fetched piece."""
+    if isinstance(records, ColumnBatch):
+        return int(records.offsets[0])
+    return records[0].offset
+
+
 def _check_offset(offset: object) -> int:
     if not isinstance(offset, int) or isinstance(offset, bool) or offset < OLDEST:
         raise ConfigError(
@@ -239,10 +256,13 @@ class _Reader:
     #: Groups: remember which partitions the last call handed records of (to mark).
     _track_marks = False
 
-    def __init__(self) -> None:
+    def __init__(self, columnar: bool = False) -> None:
+        if not isinstance(columnar, bool):
+            raise ConfigError(f"columnar must be True or False, not {columnar!r}")
         self._portal = get_portal()
         self._forks = _forks
-        self._inbox = _Inbox(self._portal, _INBOX_BATCHES)
+        self._columnar = columnar
+        self._inbox = _Inbox(self._portal, _INBOX_BATCHES, columnar)
         self._lock = threading.Lock()
         self._close_lock = threading.Lock()
         self._head = 0  # records of the head batch already handed out
@@ -278,7 +298,7 @@ class _Reader:
                 self._head = 0
                 inbox.pop()
                 continue
-            records = item.records
+            records: list[Record] = item.records  # type: ignore[assignment]  # rows: a list
             i = self._head
             record = records[i]
             i += 1
@@ -312,7 +332,7 @@ class _Reader:
                 self._head = 0
                 inbox.pop()
                 continue
-            records = item.records
+            records: list[Record] = item.records  # type: ignore[assignment]  # rows: a list
             i = self._head
             n = len(records)
             j = min(n, i + max_records - len(out))
@@ -331,6 +351,33 @@ class _Reader:
                 self._handed.append(part)
         return out
 
+    def _take_columns(self) -> ColumnBatch | None:
+        """The head batch of columns, whole (``columnar=True``); None when there is none."""
+        inbox = self._inbox
+        items = inbox.items
+        while items:
+            item = items[0]
+            inbox.pop()
+            if isinstance(item, _Failure):
+                if item.part.live:
+                    raise item.error
+                continue
+            part = item.part
+            if item.epoch != part.epoch or not part.live:  # seeked, paused or unassigned since
+                continue
+            part.position = item.end
+            if self._track_marks:
+                self._handed.append(part)
+            assert isinstance(item.records, ColumnBatch)
+            return item.records
+        return None
+
+    def _refuse_rows(self) -> None:
+        if self._columnar:
+            raise ConfigError(
+                "this consumer hands out columns (columnar=True): use consume_columns()"
+            )
+
     def _wait(self, deadline: float | None) -> bool:
         """Wait (without the lock) for the loop to hand something over; False past deadline."""
         if deadline is None:
@@ -347,7 +394,34 @@ class _Reader:
         self._inbox.ready.wait(wait)
         return True
 
+    def _wait_for(self, take: Callable[[], _T | None], deadline: float | None) -> _T | None:
+        """``take()``'s first answer that is not None, under the lock; None past ``deadline``.
+
+        What ``consume`` and ``consume_columns`` share: a closed consumer
+        raises, the caller's earlier records count as done (groups), and a
+        fatal error comes once nothing is left to take.
+        """
+        inbox = self._inbox
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise ClosedError("the consumer is closed")
+                if self._handed:
+                    self._mark_handed()
+                got = take()
+                if got is not None:
+                    return got
+                if inbox.fatal is not None:
+                    raise inbox.fatal
+                inbox.ready.clear()
+                if inbox.items:
+                    continue
+            if not self._wait(deadline):
+                return None
+
     def _get_one(self, deadline: float | None, iterating: bool) -> Record | None:
+        # The per-record path (poll, iteration): _wait_for's loop, inline, one
+        # call less per record, and an iteration ends quietly on close().
         inbox = self._inbox
         while True:
             with self._lock:
@@ -392,6 +466,7 @@ class _Reader:
             KafkaError: groups only: a fatal group error (e.g.
                 FencedInstanceIdError) once the records already fetched are out.
         """
+        self._refuse_rows()
         if self._forks != _forks:
             self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -416,32 +491,48 @@ class _Reader:
         """
         if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
             raise ConfigError(f"max_records must be an integer >= 1, not {max_records!r}")
+        self._refuse_rows()
         if self._forks != _forks:
             self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
-        inbox = self._inbox
-        while True:
-            with self._lock:
-                if self._closed:
-                    raise ClosedError("the consumer is closed")
-                if self._handed:
-                    self._mark_handed()
-                out = self._take_many(max_records)
-                if out:
-                    return out
-                if inbox.fatal is not None:
-                    raise inbox.fatal
-                inbox.ready.clear()
-                if inbox.items:
-                    continue
-            if not self._wait(deadline):
-                return []
+        return self._wait_for(lambda: self._take_many(max_records) or None, deadline) or []
+
+    def consume_columns(self, timeout: float | None = None) -> ColumnBatch | None:
+        """The next fetched piece of one partition as columns (``columnar=True`` consumers).
+
+        The loop decodes each fetched piece straight into a
+        :class:`pykaf.ColumnBatch` (``next_batch(columnar=True)``: no
+        ``Record`` per record) and hands it over whole; ``batch.topic`` and
+        ``batch.partition`` say whose it is, ``batch.to_arrow()`` makes it a
+        ``pyarrow.RecordBatch`` without a copy. In a group, a batch handed out
+        counts as done (marked) once the caller asks for the next one or
+        calls ``commit``, as records do.
+
+        Args:
+            timeout: seconds to wait while nothing is fetched; None: until
+                something is; 0: do not wait.
+
+        Returns:
+            A non-empty ColumnBatch, or None when ``timeout`` passed first.
+
+        Raises:
+            ConfigError: the consumer was not opened with ``columnar=True``.
+            ClosedError, ConsumerError, KeyboardInterrupt: as for :meth:`poll`.
+        """
+        if not self._columnar:
+            raise ConfigError("consume_columns() needs a consumer opened with columnar=True")
+        if self._forks != _forks:
+            self._portal.check_caller()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return self._wait_for(self._take_columns, deadline)
 
     def __iter__(self) -> Iterator[Record]:
+        self._refuse_rows()
         return self
 
     def __next__(self) -> Record:
         """The next record, waiting as long as it takes; the iteration ends on close()."""
+        self._refuse_rows()
         if self._forks != _forks:
             self._portal.check_caller()
         record = self._get_one(None, True)
@@ -547,15 +638,16 @@ class _LoopConsumer:
         pc = part.pc
         assert pc is not None
         put = self.inbox.put
+        columnar = self.inbox.columnar
         while True:
             try:
-                records = await pc.next_batch()
+                records = await pc.next_batch(columnar=columnar)
             except ClosedError:
                 return
             if not records:
                 continue
             if part.position < 0:
-                part.position = records[0].offset
+                part.position = _first_offset(records)
             # Tagged with the epoch now: a seek while it waits for room makes it stale.
             await put(_Fetched(part, part.epoch, records, pc.position))
 
@@ -639,6 +731,9 @@ class Consumer(_Reader):
 
     Args:
         bootstrap_servers: ``"host:port,..."`` or a list of ``"host:port"``.
+        columnar: hand fetched pieces out as :class:`pykaf.ColumnBatch`
+            columns through :meth:`consume_columns` (``poll``, ``consume`` and
+            iteration then raise ConfigError).
         **config: options of :class:`pykaf.ConsumerConfig` (client options too),
             as for :func:`pykaf.open_consumer`: ``fetch_max_wait``,
             ``isolation_level``, ``auto_offset_reset``, ``partition_buffer``, ...
@@ -648,8 +743,10 @@ class Consumer(_Reader):
         KafkaConnectionError: no broker could be reached.
     """
 
-    def __init__(self, bootstrap_servers: str | Sequence[str], **config: Any) -> None:
-        super().__init__()
+    def __init__(
+        self, bootstrap_servers: str | Sequence[str], *, columnar: bool = False, **config: Any
+    ) -> None:
+        super().__init__(columnar)
         loop, handle = self._portal.start_context(
             partial(_open_loop_consumer, bootstrap_argument(bootstrap_servers), config, self._inbox)
         )
@@ -809,12 +906,13 @@ class _LoopGroup:
         try:
             async with open_service_nursery() as nursery:
                 nursery.start_soon(self._forward_errors, part, claim)
+                columnar = self.inbox.columnar
                 while True:
-                    records = await claim.next_batch()
+                    records = await claim.next_batch(columnar=columnar)
                     if not records:
                         break
                     if part.position < 0:
-                        part.position = records[0].offset
+                        part.position = _first_offset(records)
                     await put(_Fetched(part, 0, records, claim.position))
                 nursery.cancel_scope.cancel()
         finally:
@@ -896,6 +994,9 @@ class ConsumerGroup(_Reader):
         topics: the topics to consume.
         auto_mark: mark records done as they are handed out (the default);
             False: only :meth:`mark` marks.
+        columnar: hand fetched pieces out as :class:`pykaf.ColumnBatch`
+            columns through :meth:`consume_columns` (``poll``, ``consume`` and
+            iteration then raise ConfigError).
         **config: options of :class:`pykaf.GroupConfig` (consumer and client
             options too): ``assignors``, ``session_timeout``,
             ``heartbeat_interval``, ``auto_commit``, ``auto_commit_interval``,
@@ -915,9 +1016,10 @@ class ConsumerGroup(_Reader):
         topics: Sequence[str],
         *,
         auto_mark: bool = True,
+        columnar: bool = False,
         **config: Any,
     ) -> None:
-        super().__init__()
+        super().__init__(columnar)
         #: Whether records are marked done as they are handed out (else only :meth:`mark`).
         self.auto_mark = auto_mark
         self._track_marks = auto_mark

@@ -87,6 +87,17 @@ def _assigned_then_sought(lines: list[str]) -> None:
     assert last == "50 records from offset 50"
 
 
+def _crates_as_columns(lines: list[str]) -> None:
+    # each batch: "crates P N records up to END", then its first value
+    counts = {0: 0, 1: 0}
+    for header, first in zip(lines[::2], lines[1::2], strict=True):
+        topic, partition, n, *_, end = header.split()
+        assert topic == "crates" and int(end) == counts[int(partition)] + int(n)
+        assert first == f"first value: b'crate {counts[int(partition)]}'"
+        counts[int(partition)] += int(n)
+    assert counts == {0: 500, 1: 500}
+
+
 def _billing(lines: list[str]) -> None:
     assert all(line.startswith("billing ") for line in lines)
     assert sorted(_values(lines)) == sorted(b"invoice %d" % i for i in range(30))
@@ -99,6 +110,7 @@ PAGES: dict[str, list[Check]] = {
         _sent_without_failures,
         _produced_record_by_record,
         _assigned_then_sought,
+        _crates_as_columns,
         _billing,
     ],
 }

@@ -318,6 +318,8 @@ def test_bad_options_fail_at_construction() -> None:
         pykaf.sync.ConsumerGroup("127.0.0.1:1", "", ["t"])
     with pytest.raises(errors.ConfigError):
         pykaf.sync.ConsumerGroup("127.0.0.1:1", "g", "t")
+    with pytest.raises(errors.ConfigError, match="columnar"):
+        pykaf.sync.Consumer("127.0.0.1:1", columnar="yes")  # type: ignore[arg-type]
 
 
 def test_script_without_an_event_loop(real_broker: Any) -> None:
@@ -540,3 +542,85 @@ def test_with_auto_mark_what_was_handed_out_is_committed(fake: Any) -> None:
         poll_n(group, 4)
         group.commit(timeout=T)
         assert _committed(fake, "default") == 4
+
+
+# -- columnar=True: fetched pieces handed out as ColumnBatch ---------------------------
+
+
+def columns_n(reader: Any, n: int, timeout: float = T) -> list[pykaf.ColumnBatch]:
+    """``consume_columns`` until the batches hold ``n`` records."""
+    out: list[pykaf.ColumnBatch] = []
+    deadline = time.monotonic() + timeout
+    while sum(len(b) for b in out) < n:
+        assert time.monotonic() < deadline, f"got {sum(len(b) for b in out)} of {n} records"
+        batch = reader.consume_columns(timeout=0.5)
+        if batch is not None:
+            assert len(batch) > 0
+            out.append(batch)
+    return out
+
+
+def check_columns(batch: pykaf.ColumnBatch, topic: str) -> list[int]:
+    """Check every record of ``batch`` against :func:`expected`; its offsets."""
+    assert batch.topic == topic
+    offsets = list(batch.offsets)
+    for i, offset in enumerate(offsets):
+        key, value, headers, ts = expected(batch.partition, offset)
+        assert (batch.key(i), batch.value(i), batch.headers(i)) == (key, value, headers)
+        assert (batch.timestamps[i], batch.timestamp_types[i]) == (ts, 0)
+    assert batch.next_offset == offsets[-1] + 1
+    return offsets
+
+
+def test_columnar_consumer_hands_out_column_batches(broker: Any, closing: list[Any]) -> None:
+    topic = unique("scc")
+    broker.create(topic, 3)
+    produce(broker.bootstrap, topic, 3, 120)
+    consumer = pykaf.sync.Consumer(broker.bootstrap, columnar=True, **FAST)
+    closing.append(consumer)
+    consumer.assign([(topic, p, pykaf.OLDEST) for p in range(3)])
+    got: dict[int, list[int]] = defaultdict(list)
+    for batch in columns_n(consumer, 360):
+        got[batch.partition] += check_columns(batch, topic)
+    assert dict(got) == {p: list(range(120)) for p in range(3)}
+    assert [consumer.position(topic, p) for p in range(3)] == [120, 120, 120]
+    assert consumer.consume_columns(timeout=0.2) is None
+    # Rows are refused on a columnar consumer, and columns on a row consumer.
+    for call in (
+        lambda: consumer.poll(timeout=0),
+        lambda: consumer.consume(10, 0),
+        lambda: iter(consumer),
+    ):
+        with pytest.raises(errors.ConfigError, match="consume_columns"):
+            call()
+    rows = pykaf.sync.Consumer(broker.bootstrap, **FAST)
+    closing.append(rows)
+    with pytest.raises(errors.ConfigError, match="columnar=True"):
+        rows.consume_columns(timeout=0)
+    # A seek drops what was fetched: the next batch of the partition starts there.
+    consumer.seek(topic, 1, 100)
+    again = columns_n(consumer, 20)
+    assert [o for b in again for o in check_columns(b, topic)] == list(range(100, 120))
+    assert {b.partition for b in again} == {1}
+    consumer.close(timeout=T)
+    with pytest.raises(errors.ClosedError):
+        consumer.consume_columns(timeout=0)
+
+
+def test_columnar_group_commits_the_batches_handed_out(group_broker: Any) -> None:
+    broker = group_broker
+    topic, group_id = unique("sgc"), unique("g")
+    broker.create(topic, 2)
+    produce(broker.bootstrap, topic, 2, 40)
+    with pykaf.sync.ConsumerGroup(
+        broker.bootstrap, group_id, [topic], columnar=True, auto_commit=False, **GROUP
+    ) as group:
+        got: dict[int, list[int]] = defaultdict(list)
+        for batch in columns_n(group, 80):
+            got[batch.partition] += check_columns(batch, topic)
+        assert dict(got) == {0: list(range(40)), 1: list(range(40))}
+        group.commit(timeout=T)  # every batch handed out, the last one included
+        stats = group.statistics()
+        assert sorted((p.partition, p.committed) for p in stats.partitions) == [(0, 40), (1, 40)]
+        with pytest.raises(errors.ConfigError, match="consume_columns"):
+            group.poll(timeout=0)
