@@ -246,13 +246,10 @@ def test_columns_become_the_sources_rows_up_to_the_range_end() -> None:
         assert batch.column("timestamp").cast(pa.int64()).to_pylist() == [
             r.timestamp * 1000 for r in want
         ]
-        assert batch.column("timestampType").to_pylist() == [
-            max(r.timestamp_type, 0) for r in want
-        ]
+        assert batch.column("timestampType").to_pylist() == [max(r.timestamp_type, 0) for r in want]
         if with_headers:
             assert batch.column("headers").to_pylist() == [
-                [{"key": k, "value": v} for k, v in r.headers] if r.headers else None
-                for r in want
+                [{"key": k, "value": v} for k, v in r.headers] if r.headers else None for r in want
             ]
     assert columns_to_batch(columns, "t", 7, 0, arrow_schema(True)) is None
 
