@@ -373,10 +373,7 @@ class _Reader:
         return None
 
     def _refuse_rows(self) -> None:
-        if self._columnar:
-            raise ConfigError(
-                "this consumer hands out columns (columnar=True): use consume_columns()"
-            )
+        raise ConfigError("this consumer hands out columns (columnar=True): use consume_columns()")
 
     def _wait(self, deadline: float | None) -> bool:
         """Wait (without the lock) for the loop to hand something over; False past deadline."""
@@ -466,7 +463,8 @@ class _Reader:
             KafkaError: groups only: a fatal group error (e.g.
                 FencedInstanceIdError) once the records already fetched are out.
         """
-        self._refuse_rows()
+        if self._columnar:
+            self._refuse_rows()
         if self._forks != _forks:
             self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -491,7 +489,8 @@ class _Reader:
         """
         if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
             raise ConfigError(f"max_records must be an integer >= 1, not {max_records!r}")
-        self._refuse_rows()
+        if self._columnar:
+            self._refuse_rows()
         if self._forks != _forks:
             self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -527,12 +526,14 @@ class _Reader:
         return self._wait_for(self._take_columns, deadline)
 
     def __iter__(self) -> Iterator[Record]:
-        self._refuse_rows()
+        if self._columnar:
+            self._refuse_rows()
         return self
 
     def __next__(self) -> Record:
         """The next record, waiting as long as it takes; the iteration ends on close()."""
-        self._refuse_rows()
+        if self._columnar:
+            self._refuse_rows()
         if self._forks != _forks:
             self._portal.check_caller()
         record = self._get_one(None, True)
