@@ -7,8 +7,8 @@ leader's sender; the counters below are those of the batches alone). The
 broker leading the most partitions gets at least four of them (twelve over
 at most three brokers), over 1 MiB: under the default the batches must go in
 requests of at most 1 MiB each (a request holds one batch at least), and
-with a larger limit in one request. Run on Apache Kafka,
-Tansu and the librdkafka mock cluster.
+with a larger limit in one request. Run on Apache Kafka, Tansu and the
+librdkafka mock cluster.
 """
 
 from __future__ import annotations
