@@ -68,6 +68,13 @@ class ConsumerConfig(ClientConfig):
         "more than asked). Answers are kept as bytes and decoded about "
         "max_partition_fetch_bytes at a time as they are read.",
     )
+    client_rack: str | None = opt(
+        None,
+        "The consumer's rack (Java's client.rack). Sent in every Fetch: a broker with a "
+        "rack-aware replica.selector.class names a replica in this rack, and the partition is "
+        "fetched from it (KIP-392) until it fails or metadata_max_age passes. Groups also send "
+        "it for rack-aware assignment (ConsumerGroupHeartbeat, the classic subscription v3).",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -102,6 +109,12 @@ class ConsumerConfig(ClientConfig):
             "fetch_min_bytes",
             self.fetch_min_bytes,
             "must be an integer >= 0",
+        )
+        check(
+            self.client_rack is None or isinstance(self.client_rack, str),
+            "client_rack",
+            self.client_rack,
+            "must be None or a string",
         )
 
     @property

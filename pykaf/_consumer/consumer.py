@@ -240,6 +240,8 @@ class Consumer:
                     node = await self._leader(pc)
                     if node is not None and not await self._validate(pc, node):
                         continue  # reset: resolve the new start first
+                    if node is not None:
+                        node = self._fetch_node(pc, node)
                 except errors.PykafError as exc:
                     pc.failures += 1
                     if pc.failures == 1 and not getattr(exc, "retriable", False):
@@ -272,6 +274,22 @@ class Consumer:
             offset = pc.start
         if pc.generation == generation:
             pc.restart_at(offset)
+
+    def _fetch_node(self, pc: PartitionConsumer, leader: int) -> int:
+        """Where to fetch ``pc`` from: the replica its leader named (KIP-392), else the leader.
+
+        The named replica stands until ``metadata_max_age`` has passed since
+        the leader named it, as long as the metadata knows the broker.
+        """
+        preferred = pc.preferred_replica
+        if preferred < 0 or preferred == leader:
+            return leader
+        if trio.current_time() >= pc.preferred_until or (
+            preferred not in self.client.metadata.brokers
+        ):
+            pc.preferred_replica = -1
+            return leader
+        return preferred
 
     async def _leader(self, pc: PartitionConsumer) -> int | None:
         if pc.needs_metadata:

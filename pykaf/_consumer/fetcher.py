@@ -129,6 +129,17 @@ class BrokerFetcher:
     async def _fetch(self, parts: list[PartitionConsumer]) -> None:
         consumer = self.consumer
         cfg = consumer.config
+        now = trio.current_time()
+        if any(pc.preferred_replica == self.node_id and now >= pc.preferred_until for pc in parts):
+            for pc in parts:
+                if pc.preferred_replica == self.node_id and now >= pc.preferred_until:
+                    # KIP-392: a named replica stands for metadata_max_age; then
+                    # the leader is asked again (it may name the same one).
+                    pc.preferred_replica = -1
+                    self.detach(pc)
+            parts = [pc for pc in parts if pc.fetcher is self]
+            if not parts:
+                return
         try:
             conn = await consumer.client.broker_connection(self.node_id)
             version = versions.FETCH.pick(conn)
@@ -175,6 +186,8 @@ class BrokerFetcher:
             session_id=plan.session_id,
             session_epoch=plan.epoch,
             topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in topics.items()],
+            # KIP-392 (v11+): a rack-aware leader names a replica in this rack to fetch from
+            rack_id=cfg.client_rack or "",
             forgotten_topics_data=[
                 F.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten.items()
             ],
@@ -227,13 +240,18 @@ class BrokerFetcher:
                 self._partition(pc, rp, copy=shared)
 
     def _partition(self, pc: PartitionConsumer, rp: Any, *, copy: bool = False) -> None:
-        consumer = self.consumer
         code = rp.error_code
         if code:
             err = errors.error_for_code(code)
             assert err is not None
             self.errors += 1
-            if code == _OFFSET_OUT_OF_RANGE:
+            if pc.preferred_replica == self.node_id and (
+                code == _OFFSET_OUT_OF_RANGE or issubclass(err, LEADER_ERRORS) or err.retriable
+            ):
+                # A replica the leader named (KIP-392) that cannot serve the
+                # position (it lags, or left the in-sync set): ask the leader again.
+                self._back_to_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
+            elif code == _OFFSET_OUT_OF_RANGE:
                 self._out_of_range(pc, err(f"{pc.topic}/{pc.partition}: offset {pc.fetch_offset}"))
             elif issubclass(err, LEADER_ERRORS) or err.retriable:
                 self._lost_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
@@ -241,6 +259,19 @@ class BrokerFetcher:
                 pc.report(err(f"{pc.topic}/{pc.partition}: {err.description}"))
                 pc.paused = True  # as sarama does: a partition with a fatal error stops
             return
+        self._records(pc, rp, copy)
+        preferred = getattr(rp, "preferred_read_replica", -1)
+        if preferred >= 0 and preferred != self.node_id:
+            # KIP-392: the leader names a replica in the consumer's rack.
+            log.debug("%s/%d: fetching from replica %d", pc.topic, pc.partition, preferred)
+            pc.preferred_replica = preferred
+            pc.preferred_until = trio.current_time() + self.consumer.config.metadata_max_age
+            if pc.fetcher is not None:
+                pc.fetcher.detach(pc)
+
+    def _records(self, pc: PartitionConsumer, rp: Any, copy: bool) -> None:
+        """Hand a partition's answer (no error) to its reader."""
+        consumer = self.consumer
         pc.high_water_mark = rp.high_watermark
         lso = getattr(rp, "last_stable_offset", -1)
         pc.last_stable_offset = lso
@@ -288,8 +319,25 @@ class BrokerFetcher:
         if pc.deliver(pc.generation, answer):
             pc.note_batches(scanned.epochs, start, scanned.end)
 
+    def _back_to_leader(self, pc: PartitionConsumer, error: BaseException) -> None:
+        """A replica the leader named failed: fetch from the leader again (it may name another)."""
+        log.info(
+            "%s/%d: %s from replica %d; back to the leader",
+            pc.topic,
+            pc.partition,
+            error,
+            self.node_id,
+        )
+        pc.failures += 1
+        pc.preferred_replica = -1
+        if pc.fetcher is not None:
+            pc.fetcher.detach(pc)
+
     def _lost_leader(self, pc: PartitionConsumer, error: BaseException) -> None:
         """A leader error or a lost connection: look the leader up again, then go on."""
+        if pc.preferred_replica == self.node_id:  # not the leader: a replica it named
+            self._back_to_leader(pc, error)
+            return
         log.info("%s/%d: %s; looking for the leader", pc.topic, pc.partition, error)
         pc.failures += 1
         pc.needs_metadata = True

@@ -112,6 +112,10 @@ class PartitionConsumer:
         self.stopped = False
         self.needs_metadata = True
         self.failures = 0
+        #: KIP-392: the replica a rack-aware leader named for fetching (-1: the
+        #: leader), and the trio clock time it stands until (metadata_max_age).
+        self.preferred_replica = -1
+        self.preferred_until = 0.0
         self.detached = trio.Event()
         self.records_fetched = 0
         self.bytes_fetched = 0

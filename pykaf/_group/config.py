@@ -80,12 +80,6 @@ class GroupConfig(ConsumerConfig):
         "or one the broker was configured with); None: the broker's default. Refused with "
         "the classic protocol.",
     )
-    client_rack: str | None = opt(
-        None,
-        "The member's rack, for rack-aware assignment: sent as RackId in ConsumerGroupHeartbeat "
-        "(group_protocol consumer) and in the classic subscription (its v3). Fetching from "
-        "the nearest replica (KIP-392) is not done.",
-    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -101,12 +95,6 @@ class GroupConfig(ConsumerConfig):
             "group_remote_assignor",
             self.group_remote_assignor,
             "must be None or a non-empty assignor name",
-        )
-        check(
-            self.client_rack is None or isinstance(self.client_rack, str),
-            "client_rack",
-            self.client_rack,
-            "must be None or a string",
         )
         positive("session_timeout", self.session_timeout)
         positive("heartbeat_interval", self.heartbeat_interval)

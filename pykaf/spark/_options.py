@@ -78,6 +78,7 @@ _CONSUMER: dict[str, tuple[str, Callable[[str], Any]]] = {
     "fetch.max.bytes": ("fetch_max_bytes", int),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
     "check.crcs": ("check_crcs", _bool),
+    "client.rack": ("client_rack", str),
     "max.in.flight.requests.per.connection": ("max_in_flight_per_connection", int),
     "allow.auto.create.topics": ("allow_auto_create_topics", _bool),
 }

@@ -218,6 +218,11 @@ class KafkaCluster:
             ``{"transaction.version": 1}`` for a cluster on transactions V1;
             None: the release's defaults (Kafka 4.3.1: ``transaction.version``
             2, see ``docs/transactions.md``).
+        racks: each node's ``broker.rack``, in node id order (one per
+            broker); None: no racks. With
+            ``replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector``
+            in ``broker_configs``, leaders send consumers with a
+            ``client_rack`` to a replica in their rack (KIP-392).
     """
 
     def __init__(
@@ -238,9 +243,12 @@ class KafkaCluster:
         start_timeout: float = 120.0,
         cluster_id: str | None = None,
         features: Mapping[str, int] | None = None,
+        racks: Sequence[str] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"a cluster needs at least 1 broker, not {brokers}")
+        if racks is not None and len(racks) != brokers:
+            raise ValueError(f"{len(racks)} racks given for {brokers} brokers")
         self._count = brokers
         self._version = version
         self._users = dict(users or {})
@@ -256,6 +264,7 @@ class KafkaCluster:
         # KRaft wants a base64 UUID of 16 bytes (22 characters).
         self._cluster_id = cluster_id or _kraft_id()
         self._features = dict(features or {})
+        self._racks = list(racks) if racks is not None else None
         self._owned = directory is None
         self._directory: Path | None = None if directory is None else Path(directory)
         self._nodes: dict[int, _Node] = {}
@@ -496,6 +505,8 @@ class KafkaCluster:
                 "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
             )
             props["super.users"] = ";".join(["User:ANONYMOUS", *self._super_users])
+        if self._racks is not None:
+            props["broker.rack"] = self._racks[self.node_ids.index(node.node_id)]
         props.update(self._broker_configs)
         return "".join(f"{key}={value}\n" for key, value in props.items())
 

@@ -81,6 +81,7 @@ def test_the_keys_scripts_use_most() -> None:
             "session.timeout.ms": 10000,
             "max.poll.interval.ms": 60000,
             "queued.max.messages.kbytes": 8192,
+            "client.rack": "use1-az2",
         },
         "consumer",
     )
@@ -93,6 +94,7 @@ def test_the_keys_scripts_use_most() -> None:
         "session_timeout": 10.0,
         "rebalance_timeout": 60.0,
         "fetch_buffer_bytes": 8 * 1024 * 1024,
+        "client_rack": "use1-az2",
     }
     pykaf.GroupConfig(bootstrap_servers="h:1", **consumer.options)
 

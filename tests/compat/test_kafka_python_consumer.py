@@ -244,3 +244,16 @@ def test_misuse_and_bad_configuration(fake_cluster: Any) -> None:
             kafka.KafkaConsumer(bootstrap_servers=fake_cluster.bootstrap, **configs)
     with pytest.raises(errors.NoBrokersAvailable):
         kafka.KafkaConsumer(bootstrap_servers="127.0.0.1:1", request_timeout_ms=2000)
+
+
+def test_client_rack_is_the_consumers_rack() -> None:
+    from pykaf.compat.kafka import _config
+
+    options = _config.translate(
+        {"client_rack": "use1-az2", "fetch_max_wait_ms": 100},
+        (_config.CLIENT, _config.CONSUMER),
+        frozenset(),
+        "KafkaConsumer",
+    )
+    assert options == {"client_rack": "use1-az2", "fetch_max_wait": 0.1}
+    pykaf.ConsumerConfig(**options)  # a valid pykaf configuration

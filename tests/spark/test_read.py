@@ -422,6 +422,8 @@ def test_java_client_settings_keep_their_meaning() -> None:
     assert consumer_config({**base, **pem})["ssl_cafile"] == "/ca.pem"
     no_check = {"kafka.ssl.endpoint.identification.algorithm": ""}
     assert consumer_config({**base, **no_check})["ssl_check_hostname"] is False
+    # client.rack: the tasks fetch from the replica in their rack (KIP-392)
+    assert consumer_config({**base, "kafka.client.rack": "use1-az2"})["client_rack"] == "use1-az2"
     # a group id, session timeout and socket buffers: taken, not needed
     quiet = {
         "kafka.group.id": "g",

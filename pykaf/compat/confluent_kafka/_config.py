@@ -187,6 +187,7 @@ OPTIONS: dict[str, Option] = {
     "fetch.max.bytes": Option("fetch_max_bytes", _int, _C),
     "max.partition.fetch.bytes": Option("max_partition_fetch_bytes", _int, _C),
     "check.crcs": Option("check_crcs", _bool, _C),
+    "client.rack": Option("client_rack", _text, _C),
     "queued.max.messages.kbytes": Option(
         "fetch_buffer_bytes", _kbytes, _C, "KiB, as librdkafka counts it"
     ),

@@ -126,6 +126,7 @@ CONSUMER: dict[str, tuple[str, Converter]] = {
     "fetch_max_bytes": ("fetch_max_bytes", count),
     "max_partition_fetch_bytes": ("max_partition_fetch_bytes", count),
     "check_crcs": ("check_crcs", same),
+    "client_rack": ("client_rack", same),
     "enable_incremental_fetch_sessions": ("fetch_sessions", same),
     "max_in_flight_requests_per_connection": ("max_in_flight_per_connection", count),
 }
@@ -173,7 +174,6 @@ UNSUPPORTED: dict[str, str] = {
     "bootstrap_timeout_ms": "pykaf's connect_timeout and retries bound the bootstrap",
     "proxy_url": "connecting through a proxy is not implemented by pykaf",
     "socks5_proxy": "connecting through a proxy is not implemented by pykaf",
-    "client_rack": "rack-aware fetching (KIP-392) is not implemented by pykaf",
     "default_offset_commit_callback": "commit_async is not supported (commits are synchronous)",
     "exclude_internal_topics": "pattern subscriptions never match internal topics in pykaf",
     "consumer_timeout_ms": "a consumer option",
