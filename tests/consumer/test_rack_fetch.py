@@ -1,7 +1,8 @@
 """KIP-392 on Apache Kafka: a consumer with ``client_rack`` fetches from the replica in its rack.
 
 Three Kafka nodes, node ``i`` in rack ``r<i>``, with Kafka's
-``RackAwareReplicaSelector``; one partition replicated on all three. The
+``RackAwareReplicaSelector``; one partition replicated on all three (and, as
+a second opinion, librdkafka's mock cluster with a follower set). The
 leader answers a consumer from another rack with the replica in that rack
 (``preferred_read_replica``, no records), and the consumer fetches from that
 replica: the records it reads are counted on that broker's fetcher, none on
@@ -13,12 +14,15 @@ goes back to the leader and reads on, losing nothing.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import trio
 
 import pykaf
+from pykaf._consumer.fetcher import BrokerFetcher
+from pykaf._consumer.read_committed import TransactionFilter
 from pykaf.testing import open_kafka_cluster
 
 bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
@@ -110,3 +114,75 @@ def test_client_rack_must_be_a_string() -> None:
         pykaf.ConsumerConfig(client_rack=3)  # type: ignore[arg-type]
     assert pykaf.ConsumerConfig(client_rack="r1").client_rack == "r1"
     assert pykaf.GroupConfig(client_rack="r1").client_rack == "r1"
+
+
+async def test_the_mock_clusters_follower_redirect_is_followed(mock_cluster: Any) -> None:
+    """A second broker implementation: librdkafka's mock names the follower set for
+    the partition (KIP-392; it does so whatever the rack); pykaf reads every
+    record from it, in order, and none from the leader."""
+    topic = unique("rack-mock")
+    mock_cluster.create_topic(topic, 1, 3)
+    mock_cluster.set_partition_leader(topic, 0, 1)
+    mock_cluster.set_partition_follower(topic, 0, 2)
+    values = [b"m%d" % i for i in range(1500)]
+    await produce(mock_cluster.bootstrap, topic, values)
+    options: Any = FAST
+    async with pykaf.open_consumer(mock_cluster.bootstrap, client_rack="r2", **options) as c:
+        pc = await c.consume_partition(topic, 0, pykaf.OLDEST)
+        assert await read_n(pc, 1500) == values
+        assert fetched_from(c) == {2}
+
+
+# -- the fetcher's rules, unit by unit (no broker): one fetcher, node 1 -----------------
+
+
+async def _fetcher(**config: Any) -> tuple[BrokerFetcher, pykaf.PartitionConsumer]:
+    consumer = pykaf.Consumer(None, pykaf.ConsumerConfig(**config), None)  # type: ignore[arg-type]
+    pc = pykaf.PartitionConsumer(consumer, "t", 0, 0, TransactionFilter("read_committed"))
+    pc.restart_at(5)
+    fetcher = BrokerFetcher(consumer, 1)
+    fetcher.attach(pc)
+    return fetcher, pc
+
+
+def _answer(error_code: int = 0, preferred: int = -1) -> Any:
+    return SimpleNamespace(
+        error_code=error_code,
+        high_watermark=10,
+        last_stable_offset=10,
+        log_start_offset=0,
+        aborted_transactions=None,
+        records=b"",
+        preferred_read_replica=preferred,
+    )
+
+
+async def test_a_leader_naming_a_replica_moves_the_partition_there() -> None:
+    fetcher, pc = await _fetcher(metadata_max_age=60.0)
+    fetcher._partition(pc, _answer(preferred=3))
+    assert pc.preferred_replica == 3 and pc.fetcher is None and pc.detached.is_set()
+    assert pc.preferred_until == pytest.approx(trio.current_time() + 60.0)
+    assert pc.fetch_offset == 5  # the position is kept
+
+
+@pytest.mark.parametrize(
+    "code",
+    [1, 6, 78],  # OFFSET_OUT_OF_RANGE, NOT_LEADER_OR_FOLLOWER, OFFSET_NOT_AVAILABLE
+)
+async def test_a_named_replicas_error_sends_the_partition_back_to_the_leader(code: int) -> None:
+    # With auto_offset_reset=latest, an offset out of range from the leader
+    # would skip to the end; from a replica it only means "ask the leader".
+    fetcher, pc = await _fetcher(auto_offset_reset="latest")
+    pc.preferred_replica, pc.preferred_until = 1, trio.current_time() + 60.0
+    fetcher._partition(pc, _answer(error_code=code))
+    assert pc.preferred_replica == -1 and pc.fetcher is None
+    assert pc.fetch_offset == 5 and not pc.paused
+    with pytest.raises(trio.WouldBlock):
+        pc.errors().receive_nowait()  # nothing reported: the leader serves it next
+
+
+async def test_a_named_replica_is_left_once_its_time_is_up() -> None:
+    fetcher, pc = await _fetcher()
+    pc.preferred_replica, pc.preferred_until = 1, trio.current_time() - 0.001
+    await fetcher._fetch([pc])  # returns before any request: nothing left to fetch here
+    assert pc.preferred_replica == -1 and pc.fetcher is None
