@@ -130,13 +130,15 @@ class BrokerFetcher:
         consumer = self.consumer
         cfg = consumer.config
         now = trio.current_time()
-        if any(pc.preferred_replica == self.node_id and now >= pc.preferred_until for pc in parts):
-            for pc in parts:
-                if pc.preferred_replica == self.node_id and now >= pc.preferred_until:
-                    # KIP-392: a named replica stands for metadata_max_age; then
-                    # the leader is asked again (it may name the same one).
-                    pc.preferred_replica = -1
-                    self.detach(pc)
+        expired = [
+            pc for pc in parts if pc.preferred_replica == self.node_id and now >= pc.preferred_until
+        ]
+        if expired:
+            # KIP-392: a named replica stands for metadata_max_age; then the
+            # leader is asked again (it may name the same one).
+            for pc in expired:
+                pc.preferred_replica = -1
+                self.detach(pc)
             parts = [pc for pc in parts if pc.fetcher is self]
             if not parts:
                 return
