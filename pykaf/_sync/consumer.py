@@ -418,7 +418,9 @@ class _Reader:
 
     def _get_one(self, deadline: float | None, iterating: bool) -> Record | None:
         # The per-record path (poll, iteration): _wait_for's loop, inline, one
-        # call less per record, and an iteration ends quietly on close().
+        # call less per record (calling _wait_for(self._take_one, ...) instead
+        # measured 704-734 ns against 644-688 ns per poll() on the fake
+        # cluster), and an iteration ends quietly on close().
         inbox = self._inbox
         while True:
             with self._lock:
