@@ -255,6 +255,11 @@ class Consumer:
                     continue
                 if pc.stopped:
                     return
+                if pc.fetch_offset < 0:
+                    # A seek to OLDEST or NEWEST came while the leader was looked
+                    # up: attached now, the partition would never be fetchable
+                    # (no offset) and never detached again. Resolve it first.
+                    continue
                 self._fetcher(node).attach(pc)
             pc.detached = trio.Event()
             await pc.detached.wait()

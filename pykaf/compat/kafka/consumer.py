@@ -17,12 +17,14 @@ from typing import Any
 
 from pykaf import NEWEST, OLDEST, GroupMetadata, GroupStatistics
 from pykaf import errors as pykaf_errors
+from pykaf._config import ClientConfig
 from pykaf.codec import Record
 from pykaf.compat.kafka import _config
 from pykaf.compat.kafka._shared import AdminLink, serializer_function
 from pykaf.compat.kafka.errors import (
     IllegalStateError,
     KafkaConfigurationError,
+    KafkaTimeoutError,
     NoBrokersAvailable,
     NoOffsetForPartitionError,
     UnknownTopicOrPartitionError,
@@ -36,9 +38,6 @@ from pykaf.compat.kafka.structs import (
 )
 from pykaf.sync import Consumer as SyncConsumer
 from pykaf.sync import ConsumerGroup as SyncGroup
-
-#: Seconds a seek waits for the partition's start offset to be known.
-_SETTLE_TIMEOUT = 30.0
 
 _RESETS = {"earliest": OLDEST, "smallest": OLDEST, "latest": NEWEST, "largest": NEWEST}
 
@@ -402,11 +401,6 @@ class KafkaConsumer:
             if TopicPartition(tp[0], tp[1]) not in self._assigned:
                 raise ValueError(f"Unassigned partition: {tp}")
         for tp in targets:
-            # A seek while the partition's start offset is still being looked
-            # up can be overtaken by that lookup: wait for it to settle first.
-            deadline = time.monotonic() + _SETTLE_TIMEOUT
-            while consumer.position(tp[0], tp[1]) < 0 and time.monotonic() < deadline:
-                time.sleep(0.002)
             try:
                 consumer.seek(tp[0], tp[1], offset)
             except pykaf_errors.PykafError as exc:
@@ -423,8 +417,12 @@ class KafkaConsumer:
     def position(self, partition: TopicPartition, timeout_ms: float | None = None) -> int:
         """The offset of the next record to be handed out for ``partition``.
 
+        Waits for the partition's start offset to be looked up, at most
+        ``timeout_ms`` (default: ``request_timeout_ms``).
+
         Raises:
             IllegalStateError: the partition is not assigned.
+            KafkaTimeoutError: the position was not known in time.
         """
         self._check_open()
         reader = self._active()
@@ -435,13 +433,20 @@ class KafkaConsumer:
                     return stats.position
             raise IllegalStateError(f"Partition is not assigned: {partition}")
         self._check_assigned(tp)
-        deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
+        if timeout_ms is None:
+            wait = self._options.get("request_timeout", ClientConfig.request_timeout)
+        else:
+            wait = timeout_ms / 1000
+        deadline = time.monotonic() + wait
         while True:
             position = reader.position(tp.topic, tp.partition)
-            if position >= 0 or (deadline is not None and time.monotonic() >= deadline):
-                break
+            if position >= 0:
+                return position
+            if time.monotonic() >= deadline:
+                raise KafkaTimeoutError(
+                    f"position of {tp.topic}/{tp.partition} not known after {wait:g} s"
+                )
             time.sleep(0.01)
-        return position
 
     def highwater(self, partition: TopicPartition) -> int | None:
         """The partition's high watermark from the last fetch; None before one.
