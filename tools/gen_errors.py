@@ -51,6 +51,7 @@ generator, not this file. The tree::
     ├── DataLossError               offsets a Spark read planned to cover are gone
     ├── EncodeError                 a message cannot be encoded as it stands (a ValueError)
     ├── MissingDependencyError      an optional dependency is not installed (names the extra)
+    ├── WrongAsyncLibraryError      the trio API awaited outside trio (also a RuntimeError)
     ├── KafkaConnectionError        socket or TLS failure        (retriable)
     │   └── KafkaTimeoutError       no answer within the timeout (retriable)
     ├── TlsCertificateError         the broker's certificate is refused
@@ -243,6 +244,15 @@ class MissingDependencyError(PykafError, ImportError):
 
     The message names the package and the pykaf extra that installs it, e.g.
     ``pip install 'pykaf[arrow]'`` for ``ColumnBatch.to_arrow()``.
+    """
+
+
+class WrongAsyncLibraryError(PykafError, RuntimeError):
+    """pykaf's async API was awaited outside trio (from asyncio, say).
+
+    ``pykaf.open_producer`` and the other ``open_*`` functions run on trio.
+    The message names the library found and what to use instead: ``pykaf.aio``
+    for asyncio code, ``pykaf.sync`` for blocking code.
     """
 
 
@@ -451,6 +461,7 @@ def render(rows: list[dict[str, str]]) -> str:
         "RetriableError",
         "TlsCertificateError",
         "UnknownKafkaError",
+        "WrongAsyncLibraryError",
         "error_for_code",
         "raise_for_code",
     ]

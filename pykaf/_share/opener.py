@@ -12,6 +12,7 @@ from pykaf import errors
 from pykaf._cluster.client import Client, client_for
 from pykaf._share.config import ShareConsumerConfig
 from pykaf._share.consumer import ShareConsumer
+from pykaf._util import require_trio
 
 __all__ = ["open_share_consumer"]
 
@@ -40,6 +41,7 @@ async def open_share_consumer(
         ConfigError: an invalid option or an empty group id or topic list.
         KafkaConnectionError: no broker could be reached.
     """
+    require_trio("pykaf.open_share_consumer()")
     if not isinstance(group_id, str) or not group_id:
         raise errors.ConfigError(f"group_id must be a non-empty string, not {group_id!r}")
     if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):

@@ -45,6 +45,7 @@ from typing import IO, Any, TypeVar
 
 import trio
 
+from pykaf._util import require_trio
 from pykaf.testing._certs import TLSCertificates
 from pykaf.testing._kafka_dist import find_java, kafka_classpath, kafka_home
 
@@ -780,6 +781,7 @@ async def open_kafka_cluster(brokers: int = 1, **options: Any) -> AsyncIterator[
             async with pykaf.open_producer(kafka.bootstrap) as producer:
                 await producer.send("events", b"v")
     """
+    require_trio("pykaf.testing.open_kafka_cluster()")
     cluster = KafkaCluster(brokers, **options)
     try:
         await trio.to_thread.run_sync(cluster._prepare)
