@@ -10,6 +10,7 @@ expires; close accepts what was handed out, releases the rest and leaves.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -149,6 +150,28 @@ async def test_acknowledge_refuses_a_record_not_handed_out(share_broker: Any) ->
             c.acknowledge(batch[0], pykaf.REJECT)  # settled already
         with pytest.raises(ValueError):
             c.acknowledge(batch[1], 9)  # type: ignore[arg-type]
+
+
+async def test_a_missing_topic_is_warned_of_then_consumed_once_created(
+    share_broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No silent wait (issue 35): the member warns, and reads the topic once it exists."""
+    broker = share_broker
+    topic, group_id = unique("share-late"), unique("sg")
+    await share_group(broker.bootstrap, group_id)
+    with caplog.at_level(logging.WARNING, logger="pykaf.share"):
+        async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
+            warned = [r.getMessage() for r in caplog.records if r.name == "pykaf.share"]
+            assert len(warned) == 1 and f"topic {topic!r} does not exist" in warned[0]
+            assert group_id in warned[0] and "until it is created" in warned[0]
+            assert await c.next_batch(timeout=0.5) == []
+            await create(broker, topic, 1)
+            await produce(broker.bootstrap, topic, 1, 3)
+            values: list[bytes | None] = []
+            with trio.fail_after(40):
+                while len(values) < 3:
+                    values += [r.value for r in await c.next_batch()]
+    assert values == [b"0-0", b"0-1", b"0-2"]
 
 
 async def test_a_stalled_member_loses_its_records_when_the_lock_expires(
