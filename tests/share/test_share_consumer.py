@@ -136,7 +136,7 @@ async def test_reject_archives_the_record(share_broker: Any) -> None:
     assert sorted(offsets) == [(1, 2), (3, 1)]
 
 
-async def test_acknowledge_refuses_a_record_not_handed_out(share_broker: Any) -> None:
+async def test_acknowledge_refuses_a_record_settled_or_not_handed_out(share_broker: Any) -> None:
     broker = share_broker
     topic, group_id = unique("share"), unique("sg")
     await create(broker, topic, 1)
@@ -145,11 +145,31 @@ async def test_acknowledge_refuses_a_record_not_handed_out(share_broker: Any) ->
     async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
         with trio.fail_after(30):
             batch = await c.next_batch()
+        assert [r.acknowledged for r in batch] == [None, None]
         c.acknowledge(batch[0], pykaf.ACCEPT)
-        with pytest.raises(ValueError, match="not a record this consumer handed out"):
-            c.acknowledge(batch[0], pykaf.REJECT)  # settled already
+        assert batch[0].acknowledged is pykaf.ACCEPT
+        # twice: says so, not "not handed out" (issue 35)
+        with pytest.raises(ValueError, match=r"@0 was already acknowledged \(ACCEPT\)"):
+            c.acknowledge(batch[0], pykaf.REJECT)
         with pytest.raises(ValueError):
             c.acknowledge(batch[1], 9)  # type: ignore[arg-type]
+        c.acknowledge(batch[1], pykaf.RENEW)  # renewed: still to be settled
+        c.acknowledge(batch[1], pykaf.RELEASE)
+        with pytest.raises(ValueError, match=r"@1 was already acknowledged \(RELEASE\)"):
+            c.acknowledge(batch[1], pykaf.ACCEPT)
+        # a record of another consumer's (here: one never handed out) is named as such
+        stranger = pykaf.ShareRecord(batch[0].record, 1)
+        with pytest.raises(ValueError, match="is not a record this consumer handed out"):
+            c.acknowledge(stranger, pykaf.ACCEPT)
+    # the implicit accept when the next batch is asked for counts as acknowledged too
+    async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
+        with trio.fail_after(30):
+            first = await c.next_batch()
+            await produce(broker.bootstrap, topic, 1, 1, start=2)
+            await c.next_batch()  # first's records are accepted now
+        assert first[0].acknowledged is pykaf.ACCEPT
+        with pytest.raises(ValueError, match=r"was already acknowledged \(ACCEPT\)"):
+            c.acknowledge(first[0], pykaf.REJECT)
 
 
 async def test_a_missing_topic_is_warned_of_then_consumed_once_created(
