@@ -148,7 +148,10 @@ class ShareConsumer:
                     " record is settled once (records not acknowledged are accepted when the"
                     " next batch is asked for, and on commit)"
                 )
-            raise ValueError(f"{where} is not a record this consumer handed out")
+            raise ValueError(
+                f"{where} is not a record this consumer holds: it was not handed out here,"
+                " or its share session was lost since (it will be delivered again)"
+            )
         if outcome is not RENEW:
             del handed[record.offset]
         record.acknowledged = outcome

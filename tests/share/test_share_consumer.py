@@ -159,7 +159,7 @@ async def test_acknowledge_refuses_a_record_settled_or_not_handed_out(share_brok
             c.acknowledge(batch[1], pykaf.ACCEPT)
         # a record of another consumer's (here: one never handed out) is named as such
         stranger = pykaf.ShareRecord(batch[0].record, 1)
-        with pytest.raises(ValueError, match="is not a record this consumer handed out"):
+        with pytest.raises(ValueError, match="is not a record this consumer holds"):
             c.acknowledge(stranger, pykaf.ACCEPT)
     # the implicit accept when the next batch is asked for counts as acknowledged too
     async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
