@@ -127,6 +127,19 @@ async def test_a_sync_consumer_raises_topic_authorization_failed_as_its_class(
     assert str(failure) == f"{topic}/0: Topic authorization failed."  # named once
 
 
+async def test_a_share_consumer_without_describe_is_refused_at_open(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """The topic check of open_share_consumer raises the broker's typed refusal."""
+    topic, group = unique("authz-share"), unique("authz-sg")
+    kafka_cluster.create_topic(topic, 1)
+    with pytest.raises(errors.TopicAuthorizationError), trio.fail_after(30):
+        async with pykaf.open_share_consumer(
+            kafka_cluster.sasl_bootstrap, group, [topic], **login("bob")
+        ):
+            pytest.fail("opened without DESCRIBE on the topic")
+
+
 async def test_a_topic_hidden_from_the_full_list_is_still_named_unauthorized(
     kafka_cluster: KafkaCluster,
 ) -> None:
