@@ -44,6 +44,7 @@ from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.ends import list_offsets
 from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
+from pykaf._util import require_trio
 from pykaf.errors import AdminError
 from pykaf.protocol import quirks
 from pykaf.protocol.consumer_protocol import decode_assignment
@@ -1184,6 +1185,7 @@ async def open_admin(
         ConfigError: an invalid option, before anything connects.
         KafkaConnectionError: no broker could be reached.
     """
+    require_trio("pykaf.open_admin()")
     async with AsyncExitStack() as stack:
         client, _cfg = await client_for(stack, ClientConfig, bootstrap_servers_or_client, config)
         yield Admin(client)

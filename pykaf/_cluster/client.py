@@ -36,7 +36,7 @@ from pykaf._cluster.pool import ConnectionPool
 from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
 from pykaf._net.metrics import RequestStatistics, merge
-from pykaf._util import open_service_nursery
+from pykaf._util import open_service_nursery, require_trio
 from pykaf.protocol.connection import BrokerVersions
 
 log = logging.getLogger("pykaf.cluster")
@@ -643,6 +643,7 @@ async def open_client(
         ConfigError: an invalid option (before anything connects).
         KafkaConnectionError: no bootstrap broker could be reached.
     """
+    require_trio("pykaf.open_client()")
     if bootstrap_servers is not None:
         config["bootstrap_servers"] = bootstrap_servers
     cfg = ClientConfig.from_kwargs(**config)

@@ -44,7 +44,7 @@ from pykaf._consumer.fetcher import LEADER_ERRORS, BrokerFetcher
 from pykaf._consumer.partition import PartitionConsumer
 from pykaf._consumer.read_committed import TransactionFilter
 from pykaf._consumer.telemetry import consumer_points
-from pykaf._util import open_service_nursery, start_task_nursery
+from pykaf._util import open_service_nursery, require_trio, start_task_nursery
 
 log = logging.getLogger("pykaf.consumer")
 
@@ -432,6 +432,7 @@ async def open_consumer(
         ConfigError: an invalid option, before anything connects.
         KafkaConnectionError: no broker could be reached.
     """
+    require_trio("pykaf.open_consumer()")
     async with AsyncExitStack() as stack:
         client, cfg = await client_for(stack, ConsumerConfig, bootstrap_servers_or_client, config)
         async with open_service_nursery() as nursery:

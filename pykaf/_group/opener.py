@@ -23,7 +23,7 @@ from pykaf._group.config import GroupConfig, check_protocol_options
 from pykaf._group.group import ConsumerGroup, membership_block
 from pykaf._group.heartbeat_member import HeartbeatMember
 from pykaf._group.telemetry import group_points
-from pykaf._util import open_service_nursery, start_task_nursery
+from pykaf._util import open_service_nursery, require_trio, start_task_nursery
 
 __all__ = ["open_consumer_group"]
 
@@ -59,6 +59,7 @@ async def open_consumer_group(
             classic protocol).
         KafkaConnectionError: no broker could be reached.
     """
+    require_trio("pykaf.open_consumer_group()")
     if not isinstance(group_id, str) or not group_id:
         raise errors.ConfigError(f"group_id must be a non-empty string, not {group_id!r}")
     regex = isinstance(topics, re.Pattern)

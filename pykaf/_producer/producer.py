@@ -54,7 +54,7 @@ from pykaf._producer.state import PartitionState, TopicState
 from pykaf._producer.telemetry import producer_points
 from pykaf._txn.host import TxnPartition
 from pykaf._txn.manager import Offsets, TransactionManager, TxnStatus
-from pykaf._util import open_service_nursery
+from pykaf._util import open_service_nursery, require_trio
 
 _time_ns = time.time_ns
 
@@ -681,6 +681,7 @@ async def open_producer(
         KafkaConnectionError: no broker could be reached.
         DeliveryError: on exit, records failed that nobody was told of.
     """
+    require_trio("pykaf.open_producer()")
     async with AsyncExitStack() as stack:
         client, cfg = await client_for(stack, ProducerConfig, bootstrap_servers_or_client, config)
         # The producer's tasks get a nursery of their own, inside the client's

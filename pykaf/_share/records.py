@@ -63,12 +63,15 @@ class ShareRecord:
     the decoded :class:`~pykaf.codec.Record` (``record``).
     """
 
-    __slots__ = ("delivery_count", "record")
+    __slots__ = ("acknowledged", "delivery_count", "record")
 
     def __init__(self, record: Record, delivery_count: int) -> None:
         self.record = record
         #: 1 on the first delivery; each redelivery (release, lock expiry) adds one.
         self.delivery_count = delivery_count
+        #: The outcome this consumer recorded for this delivery: None until it is
+        #: acknowledged, explicitly or (ACCEPT) implicitly; RENEW while renewed.
+        self.acknowledged: AcknowledgeType | None = None
 
     @property
     def topic(self) -> str:

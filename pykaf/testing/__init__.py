@@ -21,6 +21,8 @@ local SparkSession for testing Spark jobs that use ``pykaf.spark``.
 with SASL, TLS and ACLs on request; its jars are fetched once from Maven
 Central with ``mvn`` (Java 17+ needed) or taken from ``$PYKAF_KAFKA_HOME``.
 ``python -m pykaf.testing kafka`` serves one for other programs.
+:data:`KAFKA_USERS` are the SASL users (and passwords) of the
+``kafka_cluster`` fixture.
 
 Importing this package is cheap: no broker, client library or binary is
 touched until a broker is started.
@@ -36,6 +38,7 @@ from pykaf.testing._fake import (
     open_fake_cluster,
 )
 from pykaf.testing._kafka import (
+    KAFKA_USERS,
     AsyncKafkaCluster,
     KafkaCluster,
     KafkaClusterError,
@@ -57,6 +60,7 @@ from pykaf.testing._tlsproxy import TLSMockCluster, TLSProxy, TLSProxyError, TLS
 __all__ = [
     "ALL_BROKERS",
     "DEFAULT_KAFKA_VERSION",
+    "KAFKA_USERS",
     "AsyncKafkaCluster",
     "FakeCluster",
     "FakeClusterError",

@@ -45,6 +45,7 @@ from typing import IO, Any, TypeVar
 
 import trio
 
+from pykaf._util import require_trio
 from pykaf.testing._certs import TLSCertificates
 from pykaf.testing._kafka_dist import find_java, kafka_classpath, kafka_home
 
@@ -60,6 +61,11 @@ _HOST = "127.0.0.1"
 _READY_MARKER = "Kafka Server started"  # KafkaRaftServer's line once the node serves
 _LOG_TAIL = 6000  # characters of a node's log quoted when it fails
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+#: The SASL users of the ``kafka_cluster`` fixture and their passwords (give
+#: them to ``KafkaCluster(users=...)`` for a cluster of your own). ``admin`` is
+#: a super user there; ``alice`` and ``bob`` need ACLs for everything.
+KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 _PR_SET_PDEATHSIG = 1  # prctl option: a signal for the child when its parent dies
 
 #: Server properties every test cluster gets (each can be overridden with
@@ -780,6 +786,7 @@ async def open_kafka_cluster(brokers: int = 1, **options: Any) -> AsyncIterator[
             async with pykaf.open_producer(kafka.bootstrap) as producer:
                 await producer.send("events", b"v")
     """
+    require_trio("pykaf.testing.open_kafka_cluster()")
     cluster = KafkaCluster(brokers, **options)
     try:
         await trio.to_thread.run_sync(cluster._prepare)
