@@ -563,20 +563,18 @@ class Accumulator:
             p.partition,
             self.builder(self._fill_bytes),
             trio.current_time(),
-            p.next_ordinal,
+            p.take_ordinal(ORDINAL_STEP),
         )
-        p.next_ordinal += ORDINAL_STEP
         if self._stamps:
             batch.timestamps = []
-        p.open = batch
+        p.opened(batch)
         return batch
 
     def seal(self, p: PartitionState, *, wake: bool = True) -> None:
         """Move the partition's open batch to its send queue (full, lingered or flushed)."""
-        batch = p.open
+        batch = p.closed()
         if batch is None:
             return
-        p.open = None
         if batch.count == 0:
             return
         p.queue.append(batch)

@@ -106,8 +106,7 @@ class Idempotence:
         builder = batch.builder
         assert builder is not None
         if self.enabled:
-            batch.base_sequence = p.next_sequence
-            p.next_sequence = (p.next_sequence + batch.count) & 0x7FFFFFFF
+            batch.base_sequence = p.take_sequence(batch.count)
             raw = builder.build(
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
@@ -254,7 +253,7 @@ class Idempotence:
                     batch.base_sequence = seq
                     batch.raw = restamp(batch.raw, self.producer_id, self.producer_epoch, seq)
                     seq = (seq + batch.count) & 0x7FFFFFFF
-                p.next_sequence = seq
+                p.restart_sequences(seq)
         finally:
             self._bump_requested = False
             self._bump_done.set()
@@ -271,14 +270,14 @@ class Idempotence:
         self.producer_id = producer_id
         self.producer_epoch = epoch
         for p in partitions:
-            p.next_sequence = 0
+            p.restart_sequences()
 
     async def new_epoch(self, partitions: Iterable[PartitionState]) -> None:
         """A new epoch from the coordinator; every partition's sequence starts again at 0."""
         await self.init_producer_id(bump=True)
         self.epoch_bumps += 1
         for p in partitions:
-            p.next_sequence = 0
+            p.restart_sequences()
 
 
 __all__ = ["Idempotence", "Pipeline"]

@@ -194,14 +194,12 @@ class Router:
                 await self._ids.wait_bump()
                 leader = await self._find_leader(p)
                 if leader is None:
-                    p.failures += 1
+                    p.attach_failed()
                     self._sinks.expire(p)
                     continue
-                p.retrying = False
-                p.needs_metadata = False
+                p.leader_found()
                 self._sinks.sink_for(leader).attach(p)
-            p.detached = trio.Event()
-            await p.detached.wait()
+            await p.next_detach().wait()
 
     async def _find_leader(self, p: PartitionState) -> int | None:
         try:
@@ -215,7 +213,7 @@ class Router:
             log.info("no leader for %s/%d yet: %s", p.topic, p.partition, exc)
             return None
         if leader is None:
-            p.needs_metadata = True
+            p.leader_unknown()
             return None
         return leader.node_id
 

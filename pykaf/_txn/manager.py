@@ -470,7 +470,7 @@ class TransactionManager:
         """
         if self.status in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
             if self.v2:
-                part.txn_added = self.serial
+                part.joined_transaction(self.serial)
                 self.started = True
                 return True
             if part not in self._to_add:
@@ -517,7 +517,7 @@ class TransactionManager:
                 self.confirmed = True
                 for part in parts:
                     self._to_add.pop(part, None)
-                    part.txn_added = serial
+                    part.joined_transaction(serial)
                     if part.broker is not None:
                         part.broker.wake()
             finally:
