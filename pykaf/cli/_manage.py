@@ -6,7 +6,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from pykaf._admin.results import ConfigChange, ConfigValue
+from pykaf import errors
+from pykaf._admin.results import ConfigChange, ConfigValue, GroupDescription
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._output import print_table
 from pykaf.cli._common import (
@@ -147,10 +148,12 @@ def run_groups(args: argparse.Namespace) -> int:
                 )
         elif args.action == "describe":
             d = admin.describe_group(args.group)
+            _must_exist(d)
             if args.json:
                 print_json(dataclasses.asdict(d))
             else:
-                print(f"group {d.group_id}: {d.state} ({d.protocol_type} {d.protocol})".rstrip())
+                kind = " ".join(x for x in (d.protocol_type, d.protocol) if x)
+                print(f"group {d.group_id}: {d.state}" + (f" ({kind})" if kind else ""))
                 if d.group_protocol in ("consumer", "share"):
                     # KIP-848 and KIP-932: epochs, and where the coordinator is moving
                     # each member (a share group has no target)
@@ -180,6 +183,8 @@ def run_groups(args: argparse.Namespace) -> int:
                     )
         elif args.action == "lag":
             lags = admin.group_lag(args.group)
+            if not lags:  # nothing committed: a group yet to commit, or none at all
+                _must_exist(admin.describe_group(args.group))
             if args.json:
                 print_json([dataclasses.asdict(x) for x in lags])
             else:
@@ -219,6 +224,17 @@ def run_groups(args: argparse.Namespace) -> int:
                     ["partition", "offset"], [(p, o) for (_, p), o in sorted(offsets.items())]
                 )
     return 0
+
+
+def _must_exist(group: GroupDescription) -> None:
+    """Refuse a group that does not exist (DescribeGroups calls it "Dead").
+
+    Raises:
+        GroupIdNotFoundError: as ``share describe`` raises it (exit 1), where
+            the admin client describes an empty "Dead" group.
+    """
+    if group.state == "Dead" and not group.members:
+        raise errors.GroupIdNotFoundError(f"group {group.group_id!r} not found")
 
 
 def _changes(args: argparse.Namespace) -> dict[str, ConfigValue]:
