@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             # inside, never the group's traceback.
             raise first_leaf(group) from None
     except CliError as exc:
-        args.usage_parser.error(str(exc))
+        getattr(args, "usage_parser", ap).error(str(exc))
     except DataError as exc:
         print(f"pykaf: {exc}", file=sys.stderr)
         return 1
