@@ -6,7 +6,8 @@
     seq 1000 | pykaf produce orders
     pykaf consume orders --from beginning -n 10 --format json
     pykaf groups lag billing
-    pykaf share consume jobs -g workers -n 10
+    pykaf share consume jobs -g workers --from beginning -n 10
+    pykaf groups config workers --set share.record.lock.duration.ms=15000
     pykaf acls create --resource-type topic --name orders --principal User:alice --operation read
     pykaf perf produce bench -n 1000000 -s 100 --json
 
