@@ -468,6 +468,22 @@ class Admin:
         response = await self._to_any(self._describe_configs(_TOPIC, names, keys))
         return self._configs(response, "describe_topic_configs", str)
 
+    async def describe_group_configs(
+        self, group_ids: Sequence[str], *, keys: Sequence[str] | None = None
+    ) -> dict[str, dict[str, ConfigEntry]]:
+        """Each group's configs (KIP-848/KIP-932 group configs, Kafka 4.0+), by group id.
+
+        Every config a group has, set for it (source ``"group"``) or not
+        (the broker's value): ``share.auto.offset.reset``,
+        ``consumer.session.timeout.ms``, ... (only ``keys`` if given). A group
+        needs no members, nor to exist yet, to have configs.
+
+        Raises:
+            AdminError: some groups' configs could not be read; one group's error directly.
+        """
+        response = await self._to_any(self._describe_configs(_GROUP, group_ids, keys))
+        return self._configs(response, "describe_group_configs", str)
+
     async def describe_broker_configs(
         self, node_ids: Sequence[int] | None = None, *, keys: Sequence[str] | None = None
     ) -> dict[int, dict[str, ConfigEntry]]:
