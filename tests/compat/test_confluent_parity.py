@@ -228,6 +228,43 @@ def test_group_subscribe_commit_and_committed(ck: ModuleType, compat_broker: Any
 
 
 @pytest.mark.broker
+@pytest.mark.parametrize("store", [True, False], ids=["auto-store", "store-offsets"])
+def test_commit_of_a_message_or_offsets_commits_those_partitions_only(
+    ck: ModuleType, compat_broker: Any, store: bool
+) -> None:
+    """Records handed out on three partitions; each commit names its own partitions only."""
+    topic, group = bc.unique("commit-one"), bc.unique("commit-one-group")
+    compat_broker.create(topic, 3)
+    for partition in range(3):
+        _produce(ck, compat_broker, topic, partition, 3)
+    conf = {
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": store,
+    }
+    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    tps = [ck.TopicPartition(topic, p) for p in range(3)]
+    try:
+        c.subscribe([topic])
+        last = {m.partition(): m for m in _poll(c, 9)}
+        assert sorted(last) == [0, 1, 2]
+        done = c.commit(message=last[0], asynchronous=False)
+        assert [(tp.partition, tp.offset) for tp in done] == [(0, 3)]
+        got = c.committed(tps, timeout=10)
+        assert [tp.offset for tp in got] == [3, ck.OFFSET_INVALID, ck.OFFSET_INVALID]
+        done = c.commit(offsets=[ck.TopicPartition(topic, 1, 1)], asynchronous=False)
+        assert [(tp.partition, tp.offset) for tp in done] == [(1, 1)]
+        got = c.committed(tps, timeout=10)
+        assert [tp.offset for tp in got] == [3, 1, ck.OFFSET_INVALID]
+        if store:  # commit() commits what poll handed out, every partition
+            c.commit(asynchronous=False)
+            assert [tp.offset for tp in c.committed(tps, timeout=10)] == [3, 3, 3]
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
 def test_consume_batch(ck: ModuleType, compat_broker: Any) -> None:
     topic = bc.unique("parity")
     compat_broker.create(topic, 1)

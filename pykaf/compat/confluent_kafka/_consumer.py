@@ -407,14 +407,16 @@ class Consumer:
         """Commit ``message``'s offset + 1, ``offsets``, or what was handed out.
 
         The commit is made before the call returns either way; with
-        ``asynchronous=False`` the committed partitions are returned. A group
-        member (``subscribe``) commits what ``poll`` handed out: the offsets
-        given must be those (the next after the last message handed out).
+        ``asynchronous=False`` the committed partitions are returned. As in
+        confluent-kafka, ``message`` and ``offsets`` commit exactly their
+        partitions, at those offsets; ``commit()`` commits every partition's
+        stored offset (what ``poll`` handed out, or what ``store_offsets``
+        stored).
 
         Raises:
             KafkaException: nothing to commit (``_NO_OFFSET``), no group.id
-                (``_UNKNOWN_GROUP``), an offset a group member cannot commit
-                (``_INVALID_ARG``), or the coordinator's error.
+                (``_UNKNOWN_GROUP``), a negative offset (``_INVALID_ARG``), or
+                the coordinator's error.
         """
         self._check_open()
         if message is not None and offsets is not None:
@@ -433,44 +435,19 @@ class Consumer:
         if not wanted:
             raise _fail("_NO_OFFSET", "commit: no offsets to commit")
         group_id = self._need_group_id()
+        explicit = message is not None or offsets is not None
+        for (topic, partition), offset in wanted.items():
+            if offset < 0:
+                raise _fail("_INVALID_ARG", f"commit: {topic}/{partition} offset {offset}")
         try:
-            if self._group is not None and not self._auto_store:
-                # pykaf's group commits its marks: the offsets are marked, then
-                # committed (with the other partitions' stored offsets).
-                for (topic, partition), offset in wanted.items():
-                    self._group.mark(topic, partition, offset)
-                self._group.commit()
+            if self._group is not None and explicit:
+                # As librdkafka: exactly these partitions, at these offsets; the
+                # others' handed-out (or stored) offsets wait for the next commit.
+                self._group.commit(offsets=wanted)
                 self._last_commit.update(wanted)
             elif self._group is not None:
-                for (topic, partition), offset in wanted.items():
-                    if self._handed.get((topic, partition)) != offset:
-                        raise _fail(
-                            "_INVALID_ARG",
-                            f"commit: {topic}/{partition} offset {offset}: a group member "
-                            "commits what poll handed out (next offset "
-                            f"{self._handed.get((topic, partition), 'none')})",
-                        )
-                # pykaf's group commits every partition's handed-out position at
-                # once: naming only some would commit the others' unprocessed
-                # messages too, so without auto commit that is refused.
-                others = []
-                if not self._auto_commit:
-                    mine = {(t, p) for t, ps in self._group.assignment().items() for p in ps}
-                    others = sorted(
-                        tp
-                        for tp, offset in self._handed.items()
-                        if tp in mine and tp not in wanted and self._last_commit.get(tp) != offset
-                    )
-                if others:
-                    raise _fail(
-                        "_INVALID_ARG",
-                        f"commit: {others[0][0]}/{others[0][1]} also has messages handed out "
-                        "and not committed; a group member commits every partition at once: "
-                        "commit() with no arguments, or name every partition's last message "
-                        "(offsets=)",
-                    )
-                self._group.commit()
-                self._last_commit.update(self._handed)
+                self._group.commit()  # what was handed out (or stored), every partition
+                self._last_commit.update(wanted)
             else:
                 self._admin_client().alter_group_offsets(group_id, dict(wanted))
                 self._last_commit.update(wanted)
