@@ -45,6 +45,20 @@ def _produce(ck: ModuleType, broker: Any, topic: str, partition: int, n: int) ->
     return delivered
 
 
+def _manual_commits(ck: ModuleType, broker: Any, group: str, store: bool) -> dict[str, Any]:
+    """A group member's conf from the earliest offsets, committing only when told."""
+    return _conf(
+        ck,
+        broker,
+        **{
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": store,
+        },
+    )
+
+
 def _poll(consumer: Any, n: int, timeout: float = 30.0) -> list[Any]:
     out: list[Any] = []
     deadline = time.monotonic() + timeout
@@ -237,13 +251,7 @@ def test_commit_of_a_message_or_offsets_commits_those_partitions_only(
     compat_broker.create(topic, 3)
     for partition in range(3):
         _produce(ck, compat_broker, topic, partition, 3)
-    conf = {
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": store,
-    }
-    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    c = ck.Consumer(_manual_commits(ck, compat_broker, group, store))
     tps = [ck.TopicPartition(topic, p) for p in range(3)]
     try:
         c.subscribe([topic])
@@ -511,13 +519,7 @@ def test_a_group_member_commits_what_was_stored(ck: ModuleType, compat_broker: A
     topic, group = bc.unique("store"), bc.unique("store-group")
     compat_broker.create(topic, 1)
     _produce(ck, compat_broker, topic, 0, 6)
-    conf = {
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-    }
-    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    c = ck.Consumer(_manual_commits(ck, compat_broker, group, store=False))
     try:
         c.subscribe([topic])
         msgs = _poll(c, 4)
