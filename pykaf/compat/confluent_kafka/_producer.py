@@ -8,7 +8,12 @@ from typing import Any
 
 import pykaf.sync
 from pykaf import errors
-from pykaf.compat.confluent_kafka._config import client_options, translate
+from pykaf.compat.confluent_kafka._config import (
+    DEFAULT_PARTITIONER,
+    PARTITIONERS,
+    client_options,
+    translate,
+)
 from pykaf.compat.confluent_kafka._error import (
     LOCAL_CODES,
     KafkaError,
@@ -126,6 +131,10 @@ class Producer:
         self._admin: pykaf.sync.Admin | None = None
         # librdkafka's default message.max.bytes, checked by produce() as librdkafka does
         settings.options.setdefault("max_message_bytes", 1_000_000)
+        # librdkafka's producer defaults: keys on the partitions confluent-kafka
+        # picks (CRC-32), and topics auto-created when the broker allows it.
+        settings.options.setdefault("partitioner", PARTITIONERS[DEFAULT_PARTITIONER]())
+        settings.options.setdefault("allow_auto_create_topics", True)
         self._largest = settings.options["max_message_bytes"]
         try:
             self._producer = pykaf.sync.Producer(

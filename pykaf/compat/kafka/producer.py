@@ -195,6 +195,10 @@ class KafkaProducer:
             # acks 0/1 unless it was asked for explicitly.
             log.warning("acks=%s: idempotence disabled", options["acks"])
             options["idempotence"] = False
+        # kafka-python's defaults: allow_auto_create_topics=True (the broker
+        # decides) and murmur2 keys (whatever pykaf's own default becomes).
+        options.setdefault("allow_auto_create_topics", True)
+        options["partitioner"] = "murmur2"
         self._transactional = options.get("transactional_id") is not None
         self._txn_ready = False
         self._closed = False
