@@ -18,7 +18,7 @@ from pykaf._producer.partitioner import (
     Murmur2Partitioner,
     RandomPartitioner,
 )
-from pykaf.compat._options import fit_largest_message
+from pykaf.compat._options import UserNames, fit_largest_message
 from pykaf.compat.confluent_kafka._error import LOCAL_CODES, KafkaError, KafkaException
 
 
@@ -283,6 +283,7 @@ class Settings:
         error_cb: called with a KafkaError for errors not raised (see SHIM_KEYS).
         auto_offset_store: ``enable.auto.offset.store``: what poll hands out is
             stored for the next commit (else only ``store_offsets`` stores).
+        names: how errors name pykaf's options: by the keys of this conf.
     """
 
     bootstrap: str
@@ -291,6 +292,7 @@ class Settings:
     on_delivery: Callable[..., Any] | None = None
     error_cb: Callable[[Any], Any] | None = None
     auto_offset_store: bool = True
+    names: UserNames = field(default_factory=lambda: UserNames({}))
 
 
 def _invalid(message: str) -> KafkaException:
@@ -354,7 +356,28 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
     if not settings.bootstrap:
         raise _invalid("configuration property 'bootstrap.servers' is required")
     fit_largest_message(options)
+    settings.names = user_names(conf)
     return settings
+
+
+def user_names(conf: Mapping[str, Any]) -> UserNames:
+    """How errors name pykaf's options to this user: by the librdkafka keys in ``conf``.
+
+    Where several keys map to one option, the one ``conf`` has is named (else
+    the first in :data:`OPTIONS`); times are shown in ms, sizes in KiB where
+    librdkafka counts them so.
+    """
+    names: dict[str, str] = {}
+    scales: dict[str, float] = {}
+    for key, option in OPTIONS.items():
+        target = option.target
+        if target not in names or (key in conf and names[target] not in conf):
+            names[target] = key
+        if option.convert is _ms:
+            scales[target] = 1000.0
+        elif option.convert is _kbytes:
+            scales[target] = 1 / 1024
+    return UserNames(names, dict(conf), scales)
 
 
 def _fits(option: Option, role: str) -> bool:

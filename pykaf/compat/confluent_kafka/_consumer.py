@@ -85,6 +85,7 @@ class Consumer:
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         settings = translate(conf, "consumer")
+        self._names = settings.names
         self._bootstrap = settings.bootstrap
         self._group_id = settings.group_id
         self._options = dict(settings.options)
@@ -122,7 +123,7 @@ class Consumer:
             try:
                 self._admin = pykaf.sync.Admin(self._bootstrap, **client_options(self._options))
             except errors.PykafError as exc:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
         return self._admin
 
     def _need_group_id(self) -> str:
@@ -158,7 +159,7 @@ class Consumer:
         try:
             self._admin_client().alter_group_offsets(self._group_id, changed)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._last_commit.update(changed)
 
     # -- subscribing -----------------------------------------------------------
@@ -206,7 +207,7 @@ class Consumer:
                 **self._options,
             )
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._on_assign, self._on_revoke = on_assign, on_revoke
 
     def unsubscribe(self) -> None:
@@ -272,7 +273,7 @@ class Consumer:
                 self._reader = pykaf.sync.Consumer(self._bootstrap, **options)
             self._reader.assign(starts)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._known = {(tp.topic, tp.partition) for tp in parts}
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
@@ -287,7 +288,7 @@ class Consumer:
         try:
             self._reader.assign(current + added)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._known |= {(tp.topic, tp.partition) for tp in parts}
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
@@ -318,8 +319,8 @@ class Consumer:
     def _client_error(self, exc: errors.PykafError) -> None:
         """A client error met by poll/consume: to ``error_cb`` if the conf has one, else raised."""
         if self._error_cb is None:
-            raise KafkaException(from_pykaf(exc)) from exc
-        self._error_cb(from_pykaf(exc))
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
+        self._error_cb(from_pykaf(exc, self._names))
 
     def _source(self) -> pykaf.sync.ConsumerGroup | pykaf.sync.Consumer | None:
         return self._group if self._group is not None else self._reader
@@ -395,7 +396,7 @@ class Consumer:
                 self._need_group_id(), partitions, require_stable=stable
             )
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         return {tp: meta.offset for tp, meta in found.items() if meta.offset >= 0}
 
     def commit(
@@ -452,7 +453,7 @@ class Consumer:
                 self._admin_client().alter_group_offsets(group_id, dict(wanted))
                 self._last_commit.update(wanted)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         if asynchronous:
             return None
         return [TopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())]
@@ -507,7 +508,7 @@ class Consumer:
             except errors.ConfigError as exc:
                 raise self._not_assigned(topic, partition) from exc
             except errors.PykafError as exc:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
             tp = (topic, partition)
             self._stored[tp] = max(offset, self._stored.get(tp, -1))
 
@@ -561,7 +562,7 @@ class Consumer:
         try:
             reader.seek(partition.topic, partition.partition, start[2])
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
 
     def pause(self, partitions: list[TopicPartition]) -> None:
         """Stop handing out records of ``partitions`` (assigned partitions only)."""
@@ -595,7 +596,7 @@ class Consumer:
             low = admin.list_offsets({tp: pykaf.OLDEST})[tp]
             high = admin.list_offsets({tp: pykaf.NEWEST})[tp]
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         return (low, high)
 
     def offsets_for_times(
@@ -608,7 +609,7 @@ class Consumer:
         try:
             found = self._admin_client().list_offsets(specs)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         return [
             TopicPartition(tp.topic, tp.partition, found[(tp.topic, tp.partition)]) for tp in parts
         ]
@@ -644,7 +645,7 @@ class Consumer:
                 finally:
                     self._reader.close()
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         finally:
             self._closed = True
             if self._admin is not None:

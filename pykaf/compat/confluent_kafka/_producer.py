@@ -123,6 +123,7 @@ class Producer:
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         settings = translate(conf, "producer")
+        self._names = settings.names
         self._default_callback = settings.on_delivery
         self._error_cb = settings.error_cb
         self._transactional = "transactional_id" in settings.options
@@ -141,7 +142,7 @@ class Producer:
                 settings.bootstrap, produce_block_timeout=0, **settings.options
             )
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._stage = self._producer.produce
         self._poll = self._producer.poll
 
@@ -194,7 +195,7 @@ class Producer:
             except errors.BufferFullError as exc:
                 raise BufferError(f"Local: Queue full ({exc})") from exc
             except errors.PykafError as exc:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
             return
         if (
             user is None
@@ -213,7 +214,7 @@ class Producer:
             except errors.BufferFullError as exc:
                 raise BufferError(f"Local: Queue full ({exc})") from exc
             except errors.PykafError as exc:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
             return
         if not isinstance(topic, str):
             raise TypeError(f"topic must be a str, not {type(topic).__name__}")
@@ -255,7 +256,7 @@ class Producer:
         except errors.BufferFullError as exc:
             raise BufferError(f"Local: Queue full ({exc})") from exc
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
 
     def poll(self, timeout: float | None = None) -> int:
         """Run delivery callbacks; wait up to ``timeout`` s (-1/None: no limit) for a first."""
@@ -280,9 +281,9 @@ class Producer:
             self._producer.poll(0)
         except errors.DeliveryError as exc:
             if self._error_cb is None:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
             for _, _, _, error in exc.failures:
-                self._error_cb(from_pykaf(error))
+                self._error_cb(from_pykaf(error, self._names))
         return len(self._producer)
 
     def __len__(self) -> int:
@@ -308,7 +309,7 @@ class Producer:
         try:
             self._producer.purge(in_queue=in_queue, in_flight=in_flight)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The cluster's brokers and topics (or only ``topic``).
@@ -331,7 +332,7 @@ class Producer:
         try:
             call(*args)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Check the producer is transactional: pykaf initialises it when it is made.
