@@ -136,6 +136,7 @@ class Producer:
         # picks (CRC-32), and topics auto-created when the broker allows it.
         settings.options.setdefault("partitioner", PARTITIONERS[DEFAULT_PARTITIONER]())
         settings.options.setdefault("allow_auto_create_topics", True)
+        settings.options.setdefault("delivery_timeout", 300.0)  # message.timeout.ms
         self._largest = settings.options["max_message_bytes"]
         try:
             self._producer = pykaf.sync.Producer(

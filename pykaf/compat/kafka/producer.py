@@ -199,6 +199,7 @@ class KafkaProducer:
         # kafka-python's defaults: allow_auto_create_topics=True (the broker
         # decides) and murmur2 keys (whatever pykaf's own default becomes).
         options.setdefault("allow_auto_create_topics", True)
+        options.setdefault("produce_block_timeout", 60.0)  # max_block_ms
         options["partitioner"] = "murmur2"
         self._transactional = options.get("transactional_id") is not None
         self._txn_ready = False
