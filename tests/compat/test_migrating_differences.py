@@ -15,6 +15,7 @@ installed libraries' classes); their rows must name exactly what is computed.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import inspect
@@ -374,6 +375,25 @@ def test_ck_errors_raised(fake: Any) -> None:
             p.flush(T)  # confluent-kafka's flush returns 0 and drops the failure
     finally:
         p.close()
+    # a fenced static member: poll raises FENCED_INSTANCE_ID (librdkafka logs it)
+    conf = _ck_conf(fake, **{"group.id": bc.unique("g"), "group.instance.id": "one"})
+    first, second = ck.Consumer(conf), ck.Consumer(conf)
+    try:
+        first.subscribe([topic])
+        deadline = time.monotonic() + T
+        while not first.assignment():
+            assert time.monotonic() < deadline
+            first.poll(0.2)
+        second.subscribe([topic])
+        with pytest.raises(ck.KafkaException) as info:
+            while time.monotonic() < deadline:
+                first.poll(0.2)
+                second.poll(0)
+        assert info.value.args[0].name() == "FENCED_INSTANCE_ID"
+    finally:
+        second.close()
+        with contextlib.suppress(ck.KafkaException):
+            first.close()
 
 
 def test_ck_on_lost(fake: Any) -> None:
