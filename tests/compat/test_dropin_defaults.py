@@ -185,13 +185,16 @@ def test_group_protocol_maps_to_pykafs(kafka_broker: Any, protocol: str) -> None
             msg = c.poll(0.5)
             if msg is not None and msg.error() is None:
                 seen.append(msg)
+        tps = [shim.TopicPartition(topic, q) for q in range(2)]
+        last = {m.partition(): m for m in seen}
+        c.commit(message=last[0], asynchronous=False)  # that partition only
+        assert [tp.offset for tp in c.committed(tps, timeout=10)] == [3, shim.OFFSET_INVALID]
         c.commit(asynchronous=False)
         with pykaf.sync.Admin(kafka_broker.bootstrap) as admin:
             [member] = admin.describe_group(group).members
         # a KIP-848 member has an epoch; a classic one has none (-1)
         assert (member.member_epoch > 0) == (protocol == "consumer")
-        committed = c.committed([shim.TopicPartition(topic, q) for q in range(2)], timeout=10)
-        assert [tp.offset for tp in committed] == [3, 3]
+        assert [tp.offset for tp in c.committed(tps, timeout=10)] == [3, 3]
     finally:
         c.close()
 
