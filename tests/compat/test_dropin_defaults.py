@@ -98,6 +98,27 @@ def test_the_kafka_python_shim_producer_honours_allow_auto_create_topics_false(
     assert topic not in _topics(kafka_broker.bootstrap)
 
 
+@pytest.mark.parametrize("allow", [True, False])
+def test_the_kafka_python_shim_consumer_creates_a_topic_it_reads(
+    kafka_broker: Any, allow: bool
+) -> None:
+    """As kafka-python's consumer: allow_auto_create_topics=True unless turned off."""
+    topic = bc.unique("auto-kp-consumer")
+    consumer = kafka_shim.KafkaConsumer(
+        topic,
+        bootstrap_servers=kafka_broker.bootstrap,
+        group_id=bc.unique("g"),
+        **({} if allow else {"allow_auto_create_topics": False}),
+    )
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (topic in _topics(kafka_broker.bootstrap)) != allow:
+            consumer.poll(timeout_ms=200)
+    finally:
+        consumer.close()
+    assert (topic in _topics(kafka_broker.bootstrap)) == allow
+
+
 # -- keyed partitioning ----------------------------------------------------------------
 
 

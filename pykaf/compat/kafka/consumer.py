@@ -111,6 +111,8 @@ class KafkaConsumer:
             configs, (_config.CLIENT, _config.CONSUMER), own | group_names, "KafkaConsumer"
         )
         self._options.setdefault("isolation_level", "read_uncommitted")
+        # kafka-python's default: metadata requests let the broker create the topics read
+        self._options.setdefault("allow_auto_create_topics", True)
         reset = self._options.get("auto_offset_reset", "latest")
         if reset not in (*_RESETS, "none"):
             raise KafkaConfigurationError(
