@@ -99,7 +99,9 @@ class BaseConfig:
 def check(cond: bool, name: str, value: Any, what: str) -> None:
     """Raise ConfigError(``name``) unless ``cond``."""
     if not cond:
-        raise ConfigError(f"{name}={value!r}: {what}")
+        error = ConfigError(f"{name}={value!r}: {what}")
+        error.option, error.value, error.reason = name, value, what
+        raise error
 
 
 def positive(name: str, value: Any, *, allow_zero: bool = False) -> None:

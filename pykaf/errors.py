@@ -228,7 +228,17 @@ class RetriableError(PykafError):
 
 
 class ConfigError(PykafError, ValueError):
-    """A configuration value is invalid; raised once, when the object opens."""
+    """A configuration value is invalid; raised once, when the object opens.
+
+    Attributes:
+        option: the option whose value was refused, when one was (else None).
+        value: that option's value.
+        reason: what the value must be (the message without ``option=value: ``).
+    """
+
+    option: str | None = None
+    value: Any = None
+    reason: str = ""
 
 
 class ClosedError(PykafError):

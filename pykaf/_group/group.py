@@ -27,7 +27,7 @@ one, when the group's ``async with`` block is left without an error).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -224,15 +224,18 @@ class ConsumerGroup:
         if handed is not None:
             self._mark(handed[0], handed[1], handed[2], None)
 
-    async def commit(self) -> None:
+    async def commit(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
         """Commit the marked offsets of the current generation now.
+
+        With ``offsets`` (the next offset to consume by ``(topic, partition)``),
+        commit exactly those and nothing else: the marks stay as they are.
 
         Raises:
             CommitError: the coordinator refused some partitions (they stay marked).
         """
         if self.generation_id < 0:
             return
-        await self.offsets.commit(self.generation_id, self.member_id)
+        await self.offsets.commit(self.generation_id, self.member_id, offsets)
 
     def group_metadata(self) -> GroupMetadata:
         """The member and its generation, for ``producer.send_offsets_to_transaction``.

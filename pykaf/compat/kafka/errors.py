@@ -15,9 +15,12 @@ Kafka marks it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pykaf import errors as _pe
+
+if TYPE_CHECKING:
+    from pykaf.compat._options import UserNames
 
 
 class KafkaError(Exception):
@@ -405,18 +408,19 @@ InvalidRegularExpressionError = _broker_error(
 )
 
 
-def from_pykaf(error: BaseException) -> BaseException:
+def from_pykaf(error: BaseException, names: UserNames | None = None) -> BaseException:
     """The kafka-python exception a user would catch for ``error`` (a pykaf error).
 
     Errors that are not pykaf's (``TypeError``, ``ValueError``, ...) and this
     module's own classes come back unchanged. Raise the result ``from error``
-    so the pykaf error stays reachable as ``__cause__``.
+    so the pykaf error stays reachable as ``__cause__``. With ``names``, the
+    message names the user's options (``max_request_size``), not pykaf's.
     """
     if not isinstance(error, _pe.PykafError):
         return error
-    message = str(error)
+    message = str(error) if names is None else names.text(error)
     if isinstance(error, _pe.ConsumerError):
-        return from_pykaf(error.error)
+        return from_pykaf(error.error, names)
     if isinstance(error, (_pe.DeliveryError, _pe.AdminError)):
         causes = (
             [failure[3] for failure in error.failures]
@@ -424,7 +428,7 @@ def from_pykaf(error: BaseException) -> BaseException:
             else list(error.failures.values())
         )
         if causes:
-            translated = from_pykaf(causes[0])
+            translated = from_pykaf(causes[0], names)
             if translated is not causes[0]:
                 translated.__cause__ = causes[0]
             return translated
