@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tool_loader import load
 
 import pykaf
 
@@ -230,4 +231,23 @@ def test_every_public_name_has_a_reference_entry(module: str, site: Path) -> Non
     ]
     assert missing == [], (
         f"public names of {module} with no entry on {DOCUMENTED[module]}: {missing}"
+    )
+
+
+def test_the_rst_roles_become_optional_cross_references() -> None:
+    rst = load("griffe_rst", ROOT / "tools" / "griffe_rst.py")
+    text = (
+        "Use :class:`pykaf.Producer` or :meth:`~pykaf.Producer.send()`, see :mod:`pykaf.sync`::\n"
+        "\n"
+        "    code()\n"
+        "::\n"
+        "Done: ``literal``."
+    )
+    assert rst.convert(text) == (
+        'Use <autoref identifier="pykaf.Producer" optional><code>pykaf.Producer</code></autoref>'
+        ' or <autoref identifier="pykaf.Producer.send" optional><code>send</code></autoref>,'
+        ' see <autoref identifier="pykaf.sync" optional><code>pykaf.sync</code></autoref>:\n'
+        "\n"
+        "    code()\n"
+        "Done: ``literal``."
     )
