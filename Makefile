@@ -9,15 +9,16 @@ EXT_STAMP := $(VENV)/.pykaf-ext-built
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install ext kafka test lint docs unit demo bench bench-check clean
+.PHONY: help install ext kafka test lint docs unit demo bench bench-check bench-page clean
 
 help:
 	@echo "make demo         run the demo (produce 1M records to an embedded Tansu, read back, report)"
 	@echo "make test         lint, type-check, check the import contracts, build the docs, run the whole suite"
 	@echo "make kafka        fetch Apache Kafka's jars (Maven Central, once) into ~/.cache/pykaf or PYKAF_KAFKA_HOME"
 	@echo "make docs         build the docs site into site/ (mkdocs, warnings are errors)"
-	@echo "make bench        run bench/ against the peers, save the run, redraw docs/img/bench-*.svg"
+	@echo "make bench        run bench/ against the peers: print the ratios, save the run and its charts in bench/results/"
 	@echo "make bench-check  compare the pykaf/peer ratios with bench/baseline.json"
+	@echo "make bench-page   write docs/benchmarks.md's tables and charts from the committed runs"
 
 # The venv with pykaf (editable) and what the demo needs: no more, so that
 # `make demo` on a fresh machine does not download Spark and the test tools.
@@ -76,7 +77,12 @@ demo: $(EXT_STAMP)
 bench: install
 	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly
 	$(PY) bench/ratios.py bench/results/latest.json
-	$(PY) tools/plot_bench.py bench/baseline.json bench/results/ratios.json
+	$(PY) tools/plot_bench.py bench/baseline.json bench/results/ratios.json --out bench/results/img
+
+# docs/benchmarks.md's tables and charts, from the committed run files
+# (bench/baseline.json, bench/runs/*.json); a test fails when they are not current.
+bench-page: install
+	$(PY) tools/bench_page.py
 
 bench-check: install
 	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly

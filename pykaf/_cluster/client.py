@@ -41,9 +41,10 @@ from pykaf.protocol.connection import BrokerVersions
 
 log = logging.getLogger("pykaf.cluster")
 
-#: ``get_offset`` times: the earliest and the next-to-be-written offset.
 OLDEST = -2
+"""The earliest offset a partition still holds (a ``get_offset`` time, a seek target)."""
 NEWEST = -1
+"""The next offset to be written to a partition (a ``get_offset`` time, a seek target)."""
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
@@ -468,7 +469,8 @@ class Client:
         the high watermark (brokers below ListOffsets v2 ignore it).
 
         Raises:
-            UnknownTopicOrPartitionError, and the broker's error for the partition.
+            UnknownTopicOrPartitionError: the topic or partition does not exist.
+            KafkaError: the broker's error for the partition.
         """
 
         async def exchange(conn: BrokerConnection) -> tuple[int, Any]:

@@ -220,11 +220,12 @@ class Producer:
         from many tasks): each ``send`` waits a whole round trip.
 
         Raises:
-            the record's own error: ``RecordTooLargeError``, ``ClosedError``,
-            ``UnknownTopicOrPartitionError``, or the broker's error once
-            retries are exhausted or the delivery timeout passes;
-            ``PurgedError`` when :meth:`purge` gave it up (also while it
-            waited for buffer space or its topic).
+            PykafError: the record's own error: ``RecordTooLargeError``,
+                ``ClosedError``, ``UnknownTopicOrPartitionError``, or the
+                broker's error once retries are exhausted or the delivery
+                timeout passes.
+            PurgedError: :meth:`purge` gave it up (also while it waited for
+                buffer space or its topic).
         """
         acc = self._acc
         purges = acc.purges
@@ -545,9 +546,9 @@ class Producer:
         Raises:
             TransactionStateError: no transaction is open.
             TransactionAbortableError: the transaction already failed.
-            the coordinator's error (then the transaction must abort), e.g.
-            ``IllegalGenerationError``, ``UnknownMemberIdError``,
-            ``FencedInstanceIdError`` when the member was fenced from the group.
+            KafkaError: the coordinator's error (then the transaction must
+                abort), e.g. ``IllegalGenerationError``, ``UnknownMemberIdError``,
+                ``FencedInstanceIdError`` when the member was fenced from the group.
         """
         await self._transactions().send_offsets(offsets, group_metadata)
 

@@ -48,9 +48,13 @@ class AcknowledgeType(enum.IntEnum):
 
 
 ACCEPT = AcknowledgeType.ACCEPT
+"""``AcknowledgeType.ACCEPT``: the record was processed."""
 RELEASE = AcknowledgeType.RELEASE
+"""``AcknowledgeType.RELEASE``: give the record back for another delivery."""
 REJECT = AcknowledgeType.REJECT
+"""``AcknowledgeType.REJECT``: the record cannot be processed; never deliver it again."""
 RENEW = AcknowledgeType.RENEW
+"""``AcknowledgeType.RENEW``: still being processed; extend the acquisition lock."""
 #: The wire code of an offset the broker acquired but sent no record for (a control record).
 GAP = 0
 

@@ -62,10 +62,13 @@ _READY_MARKER = "Kafka Server started"  # KafkaRaftServer's line once the node s
 _LOG_TAIL = 6000  # characters of a node's log quoted when it fails
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
-#: The SASL users of the ``kafka_cluster`` fixture and their passwords (give
-#: them to ``KafkaCluster(users=...)`` for a cluster of your own). ``admin`` is
-#: a super user there; ``alice`` and ``bob`` need ACLs for everything.
 KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+"""The SASL users of the ``kafka_cluster`` fixture and their passwords.
+
+Give them to ``KafkaCluster(users=...)`` for a cluster of your own. ``admin``
+is a super user there; ``alice`` and ``bob`` need ACLs for everything.
+"""
+
 _PR_SET_PDEATHSIG = 1  # prctl option: a signal for the child when its parent dies
 
 #: Server properties every test cluster gets (each can be overridden with
@@ -717,8 +720,8 @@ class KafkaCluster:
         return f"<KafkaCluster {self._count} node(s){where} {state}>"
 
 
-#: The blocking cluster under the name the fake cluster's blocking form has.
 KafkaClusterThread = KafkaCluster
+"""``KafkaCluster`` under the name the fake cluster's blocking form has (``FakeClusterThread``)."""
 
 
 class AsyncKafkaCluster:

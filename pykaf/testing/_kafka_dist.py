@@ -48,9 +48,11 @@ __all__ = [
     "spark_kafka_jars",
 ]
 
-#: The Apache Kafka release the tests run (4.3.1: the newest whose whole tool
-#: set, ``kafka-tools`` included, is on Maven Central).
 DEFAULT_KAFKA_VERSION = "4.3.1"
+"""The Apache Kafka release the tests run.
+
+4.3.1: the newest whose whole tool set, ``kafka-tools`` included, is on Maven Central.
+"""
 _LOG4J_VERSION = "2.26.1"
 # kafka-tools depends on slf4j-api 1.7, which cannot bind log4j-slf4j2-impl: with
 # it the broker logs nothing at all. slf4j-api 2.x is named explicitly.

@@ -641,3 +641,25 @@ class AdminClient:
         """Release the connections (confluent-kafka has no such call; the shim's own)."""
         self._pool.shutdown(wait=True)
         self._admin.close()
+
+
+__all__ = [
+    "AdminClient",
+    "AlterConfigOpType",
+    "BrokerMetadata",
+    "ClusterMetadata",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigSource",
+    "ConsumerGroupDescription",
+    "ConsumerGroupListing",
+    "ConsumerGroupState",
+    "ListConsumerGroupsResult",
+    "MemberAssignment",
+    "MemberDescription",
+    "NewPartitions",
+    "NewTopic",
+    "PartitionMetadata",
+    "ResourceType",
+    "TopicMetadata",
+]

@@ -125,7 +125,7 @@ class NoError(BrokerResponseError):
 
 
 #: Kafka error code -> the class of that code.
-BY_ERRNO: dict[int, type[BrokerResponseError]] = {}
+_BY_ERRNO: dict[int, type[BrokerResponseError]] = {}
 
 _METADATA_CODES = frozenset({3, 5, 6, 9, 13})
 
@@ -150,7 +150,7 @@ def _broker_error(source: type[_pe.KafkaError], name: str) -> type[BrokerRespons
         "__module__": __name__,
     }
     cls: type[BrokerResponseError] = type(name, bases, namespace)
-    BY_ERRNO[source.code] = cls
+    _BY_ERRNO[source.code] = cls
     return cls
 
 
@@ -440,7 +440,7 @@ def from_pykaf(error: BaseException, names: UserNames | None = None) -> BaseExce
     if isinstance(error, _pe.LogTruncationError):
         return LogTruncationError(message)
     if isinstance(error, _pe.KafkaError):
-        cls = BY_ERRNO.get(error.code)
+        cls = _BY_ERRNO.get(error.code)
         if cls is None:
             unknown = BrokerResponseError(message)
             unknown.errno = error.code

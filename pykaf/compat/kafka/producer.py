@@ -110,7 +110,7 @@ class FutureRecordMetadata:
 
         Raises:
             KafkaTimeoutError: not settled within ``timeout``.
-            The record's error (a :mod:`pykaf.compat.kafka.errors` class).
+            KafkaError: the record's error (a :mod:`pykaf.compat.kafka.errors` class).
         """
         if not self.is_done:
             self._producer.wait_for(self, timeout)
