@@ -24,15 +24,17 @@ help:
 $(BASE_STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip setuptools wheel "Cython>=3.0.10"
-	# compat: the checkout itself goes on sys.path, so PySpark's search for
-	# pyspark_* modules (automatic data source registration) finds pyspark_pykaf.
-	$(PY) -m pip install -q --no-build-isolation -e ".[demo]" --config-settings editable_mode=compat
+	$(PY) -m pip install -q --no-build-isolation -e ".[demo]"
+	# The checkout itself goes on sys.path (a .pth file in site-packages):
+	# PySpark registers the pyspark_* modules that pkgutil.iter_modules() lists
+	# (automatic data source registration), and that sees sys.path's entries,
+	# not the import hook by which setuptools serves an editable flat layout.
+	$(PY) -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_path("purelib"), "_pykaf_checkout.pth").write_text(sys.argv[1] + "\n")' "$(CURDIR)"
 	touch $(BASE_STAMP)
 
 # Everything else the suite, the benchmarks, the linters and the docs use.
 $(STAMP): $(BASE_STAMP)
-	$(PY) -m pip install -q --no-build-isolation -e ".[demo,test,bench,lint,spark,docs]" \
-		--config-settings editable_mode=compat
+	$(PY) -m pip install -q --no-build-isolation -e ".[demo,test,bench,lint,spark,docs,release]"
 	touch $(STAMP)
 
 # Rebuild the extension in place whenever the Cython source changes.
