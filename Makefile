@@ -24,12 +24,9 @@ help:
 $(BASE_STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip setuptools wheel "Cython>=3.0.10"
+	# setuptools' default editable mode; pyproject's package-dir makes it put
+	# the checkout on sys.path, where PySpark's search finds pyspark_pykaf.
 	$(PY) -m pip install -q --no-build-isolation -e ".[demo]"
-	# The checkout itself goes on sys.path (a .pth file in site-packages):
-	# PySpark registers the pyspark_* modules that pkgutil.iter_modules() lists
-	# (automatic data source registration), and that sees sys.path's entries,
-	# not the import hook by which setuptools serves an editable flat layout.
-	$(PY) -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_path("purelib"), "_pykaf_checkout.pth").write_text(sys.argv[1] + "\n")' "$(CURDIR)"
 	touch $(BASE_STAMP)
 
 # Everything else the suite, the benchmarks, the linters and the docs use.
