@@ -9,13 +9,14 @@ EXT_STAMP := $(VENV)/.pykaf-ext-built
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install ext kafka test lint docs unit demo bench bench-check clean
+.PHONY: help install ext kafka test lint docs unit demo bench bench-check dist clean
 
 help:
 	@echo "make demo         run the demo (produce 1M records to an embedded Tansu, read back, report)"
 	@echo "make test         lint, type-check, check the import contracts, build the docs, run the whole suite"
 	@echo "make kafka        fetch Apache Kafka's jars (Maven Central, once) into ~/.cache/pykaf or PYKAF_KAFKA_HOME"
 	@echo "make docs         build the docs site into site/ (mkdocs, warnings are errors)"
+	@echo "make dist         build the sdist and the manylinux wheel into dist/ (docs/releasing.md)"
 	@echo "make bench        run bench/ against the peers, save the run, redraw docs/img/bench-*.svg"
 	@echo "make bench-check  compare the pykaf/peer ratios with bench/baseline.json"
 
@@ -72,6 +73,13 @@ test: lint docs kafka
 demo: $(EXT_STAMP)
 	$(PY) -m pykaf.demo
 
+# The release files (docs/releasing.md): an sdist, and the wheel built from it
+# with the Cython codec compiled, repaired to a manylinux tag by auditwheel;
+# both checked for LICENSE, NOTICE and the type stubs, the build for compiler
+# warnings (tools/build_dist.py). Build requirements come fresh from PyPI.
+dist: $(STAMP)
+	$(PY) tools/build_dist.py --outdir dist
+
 bench: install
 	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly
 	$(PY) bench/ratios.py bench/results/latest.json
@@ -82,4 +90,4 @@ bench-check: install
 	$(PY) bench/ratios.py bench/results/latest.json --check bench/baseline.json
 
 clean:
-	rm -rf $(VENV) build site pykaf/*.so pykaf/_codec.c .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site pykaf/*.so pykaf/_codec.c .pytest_cache .mypy_cache .ruff_cache

@@ -55,3 +55,17 @@ def test_licence_files_are_declared_and_present() -> None:
     notice = (ROOT / "NOTICE").read_text(encoding="utf-8")
     for path in ("tests/data/kafka-specs/errors.tsv", "tests/data/kafka-specs/README.md"):
         assert path in notice and (ROOT / path).is_file()
+
+
+def test_cibuildwheel_builds_every_python_from_requires_python() -> None:
+    project = pyproject()
+    lowest = re.fullmatch(r">=3\.(\d+)", project["project"]["requires-python"])
+    assert lowest, project["project"]["requires-python"]
+    cibw = project["tool"]["cibuildwheel"]
+    built = {int(m) for m in re.findall(r"cp3(\d+)-\*", cibw["build"])}
+    assert min(built) == int(lowest[1])
+    assert built == set(range(min(built), max(built) + 1))  # no version skipped
+    for platform in ("linux", "macos", "windows"):
+        assert cibw[platform]["archs"], platform
+    script = re.search(r"\{project\}/(\S+\.py)", cibw["test-command"])
+    assert script and (ROOT / script[1]).is_file()
