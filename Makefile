@@ -66,8 +66,10 @@ docs: install
 # what an earlier test of their file left in the session's brokers).
 # pytest exits 5 when it collected no test; treat that as a failure of its own
 # kind with a clear message instead of a silent pass.
-test: lint docs kafka
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+# make dist first: tests/test_wheel.py installs and runs the wheel it built
+# (PYKAF_DIST_DIR) instead of building its own.
+test: lint docs kafka dist
+	PYKAF_DIST_DIR=$(CURDIR)/dist $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 demo: $(EXT_STAMP)

