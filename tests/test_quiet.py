@@ -4,7 +4,8 @@
 report as WARNINGs: a transaction aborted with open batches, a purge of
 buffered and of in-flight records (with the epoch reset it causes), a purge
 inside a transaction, and closes with records still buffered (an exception
-leaving the producer's block, a transaction open at close). Run in a fresh
+leaving the producer's block, a transaction open at close); ``sync_scenario()``
+does the same through ``pykaf.sync.Producer``. Run in a fresh
 interpreter that configures no logging, it must print nothing on stderr;
 run under ``caplog``, it must log nothing at WARNING or above.
 """
@@ -23,8 +24,9 @@ import pytest
 import trio
 
 import pykaf
+import pykaf.sync
 from pykaf import errors
-from pykaf.testing import FakeCluster, open_fake_cluster
+from pykaf.testing import FakeCluster, FakeClusterThread, open_fake_cluster
 
 #: Records linger (5 s) unless flushed: batches stay open.
 HELD: dict[str, Any] = {"linger": 5.0}
@@ -98,11 +100,38 @@ async def scenario() -> None:
         await _closes(cluster)
 
 
+def sync_scenario() -> None:
+    """The same through pykaf.sync.Producer, on a fake cluster served from a thread."""
+    with FakeClusterThread(1) as cluster:
+        cluster.create_topic("t", 2)
+        with pykaf.sync.Producer(cluster.bootstrap, transactional_id="s", **HELD) as producer:
+            producer.begin_transaction()
+            producer.send("t", b"warm-up", partition=0)
+            for i in range(50):
+                producer.produce("t", b"%d" % i, partition=i % 2)
+            producer.abort_transaction()
+            producer.begin_transaction()
+            producer.produce("t", b"aborted on close", partition=1)
+        with pykaf.sync.Producer(cluster.bootstrap, **HELD) as producer:
+            producer.send("t", b"warm-up", partition=0)
+            for i in range(20):
+                producer.produce("t", b"%d" % i, partition=0)
+            assert producer.purge() == 20
+        with (
+            contextlib.suppress(KeyboardInterrupt),
+            pykaf.sync.Producer(cluster.bootstrap, **HELD) as producer,
+        ):
+            producer.send("t", b"warm-up", partition=0)
+            producer.produce("t", b"never sent", partition=0)
+            raise KeyboardInterrupt  # closed without delivering
+
+
 def test_no_warning_is_logged_for_what_the_user_asked_for(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     with caplog.at_level(logging.DEBUG, logger="pykaf"):
         trio.run(scenario)
+        sync_scenario()
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not loud, [f"{r.name} {r.levelname} {r.getMessage()}" for r in loud]
     said = [r.getMessage() for r in caplog.records if r.name == "pykaf.producer"]
@@ -138,4 +167,5 @@ def test_the_package_logger_has_a_null_handler() -> None:
 
 if __name__ == "__main__":  # the subprocess of test_nothing_reaches_stderr...
     trio.run(scenario)
+    sync_scenario()
     print("done")
