@@ -28,6 +28,7 @@ import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -150,13 +151,32 @@ def installed(
     yield Installed(wheel, python, bindir, cwd, env)
 
 
+def _build_dist() -> Any:
+    """tools/build_dist.py as a module."""
+    spec = importlib.util.spec_from_file_location("build_dist", ROOT / "tools" / "build_dist.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_compiler_warning_fails_the_build_check() -> None:
+    # GCC's line for the codec before ColumnWriter.keep's eidx was calloc()ed
+    log = (
+        "building 'pykaf._codec' extension\n"
+        "pykaf/_codec.c: In function '__pyx_f_5pykaf_6_codec_13_ColumnWriter_keep':\n"
+        "pykaf/_codec.c:63778:7: warning: '__pyx_v_eidx' may be used uninitialized "
+        "[-Wmaybe-uninitialized]\n"
+        "pykaf/_codec.c:61778:13: note: by argument 3 of type 'const Py_ssize_t *'\n"
+    )
+    found = _build_dist().COMPILER_WARNING.findall(log)
+    assert found == [log.splitlines()[2]]
+
+
 def test_the_wheel_is_manylinux_and_carries_the_licence_and_stubs(
     release_files: tuple[Path, Path],
 ) -> None:
-    spec = importlib.util.spec_from_file_location("build_dist", ROOT / "tools" / "build_dist.py")
-    assert spec and spec.loader
-    build_dist = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build_dist)
+    build_dist = _build_dist()
     sdist, wheel = release_files
     build_dist.check(sdist, wheel, "")  # raises on anything missing
     names = build_dist.wheel_names(wheel)
