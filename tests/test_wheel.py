@@ -97,9 +97,13 @@ def release_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     made = os.environ.get("PYKAF_DIST_DIR")
     if made:
         return _dist_files(Path(made))
-    for module, extra in (("build", "release"), ("auditwheel", "release"), ("Cython", "demo")):
+    for module, where in (
+        ("build", "pip install -e '.[release]'"),
+        ("auditwheel", "pip install -e '.[release]'"),
+        ("Cython", "pip install Cython"),
+    ):
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"no {module}: pip install -e '.[{extra}]' (make install does)")
+            pytest.skip(f"no {module} to build the wheel with: {where} (make install does)")
     compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
     if shutil.which(compiler) is None:
         pytest.skip(f"no C compiler ({compiler}) to build the wheel with")
