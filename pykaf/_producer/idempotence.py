@@ -217,7 +217,12 @@ class Idempotence:
         if self._bump_requested:
             return
         assert self._pipeline is not None
-        log.warning("resetting the idempotent producer's epoch after: %s", reason)
+        log.log(
+            # a purge() of records in flight is the user's; any other loss is not
+            logging.DEBUG if isinstance(reason, errors.PurgedError) else logging.WARNING,
+            "resetting the idempotent producer's epoch after: %s",
+            reason,
+        )
         self._bump_requested = True
         self._bump_done = trio.Event()
         self._pipeline.pause()

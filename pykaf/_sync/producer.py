@@ -35,6 +35,7 @@ from pykaf.errors import (
     DeliveryError,
     KafkaTimeoutError,
     PurgedError,
+    TransactionAbortedError,
 )
 
 __all__ = ["DEFAULT_PRODUCE_BLOCK_TIMEOUT", "MAX_PENDING", "Producer"]
@@ -1967,8 +1968,11 @@ def _merged(feeder: _Feeder, error: DeliveryError | None) -> DeliveryError | Non
     """``error`` (the async producer's) with the feeder's unreported failures added."""
     if not feeder.unreported:
         return error
-    # A purged record was told of by purge() itself.
-    failures = [f for f in feeder.unreported if not isinstance(f[3], PurgedError)]
+    # A purged record was told of by purge() itself, an aborted one by the
+    # abort (abort_transaction(), or close() aborting an open transaction), as
+    # the async producer's flush() and aclose() do not raise them again.
+    told = (PurgedError, TransactionAbortedError)
+    failures = [f for f in feeder.unreported if not isinstance(f[3], told)]
     feeder.unreported.clear()
     if not failures:
         return error

@@ -192,7 +192,13 @@ class TransactionManager:
         if isinstance(error, _FATAL):
             self.fatal(error)
         elif allowed(self.status, TxnEvent.FAIL):
-            log.warning("transaction of %r must abort: %s", self.transactional_id, error)
+            log.log(
+                # a purge() inside a transaction is the user's; any other failure is not
+                logging.DEBUG if isinstance(error, errors.PurgedError) else logging.WARNING,
+                "transaction of %r must abort: %s",
+                self.transactional_id,
+                error,
+            )
             self.error = error
             self._set(TxnEvent.FAIL)
 
