@@ -15,11 +15,12 @@ Kafka marks it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing
+from typing import Any
 
 from pykaf import errors as _pe
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from pykaf.compat._options import UserNames
 
 
