@@ -195,7 +195,7 @@ OPTIONS: dict[str, Option] = {
     "delivery.timeout.ms": Option("delivery_timeout", _ms, _P),
     "retries": Option("retries", _int, _P),
     "message.send.max.retries": Option("retries", _int, _P),
-    "retry.backoff.max.ms": Option("retry_backoff_max", _ms, _P),
+    "retry.backoff.max.ms": Option("retry_backoff_max", _ms),
     "max.in.flight.requests.per.connection": Option("max_in_flight", _int, _P),
     "max.in.flight": Option("max_in_flight", _int, _P),
     "queue.buffering.max.messages": Option("buffer_records", _int, _P),
