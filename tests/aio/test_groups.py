@@ -37,7 +37,7 @@ def test_async_for_commits_as_it_goes(aio_broker: Any) -> None:
 
     async def main() -> None:
         await produce(aio_broker.bootstrap, topic, 2, 10)
-        seen: list[bytes | None] = []
+        seen: list[Any] = []
 
         async def consume(g: pykaf.aio.ConsumerGroup) -> None:
             async for record in g:
@@ -67,7 +67,7 @@ def test_a_handler_of_asyncio_coroutines(aio_broker: Any) -> None:
     class Handler:
         def __init__(self) -> None:
             self.events: list[str] = []
-            self.values: list[bytes | None] = []
+            self.values: list[Any] = []
             self.done = asyncio.Event()
 
         async def setup(self, session: pykaf.aio.GroupSession) -> None:
@@ -130,7 +130,7 @@ def test_share_consumer(share_broker: Any) -> None:
         async with pykaf.aio.open_admin(share_broker.bootstrap) as admin:
             await admin.alter_group_configs({group: {"share.auto.offset.reset": "earliest"}})
         await produce(share_broker.bootstrap, topic, 1, 10)
-        values: list[bytes | None] = []
+        values: list[Any] = []
 
         async def consume(consumer: pykaf.aio.ShareConsumer) -> None:
             batch = await consumer.next_batch()
