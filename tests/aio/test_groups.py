@@ -60,6 +60,31 @@ def test_async_for_commits_as_it_goes(aio_broker: Any) -> None:
     asyncio.run(main())
 
 
+def test_a_new_async_for_goes_on_where_a_break_left(aio_broker: Any) -> None:
+    topic, group = unique("aio-again"), unique("aio-a")
+    aio_broker.create(topic, 1)
+
+    async def main() -> None:
+        await produce(aio_broker.bootstrap, topic, 1, 10)
+        offsets: list[int] = []
+
+        async def consume(g: pykaf.aio.ConsumerGroup) -> None:
+            for stop in (3, 9):  # the first loop stops inside the one fetched batch
+                async for record in g:
+                    offsets.append(record.offset)
+                    if record.offset == stop:
+                        break
+
+        async with pykaf.aio.open_consumer_group(
+            aio_broker.bootstrap, group, [topic], **GROUP
+        ) as g:
+            await asyncio.wait_for(consume(g), 60)
+        assert offsets == list(range(10))
+        assert await committed(aio_broker.bootstrap, group) == {(topic, 0): 10}
+
+    asyncio.run(main())
+
+
 def test_a_handler_of_asyncio_coroutines(aio_broker: Any) -> None:
     topic, group = unique("aio-handler"), unique("aio-h")
     aio_broker.create(topic, 2)
