@@ -180,3 +180,35 @@ def test_share_consumer(share_broker: Any) -> None:
         assert sorted(values) == sorted(expected)
 
     asyncio.run(main())
+
+
+def test_consumed_offsets_committed_by_a_transaction(aio_broker: Any) -> None:
+    src, dst, group = unique("aio-src"), unique("aio-dst"), unique("aio-t")
+    aio_broker.create(src, 1)
+    aio_broker.create(dst, 1)
+
+    async def main() -> None:
+        await produce(aio_broker.bootstrap, src, 1, 10)
+        seen: list[Any] = []
+
+        async def consume(g: pykaf.aio.ConsumerGroup) -> None:
+            async for record in g:
+                seen.append(record)
+                if len(seen) == 10:
+                    break
+
+        async with (
+            pykaf.aio.open_consumer_group(
+                aio_broker.bootstrap, group, [src], auto_commit=False, **GROUP
+            ) as g,
+            pykaf.aio.open_producer(
+                aio_broker.bootstrap, transactional_id=unique("aio-tid")
+            ) as txn,
+        ):
+            await asyncio.wait_for(consume(g), 60)
+            async with txn.transaction():
+                await txn.send(dst, b"sum", partition=0)
+                await txn.send_offsets_to_transaction({(src, 0): 10}, g.group_metadata())
+            assert await committed(aio_broker.bootstrap, group) == {(src, 0): 10}
+
+    asyncio.run(main())

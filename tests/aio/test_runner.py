@@ -270,3 +270,17 @@ def test_a_handler_coroutine_is_cancelled_with_its_trio_call(run: Run) -> None:
 
     run(main)
     assert events[:3] == ["setup", "claim", "cancelled"]
+
+
+def test_a_user_cancelled_while_the_run_starts_stops_it(run: Run) -> None:
+    async def main() -> None:
+        starting = asyncio.create_task(acquire())
+        await asyncio.sleep(0)  # the run is starting
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(starting, 10)  # not left waiting for a run that never stops
+        assert current_runner() is None
+        async with open_fake_cluster() as cluster:  # and a new run starts
+            cluster.create_topic("t", 1)
+
+    run(main)
