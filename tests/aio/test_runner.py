@@ -341,3 +341,19 @@ def test_every_plain_method_works_when_called_from_asyncio(run: Run) -> None:
                         await consuming
 
     run(main)
+
+
+def test_an_object_used_after_its_block_is_closed(run: Run) -> None:
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap) as producer:
+                pass
+            with pytest.raises(errors.ClosedError):
+                await producer.send("t", b"v")  # the run still serves the cluster
+            with pytest.raises(errors.ClosedError):
+                producer.send_nowait("t", b"v")
+        with pytest.raises(errors.ClosedError):
+            await producer.send("t", b"v")  # and now the run has ended too
+
+    run(main)
