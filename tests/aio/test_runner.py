@@ -18,7 +18,7 @@ import trio
 import pykaf
 import pykaf.aio
 from pykaf import errors
-from pykaf.aio._bridge import hold
+from pykaf.aio._bridge import call, hold
 from pykaf.aio._runner import acquire, current_runner, release
 from pykaf.aio.testing import open_fake_cluster
 
@@ -355,5 +355,27 @@ def test_an_object_used_after_its_block_is_closed(run: Run) -> None:
                 producer.send_nowait("t", b"v")
         with pytest.raises(errors.ClosedError):
             await producer.send("t", b"v")  # and now the run has ended too
+
+    run(main)
+
+
+def test_a_cancellation_as_the_trio_call_ends_does_not_wait_for_it_again(run: Run) -> None:
+    """The trio call may end between the asyncio task's cancellation and its wake-up."""
+
+    async def main() -> None:
+        runner = await acquire()
+        try:
+            caller: list[asyncio.Task[Any]] = []
+
+            async def ends_after_cancelling_its_caller() -> int:
+                caller[0].cancel()  # the caller wakes only after this call has ended
+                return 1
+
+            task = asyncio.create_task(call(runner, ends_after_cancelling_its_caller))
+            caller.append(task)
+            done, _ = await asyncio.wait({task}, timeout=5)
+            assert task in done and task.cancelled()
+        finally:
+            await release(runner)
 
     run(main)
