@@ -27,6 +27,14 @@ Kafka, one node). Clients:
   ``gather``.
 
 The slow peers send fewer records (ratios and records/s are per record).
+
+Awaited sends, one record at a time (``bench/test_awaited.py``'s case: 2,000
+records a round, each waited for before the next): groups
+``aio-awaited-2k-tansu`` and ``aio-awaited-2k-kafka``, with
+``aiokafka[send_and_wait]``, ``pykaf[send]`` and ``pykaf[send_plain]`` on trio
+(the plain one not idempotent: aiokafka's settings on Tansu), and
+``pykaf[aio_send]`` and ``pykaf[aio_send_plain]``, the same loops on asyncio.
+
 Run one group with ``pytest bench/test_aio.py --benchmark-only -k tansu``.
 """
 
@@ -44,6 +52,11 @@ from typing import Any
 import pytest
 
 from bench._support import AIOKAFKA, PYKAF, bulk_values, note_rate, tag
+from bench.test_awaited import (
+    AiokafkaSendAndWaitRound,
+    PykafSendPlainRound,
+    PykafSendRound,
+)
 from bench.test_producer import (
     LINGER_S,
     PARTITIONS,
@@ -74,6 +87,17 @@ CLIENTS: list[tuple[str, str]] = [
     (PYKAF, "aio_send_nowait_uvloop"),
 ]
 
+# Awaited sends, one record at a time (``bench/test_awaited.py``'s case): the
+# idempotent pair and the plain pair (aiokafka runs plain on Tansu).
+AWAITED_RECORDS = 2_000
+AWAITED_CLIENTS: list[tuple[str, str]] = [
+    (AIOKAFKA, "send_and_wait"),
+    (PYKAF, "send"),
+    (PYKAF, "send_plain"),
+    (PYKAF, "aio_send"),
+    (PYKAF, "aio_send_plain"),
+]
+
 _topic_ids = itertools.count()
 
 
@@ -95,7 +119,8 @@ class PykafAioSendNowaitRound(PykafSendNowaitRound):
 
     async def _main_aio(self) -> None:
         aio = importlib.import_module("pykaf.aio")
-        async with aio.open_producer(self.bootstrap, **_pykaf_options()) as producer:
+        options = {**_pykaf_options(), "idempotence": self.idempotence}
+        async with aio.open_producer(self.bootstrap, **options) as producer:
             for partition in range(self.partitions):
                 await producer.send(self.topic, _warm_value(self.values), partition=partition)
             self.gate.ready.set()
@@ -109,6 +134,18 @@ class PykafAioUvloopRound(PykafAioSendNowaitRound):
     """The same on uvloop's loop."""
 
     uvloop = True
+
+
+class PykafAioSendRound(PykafAioSendNowaitRound):
+    """``pykaf.aio``: ``await producer.send()`` per record (the trio round's loop) on asyncio."""
+
+    produce = PykafSendRound.produce
+
+
+class PykafAioSendPlainRound(PykafAioSendRound):
+    """The same, not idempotent: aiokafka's settings on Tansu."""
+
+    idempotence = False
 
 
 class ConfluentAioRound(_ThreadedRound):
@@ -146,25 +183,39 @@ class ConfluentAioRound(_ThreadedRound):
             await producer.close()
 
 
-def make_round(client: str, variant: str, broker: str, bootstrap: str, topic: str) -> Round:
-    """One round of the client, in this process, on ``RECORDS`` (or fewer) fixed values."""
-    values = bulk_values(RECORDS, VALUE_SIZE).values[: SHORT_RECORDS.get(client, RECORDS)]
+def make_round(
+    case: str, client: str, variant: str, broker: str, bootstrap: str, topic: str
+) -> Round:
+    """One round of the client for ``case`` ("send_nowait" or "awaited"), in this process."""
+    records = records_of(case, client)
+    values = bulk_values(RECORDS, VALUE_SIZE).values[:records]
     if client == CONFLUENT_AIO:
         return ConfluentAioRound(bootstrap, topic, values)
     if client == AIOKAFKA:
-        return AiokafkaRound(bootstrap, topic, values, idempotence=broker != "tansu")
+        peer = AiokafkaRound if case == "send_nowait" else AiokafkaSendAndWaitRound
+        return peer(bootstrap, topic, values, idempotence=broker != "tansu")
     rounds: dict[str, type[Round]] = {
         "send_nowait": PykafSendNowaitRound,
         "aio_send_nowait": PykafAioSendNowaitRound,
         "aio_send_nowait_uvloop": PykafAioUvloopRound,
+        "send": PykafSendRound,
+        "send_plain": PykafSendPlainRound,
+        "aio_send": PykafAioSendRound,
+        "aio_send_plain": PykafAioSendPlainRound,
     }
     return rounds[variant](bootstrap, topic, values)
 
 
+def records_of(case: str, client: str) -> int:
+    """How many records one round of the client sends in ``case``."""
+    if case == "awaited":
+        return AWAITED_RECORDS
+    return SHORT_RECORDS.get(client, RECORDS)
+
+
 def child_main(argv: list[str]) -> None:
     """The child's side: open and warm up, "ready"; on "go", run, "done"; close, report."""
-    client, variant, broker, bootstrap, topic = argv
-    one = make_round(client, variant, broker, bootstrap, topic)
+    one = make_round(*argv)
     one.start()
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
@@ -178,10 +229,10 @@ def child_main(argv: list[str]) -> None:
 class ProcessRound:
     """A round run by a child process of its own (this file, run as a program)."""
 
-    def __init__(self, client: str, variant: str, broker: str, bootstrap: str, topic: str):
-        self.topic = topic
+    def __init__(self, *argv: str) -> None:  # make_round's arguments
+        self.topic = argv[-1]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.test_aio", client, variant, broker, bootstrap, topic],
+            [sys.executable, "-m", "bench.test_aio", *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -230,21 +281,46 @@ def _skip_missing(client: str, variant: str) -> None:
 def test_aio_send_nowait(
     benchmark: Any, request: pytest.FixtureRequest, broker_name: str, client: str, variant: str
 ) -> None:
+    measure(benchmark, request, "send_nowait", broker_name, client, variant)
+
+
+@pytest.mark.parametrize(
+    ("broker_name", "client", "variant"),
+    [pytest.param(b, c, v, id=f"{b}-{c}-{v}") for b in BROKERS for c, v in AWAITED_CLIENTS],
+)
+def test_aio_awaited(
+    benchmark: Any, request: pytest.FixtureRequest, broker_name: str, client: str, variant: str
+) -> None:
+    measure(benchmark, request, "awaited", broker_name, client, variant)
+
+
+def measure(
+    benchmark: Any,
+    request: pytest.FixtureRequest,
+    case: str,
+    broker_name: str,
+    client: str,
+    variant: str,
+) -> None:
+    """Time ``ROUNDS`` rounds of the client, each in a process of its own, and check them."""
     _skip_missing(client, variant)
     broker = request.getfixturevalue(f"bench_{broker_name}")
-    records = SHORT_RECORDS.get(client, RECORDS)
-    idempotence = not (client == AIOKAFKA and broker_name == "tansu")
+    records = records_of(case, client)
+    idempotence = not (
+        (client == AIOKAFKA and broker_name == "tansu") or variant.endswith("_plain")
+    )
+    awaited = case == "awaited"
     tag(
         benchmark,
-        group=f"aio-send_nowait-{broker_name}",
+        group=f"aio-{'awaited-2k' if awaited else 'send_nowait'}-{broker_name}",
         client=client,
         records=records,
         variant=variant,
         value_bytes=VALUE_SIZE,
         partitions=PARTITIONS,
         acks="all",
-        linger_ms=LINGER_S * 1000,
         idempotence=idempotence,
+        **({} if awaited else {"linger_ms": LINGER_S * 1000}),
     )
     current: list[ProcessRound] = []
     acknowledged: list[int] = []
@@ -252,7 +328,7 @@ def test_aio_send_nowait(
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         topic = f"bench-aio-{broker_name}-{client}-{variant}-{next(_topic_ids)}"
         broker.create_topic(topic, PARTITIONS)
-        one = ProcessRound(client, variant, broker_name, broker.bootstrap, topic)
+        one = ProcessRound(case, client, variant, broker_name, broker.bootstrap, topic)
         current.append(one)
         one.start()
         return (one,), {}
