@@ -52,6 +52,10 @@ class ShareConsumer(Wrapper[pykaf.ShareConsumer]):
         return self
 
     async def __anext__(self) -> pykaf.ShareRecord:
+        # The rest of the current batch is handed out without crossing into trio.
+        record = self._trio.next_nowait()
+        if record is not None:
+            return record
         return await self._anext()
 
     _anext = awaits(pykaf.ShareConsumer.__anext__)
@@ -60,6 +64,7 @@ class ShareConsumer(Wrapper[pykaf.ShareConsumer]):
     commit = awaits(pykaf.ShareConsumer.commit)
     aclose = awaits(pykaf.ShareConsumer.aclose)
     acknowledge = direct(pykaf.ShareConsumer.acknowledge)
+    next_nowait = direct(pykaf.ShareConsumer.next_nowait)
 
 
 @asynccontextmanager

@@ -158,8 +158,12 @@ def test_share_consumer(share_broker: Any) -> None:
         values: list[Any] = []
 
         async def consume(consumer: pykaf.aio.ShareConsumer) -> None:
-            batch = await consumer.next_batch()
-            for record in batch:
+            first = await consumer.next_record()
+            assert first is not None
+            values.append(first.value)
+            while (record := consumer.next_nowait()) is not None:  # the rest of its batch
+                values.append(record.value)
+            for record in await consumer.next_batch(timeout=0.5):  # what is left, if any
                 values.append(record.value)
                 consumer.acknowledge(record, pykaf.ACCEPT)
             async with pykaf.aio.open_producer(share_broker.bootstrap) as producer:
