@@ -228,6 +228,18 @@ class ShareConsumer:
         self._hand_out([record])
         return record
 
+    def next_nowait(self) -> ShareRecord | None:
+        """The next record of the current batch if one is left, else None (no wait, no fetch).
+
+        For a caller outside trio (``pykaf.aio``) that reads records one by one
+        without crossing into trio for each.
+        """
+        if self._closed or not self._buffer:
+            return None
+        record = self._buffer.popleft()
+        self._hand_out([record])
+        return record
+
     def _hand_out(self, records: list[ShareRecord]) -> None:
         for record in records:
             self._handed.setdefault((record.topic, record.partition), {})[record.offset] = record
