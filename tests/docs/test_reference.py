@@ -49,6 +49,11 @@ NOT_IN_REFERENCE = {
     "pykaf.protocol.quirks": "part of the wire layer",
     "pykaf.protocol.sasl": "part of the wire layer",
     "pykaf.protocol.versions": "part of the wire layer",
+    **{
+        f"pykaf.aio.{part}": "pykaf.aio's implementation: its classes and openers are "
+        "re-exported by pykaf.aio, whose page documents them"
+        for part in ("admin", "client", "consumer", "group", "producer", "share")
+    },
 }
 # Submodules whose every public name is re-exported by a documented package
 # (the layout mirrors kafka-python's: `from kafka.producer import ...`).
