@@ -18,14 +18,16 @@ if sys.version_info < (3, 11):  # pragma: no cover - trio installs the backport 
 def require_trio(what: str) -> None:
     """Refuse, with a typed error, an ``open_*`` awaited outside trio.
 
-    One thread-local read; without it, asyncio code would fail deep inside
+    One thread-local read (the current trio task); without it, asyncio code would fail deep inside
     trio with ``AttributeError: 'RunContext' object has no attribute 'runner'``.
 
     Raises:
         WrongAsyncLibraryError: no trio run in this thread (asyncio's, say).
     """
     try:
-        trio.lowlevel.current_trio_token()
+        # A task, not only a run: while pykaf.aio's guest run is alive, asyncio
+        # code on its thread sees the run (its token) but is no trio task.
+        trio.lowlevel.current_task()
     except RuntimeError:
         raise WrongAsyncLibraryError(
             f"{what} runs on trio, but was called from {_running_library()}: use pykaf.aio"

@@ -53,3 +53,23 @@ async def test_under_trio_the_check_lets_the_opener_run() -> None:
     with pytest.raises(errors.KafkaConnectionError):
         async with pykaf.open_client(NOWHERE, connect_timeout=2.0, request_timeout=2.0):
             pytest.fail("connected to nothing")
+
+
+@pytest.mark.parametrize(("name", "opener"), OPENERS[:6], ids=[name for name, _ in OPENERS[:6]])
+def test_the_check_holds_beside_pykaf_aio(
+    name: str, opener: Callable[[], AbstractAsyncContextManager[Any]], fake_cluster: Any
+) -> None:
+    """With pykaf.aio's trio run alive in the thread, asyncio code is still refused.
+
+    The run is there (its token can be read from asyncio code on its thread),
+    but the caller is no trio task.
+    """
+    import pykaf.aio
+
+    async def main() -> None:
+        async with pykaf.aio.open_client(fake_cluster.bootstrap), opener():
+            pytest.fail("opened outside trio")
+
+    with pytest.raises(errors.WrongAsyncLibraryError) as info:
+        asyncio.run(main())
+    assert str(info.value).startswith(f"{name} runs on trio, but was called from asyncio")
