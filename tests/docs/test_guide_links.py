@@ -67,6 +67,17 @@ MAIN: dict[str, list[Name]] = {
         Name("pykaf.CommitError"),
         Name("pykaf.ConsumerError"),
     ],
+    "asyncio.md": [
+        Name("pykaf.aio"),
+        Name("pykaf.aio.open_producer"),
+        Name("pykaf.aio.open_consumer"),
+        Name("pykaf.aio.open_consumer_group"),
+        Name("pykaf.aio.open_admin"),
+        Name("pykaf.aio.open_share_consumer"),
+        Name("pykaf.aio.open_client"),
+        Name("pykaf.aio.Producer"),
+        Name("pykaf.aio.testing.open_fake_cluster"),
+    ],
     "share-groups.md": [
         Name("pykaf.ACCEPT"),
         Name("pykaf.RELEASE"),
