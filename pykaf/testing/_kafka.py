@@ -69,11 +69,11 @@ _LOG_TAIL = 6000  # characters of a node's log quoted when it fails
 #: What log4j 1 (reload4j) and log4j 2 print when they cannot use the logging
 #: config they were given: the node would then run without ever logging
 #: ``_READY_MARKER``, so its start fails at once instead of at the timeout.
-#: log4j 2's own status lines read ``<time> <thread> ERROR ...`` (2.24+) or
+#: log4j 2's own status lines read ``<ISO time> <thread> ERROR ...`` (2.24+) or
 #: ``ERROR StatusLogger ...``; the node's own lines start with ``[`` (``_LOG4J2``).
 _LOGGING_BROKEN = re.compile(
     r"^(log4j:ERROR|log4j:WARN No appenders could be found|ERROR StatusLogger"
-    r"|\S+ \S+ (ERROR|FATAL) )"
+    r"|\d{4}-\d\d-\d\dT\S+ \S+ (ERROR|FATAL) )"
 )
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _PR_SET_PDEATHSIG = 1  # prctl option: a signal for the child when its parent dies
