@@ -9,7 +9,7 @@ EXT_STAMP := $(VENV)/.pykaf-ext-built
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install ext kafka test test-brokers lint docs unit demo bench bench-check clean
+.PHONY: help install ext kafka test test-brokers lint docs unit demo bench bench-check bench-page dist clean
 
 help:
 	@echo "make demo         run the demo (produce 1M records to an embedded Tansu, read back, report)"
@@ -17,23 +17,24 @@ help:
 	@echo "make kafka        fetch Apache Kafka's jars (Maven Central, once) into ~/.cache/pykaf or PYKAF_KAFKA_HOME"
 	@echo "make test-brokers run the compatibility suite (tests/brokers) on every Kafka release, redraw docs/compatibility.md"
 	@echo "make docs         build the docs site into site/ (mkdocs, warnings are errors)"
-	@echo "make bench        run bench/ against the peers, save the run, redraw docs/img/bench-*.svg"
+	@echo "make dist         build the sdist and the manylinux wheel into dist/ (docs/releasing.md)"
+	@echo "make bench        run bench/ against the peers: print the ratios, save the run and its charts in bench/results/"
 	@echo "make bench-check  compare the pykaf/peer ratios with bench/baseline.json"
+	@echo "make bench-page   write docs/benchmarks.md's tables and charts from the committed runs"
 
 # The venv with pykaf (editable) and what the demo needs: no more, so that
 # `make demo` on a fresh machine does not download Spark and the test tools.
 $(BASE_STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip setuptools wheel "Cython>=3.0.10"
-	# compat: the checkout itself goes on sys.path, so PySpark's search for
-	# pyspark_* modules (automatic data source registration) finds pyspark_pykaf.
-	$(PY) -m pip install -q --no-build-isolation -e ".[demo]" --config-settings editable_mode=compat
+	# setuptools' default editable mode; pyproject's package-dir makes it put
+	# the checkout on sys.path, where PySpark's search finds pyspark_pykaf.
+	$(PY) -m pip install -q --no-build-isolation -e ".[demo]"
 	touch $(BASE_STAMP)
 
 # Everything else the suite, the benchmarks, the linters and the docs use.
 $(STAMP): $(BASE_STAMP)
-	$(PY) -m pip install -q --no-build-isolation -e ".[demo,test,bench,lint,spark,docs]" \
-		--config-settings editable_mode=compat
+	$(PY) -m pip install -q --no-build-isolation -e ".[demo,test,bench,lint,spark,docs,release]"
 	touch $(STAMP)
 
 # Rebuild the extension in place whenever the Cython source changes.
@@ -67,8 +68,10 @@ docs: install
 # what an earlier test of their file left in the session's brokers).
 # pytest exits 5 when it collected no test; treat that as a failure of its own
 # kind with a clear message instead of a silent pass.
-test: lint docs kafka
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
+# make dist first: tests/test_wheel.py installs and runs the wheel it built
+# (PYKAF_DIST_DIR) instead of building its own.
+test: lint docs kafka dist
+	PYKAF_DIST_DIR=$(CURDIR)/dist $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
 
 # The compatibility suite (tests/brokers) on every release of
@@ -97,14 +100,26 @@ test-brokers: install
 demo: $(EXT_STAMP)
 	$(PY) -m pykaf.demo
 
+# The release files (docs/releasing.md): an sdist, and the wheel built from it
+# with the Cython codec compiled, repaired to a manylinux tag by auditwheel;
+# both checked for LICENSE, NOTICE and the type stubs, the build for compiler
+# warnings (tools/build_dist.py). Build requirements come fresh from PyPI.
+dist: $(STAMP)
+	$(PY) tools/build_dist.py --outdir dist
+
 bench: install
 	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly
 	$(PY) bench/ratios.py bench/results/latest.json
-	$(PY) tools/plot_bench.py bench/baseline.json bench/results/ratios.json
+	$(PY) tools/plot_bench.py bench/baseline.json bench/results/ratios.json --out bench/results/img
+
+# docs/benchmarks.md's tables and charts, from the committed run files
+# (bench/baseline.json, bench/runs/*.json); a test fails when they are not current.
+bench-page: install
+	$(PY) tools/bench_page.py
 
 bench-check: install
 	$(PY) -m pytest bench --benchmark-only --benchmark-json=bench/results/latest.json -p no:randomly
 	$(PY) bench/ratios.py bench/results/latest.json --check bench/baseline.json
 
 clean:
-	rm -rf $(VENV) build site pykaf/*.so pykaf/_codec.c .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site pykaf/*.so pykaf/_codec.c .pytest_cache .mypy_cache .ruff_cache

@@ -3,6 +3,8 @@
 This module only re-exports the public names; the code lives in private modules.
 """
 
+import logging
+
 from pykaf import codec, errors
 from pykaf._admin.acls import (
     AclBinding,
@@ -97,6 +99,11 @@ from pykaf.errors import (
     TransactionAbortedError,
     TransactionStateError,
 )
+
+# A library's loggers print nothing unless the application configures logging
+# (the logging HOWTO's rule): without this, Python's last-resort handler would
+# write pykaf's warnings to stderr.
+logging.getLogger("pykaf").addHandler(logging.NullHandler())
 
 __all__ = [
     "ACCEPT",

@@ -21,7 +21,7 @@ from libc.stdint cimport (
     INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t,
 )
 from libc.string cimport memcpy
-from libc.stdlib cimport malloc
+from libc.stdlib cimport calloc, malloc
 
 import time
 from operator import index as _index

@@ -375,7 +375,11 @@ cdef class _ColumnWriter:
                 return 0
             hfirst = hofs[first]
             if self.header_keys.n > hfirst:
-                eidx = <Py_ssize_t*>malloc((m if m else 1) * sizeof(Py_ssize_t))
+                # calloc, not malloc: GCC cannot tell that the loop below writes
+                # the m entries the writers read, and warned (-Wmaybe-uninitialized)
+                # of malloc's memory passed on as const. When no kept row has a
+                # header (m == 0) nothing is written and the writers read nothing.
+                eidx = <Py_ssize_t*>calloc(m if m else 1, sizeof(Py_ssize_t))
                 if eidx == NULL:
                     raise MemoryError()
                 m = 0

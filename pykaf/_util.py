@@ -6,10 +6,42 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import sniffio
 import trio
+
+from pykaf.errors import WrongAsyncLibraryError
 
 if sys.version_info < (3, 11):  # pragma: no cover - trio installs the backport there
     from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found]
+
+
+def require_trio(what: str) -> None:
+    """Refuse, with a typed error, an ``open_*`` awaited outside trio.
+
+    One thread-local read (the current trio task); without it, asyncio code would fail deep inside
+    trio with ``AttributeError: 'RunContext' object has no attribute 'runner'``.
+
+    Raises:
+        WrongAsyncLibraryError: no trio run in this thread (asyncio's, say).
+    """
+    try:
+        # A task, not only a run: while pykaf.aio's guest run is alive, asyncio
+        # code on its thread sees the run (its token) but is no trio task.
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        raise WrongAsyncLibraryError(
+            f"{what} runs on trio, but was called from {_running_library()}: use pykaf.aio"
+            " (the same API on asyncio) in asyncio code, pykaf.sync in blocking code, or"
+            " run this under trio.run()"
+        ) from None
+
+
+def _running_library() -> str:
+    """The async library running this code, as sniffio (a dependency of trio's) names it."""
+    try:
+        return sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return "code that trio does not run"
 
 
 @asynccontextmanager

@@ -9,6 +9,7 @@ twin ``pykaf._codec_py``. Both have the same names, signatures and output.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from pykaf._column_batch import ColumnBatch
 from pykaf._columns import BinaryColumn
@@ -22,49 +23,107 @@ else:
         from pykaf import _codec_py as _impl
 
 IMPLEMENTATION: str = _impl.IMPLEMENTATION
+"""The active implementation: ``"cython"`` (``pykaf._codec``) or ``"python"`` (the twin)."""
 
 COMPRESSION_NONE = _impl.COMPRESSION_NONE
+"""Kafka's compression code for uncompressed records (0)."""
+
 COMPRESSION_GZIP = _impl.COMPRESSION_GZIP
+"""Kafka's compression code for gzip (1)."""
+
 COMPRESSION_SNAPPY = _impl.COMPRESSION_SNAPPY
+"""Kafka's compression code for snappy, xerial framing (2)."""
+
 COMPRESSION_LZ4 = _impl.COMPRESSION_LZ4
+"""Kafka's compression code for lz4 frames (3)."""
+
 COMPRESSION_ZSTD = _impl.COMPRESSION_ZSTD
+"""Kafka's compression code for zstd (4)."""
+
 COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+"""The compression names, indexed by their codes (see ``compression_code``)."""
+
 TIMESTAMP_CREATE_TIME = _impl.TIMESTAMP_CREATE_TIME
+"""A batch's timestamp type: set by the producer (0)."""
+
 TIMESTAMP_LOG_APPEND_TIME = _impl.TIMESTAMP_LOG_APPEND_TIME
+"""A batch's timestamp type: set by the broker on append (1)."""
+
 CONTROL_ABORT = _impl.CONTROL_ABORT
+"""A transaction marker's control type: the transaction aborted (0)."""
+
 CONTROL_COMMIT = _impl.CONTROL_COMMIT
+"""A transaction marker's control type: the transaction committed (1)."""
+
 RECORD_BATCH_OVERHEAD = _impl.RECORD_BATCH_OVERHEAD
+"""The bytes of a v2 record batch's header, before its records (61)."""
+
 NO_PRODUCER_ID = _impl.NO_PRODUCER_ID
+"""The producer id of a batch from a producer that is not idempotent (-1)."""
 
-encode_uvarint = _impl.encode_uvarint
-decode_uvarint = _impl.decode_uvarint
-encode_uvarlong = _impl.encode_uvarlong
-decode_uvarlong = _impl.decode_uvarlong
-encode_varint = _impl.encode_varint
-decode_varint = _impl.decode_varint
-encode_varlong = _impl.encode_varlong
-decode_varlong = _impl.decode_varlong
-crc32c = _impl.crc32c
-murmur2 = _impl.murmur2
-fnv1a_32 = _impl.fnv1a_32
-partition_order = _impl.partition_order
-take = _impl.take
-
-Record = _impl.Record
-RecordBatch = _impl.RecordBatch
-RecordSet = _impl.RecordSet
-decode_record_set = _impl.decode_record_set
-decode_batches = _impl.decode_batches
-decode_columns = _impl.decode_columns
 KEEP_ALL = _impl.KEEP_ALL
-KEEP_NONE = _impl.KEEP_NONE
+"""Offset bounds ``(first, last)`` that keep every record of a decoded batch."""
 
-record_size = _impl.record_size
-BatchBuilder = _impl.BatchBuilder
-ProduceSet = _impl.ProduceSet
-encode_control_batch = _impl.encode_control_batch
-encode_legacy_message_set = _impl.encode_legacy_message_set
-RecordStager = _impl.RecordStager
+KEEP_NONE = _impl.KEEP_NONE
+"""Offset bounds ``(first, last)`` that keep no record."""
+
+# The classes and functions of the active implementation. Type checkers and the
+# API reference (griffe) read them from the pure-Python twin, whose interface
+# (pykaf/_codec.pyi) and docstrings the compiled codec shares.
+if TYPE_CHECKING:
+    from pykaf._codec_py import (
+        BatchBuilder,
+        ProduceSet,
+        Record,
+        RecordBatch,
+        RecordSet,
+        RecordStager,
+        crc32c,
+        decode_batches,
+        decode_columns,
+        decode_record_set,
+        decode_uvarint,
+        decode_uvarlong,
+        decode_varint,
+        decode_varlong,
+        encode_control_batch,
+        encode_legacy_message_set,
+        encode_uvarint,
+        encode_uvarlong,
+        encode_varint,
+        encode_varlong,
+        fnv1a_32,
+        murmur2,
+        partition_order,
+        record_size,
+        take,
+    )
+else:
+    encode_uvarint = _impl.encode_uvarint
+    decode_uvarint = _impl.decode_uvarint
+    encode_uvarlong = _impl.encode_uvarlong
+    decode_uvarlong = _impl.decode_uvarlong
+    encode_varint = _impl.encode_varint
+    decode_varint = _impl.decode_varint
+    encode_varlong = _impl.encode_varlong
+    decode_varlong = _impl.decode_varlong
+    crc32c = _impl.crc32c
+    murmur2 = _impl.murmur2
+    fnv1a_32 = _impl.fnv1a_32
+    partition_order = _impl.partition_order
+    take = _impl.take
+    Record = _impl.Record
+    RecordBatch = _impl.RecordBatch
+    RecordSet = _impl.RecordSet
+    decode_record_set = _impl.decode_record_set
+    decode_batches = _impl.decode_batches
+    decode_columns = _impl.decode_columns
+    record_size = _impl.record_size
+    BatchBuilder = _impl.BatchBuilder
+    ProduceSet = _impl.ProduceSet
+    encode_control_batch = _impl.encode_control_batch
+    encode_legacy_message_set = _impl.encode_legacy_message_set
+    RecordStager = _impl.RecordStager
 
 
 def compression_code(name: str | int | None) -> int:

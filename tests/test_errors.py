@@ -88,3 +88,51 @@ def test_tree_shape() -> None:
         if isinstance(obj, type):
             assert issubclass(obj, errors.PykafError), name
             assert obj.__doc__, name
+
+
+def test_a_consumer_error_is_also_an_instance_of_its_errors_class() -> None:
+    """``except TopicAuthorizationError`` catches a partition's ConsumerError (issue 35)."""
+    cause = errors.TopicAuthorizationError("secured/0: Topic authorization failed.")
+    error = errors.ConsumerError("secured", 0, cause)
+    assert isinstance(error, errors.ConsumerError)
+    assert isinstance(error, errors.TopicAuthorizationError)
+    assert (error.topic, error.partition, error.error) == ("secured", 0, cause)
+    kafka: errors.KafkaError = error  # (narrowed above to a subclass of both)
+    assert (kafka.code, kafka.name, kafka.retriable) == (29, "TOPIC_AUTHORIZATION_FAILED", False)
+    assert type(error).__name__ == "ConsumerError[TopicAuthorizationError]"
+    with pytest.raises(errors.TopicAuthorizationError):
+        raise error
+    # a retriable cause makes a retriable ConsumerError, one class per cause's class
+    corrupt = errors.ConsumerError("t", 1, errors.CorruptRecordError("t/1: bad crc"))
+    assert isinstance(corrupt, errors.RetriableError) and corrupt.retriable
+    assert type(errors.ConsumerError("u", 2, errors.CorruptRecordError())) is type(corrupt)
+    # the cause's own attributes come along (LogTruncationError takes other arguments)
+    truncated = errors.ConsumerError("t", 1, errors.LogTruncationError("t", 1, 9, 5, 2))
+    assert isinstance(truncated, errors.LogTruncationError)
+    assert (truncated.fetch_offset, truncated.divergent_offset) == (9, 5)
+    unknown = errors.ConsumerError("t", 1, errors.UnknownKafkaError(4242))
+    copied: errors.KafkaError = unknown  # type: ignore[assignment]
+    assert isinstance(unknown, errors.UnknownKafkaError) and copied.code == 4242  # its own code
+    # an error that is not pykaf's leaves a plain ConsumerError
+    assert type(errors.ConsumerError("t", 1, ValueError("x"))) is errors.ConsumerError
+
+
+def test_a_consumer_error_names_its_partition_once() -> None:
+    said = errors.ConsumerError("secured", 0, errors.TopicAuthorizationError("secured/0: no"))
+    assert str(said) == "secured/0: no"  # not "secured/0: secured/0: no"
+    unsaid = errors.ConsumerError("secured", 0, errors.TopicAuthorizationError("no"))
+    assert str(unsaid) == "secured/0: no"
+    # another partition's name is not this one's
+    other = errors.ConsumerError("secured", 1, errors.TopicAuthorizationError("secured/10: no"))
+    assert str(other) == "secured/1: secured/10: no"
+
+
+def test_a_consumer_error_survives_pickling_and_copying() -> None:
+    import copy
+    import pickle
+
+    error = errors.ConsumerError("t", 3, errors.OffsetOutOfRangeError("t/3: offset 7"))
+    for again in (pickle.loads(pickle.dumps(error)), copy.copy(error)):
+        assert type(again) is type(error)
+        assert (again.topic, again.partition, str(again)) == ("t", 3, "t/3: offset 7")
+        assert isinstance(again.error, errors.OffsetOutOfRangeError)

@@ -104,3 +104,67 @@ def test_future_internals_are_what_send_async_assumes() -> None:
         "_done_callbacks",
     }
     assert callable(Future._invoke_callbacks)  # type: ignore[attr-defined]
+
+
+#: Objects that own their changes (issue 31): the module of each class, and the
+#: modules where objects of it are handled. Outside its own module a field of
+#: one is read, never written: the class has a method named for each change.
+OWNED: dict[str, tuple[str, tuple[str, ...]]] = {
+    "PartitionState": ("pykaf/_producer/state.py", ("pykaf/_producer", "pykaf/_txn")),
+}
+
+
+def _slots(module: str, cls: str) -> set[str]:
+    tree = ast.parse((PKG.parent / module).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if (
+                    isinstance(item, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in item.targets)
+                    and isinstance(item.value, ast.Tuple)
+                ):
+                    return {ast.literal_eval(e) for e in item.value.elts}
+    raise AssertionError(f"{module} defines no {cls} with __slots__")
+
+
+def _field_writes(source: str, fields: set[str]) -> list[tuple[int, str]]:
+    """Writes (``x.f = ...``, ``x.f += ...``) of ``fields`` on anything but ``self``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for target in targets:
+            for t in ast.walk(target):
+                if (
+                    isinstance(t, ast.Attribute)
+                    and t.attr in fields
+                    and not (isinstance(t.value, ast.Name) and t.value.id == "self")
+                ):
+                    found.append((t.lineno, ast.unparse(t)))
+    return found
+
+
+def test_owned_state_is_written_only_by_its_own_module() -> None:
+    found = []
+    for cls, (module, scope) in OWNED.items():
+        # topic and partition name the object and are set once; other objects
+        # (a ProducerMessage) have fields of those names that are theirs to set.
+        fields = _slots(module, cls) - {"topic", "partition"}
+        for where in scope:
+            for path in sorted((PKG.parent / where).rglob("*.py")):
+                rel = path.relative_to(PKG.parent).as_posix()
+                if rel == module:
+                    continue
+                found += [
+                    (rel, line, text) for line, text in _field_writes(path.read_text(), fields)
+                ]
+    assert found == []
+
+
+def test_the_write_check_finds_a_write() -> None:
+    source = "def f(p):\n    p.failures += 1\n    p.open = None\n    self.open = 1\n"
+    assert _field_writes(source, {"failures", "open"}) == [(2, "p.failures"), (3, "p.open")]

@@ -51,6 +51,7 @@ generator, not this file. The tree::
     ├── DataLossError               offsets a Spark read planned to cover are gone
     ├── EncodeError                 a message cannot be encoded as it stands (a ValueError)
     ├── MissingDependencyError      an optional dependency is not installed (names the extra)
+    ├── WrongAsyncLibraryError      the trio API awaited outside trio (also a RuntimeError)
     ├── KafkaConnectionError        socket or TLS failure        (retriable)
     │   └── KafkaTimeoutError       no answer within the timeout (retriable)
     ├── TlsCertificateError         the broker's certificate is refused
@@ -99,7 +100,17 @@ class RetriableError(PykafError):
 
 
 class ConfigError(PykafError, ValueError):
-    """A configuration value is invalid; raised once, when the object opens."""
+    """A configuration value is invalid; raised once, when the object opens.
+
+    Attributes:
+        option: the option whose value was refused, when one was (else None).
+        value: that option's value.
+        reason: what the value must be (the message without ``option=value: ``).
+    """
+
+    option: str | None = None
+    value: Any = None
+    reason: str = ""
 
 
 class ClosedError(PykafError):
@@ -165,16 +176,60 @@ class PurgedError(PykafError):
 class ConsumerError(PykafError):
     """An error of one partition consumer, on its ``errors()`` channel.
 
+    A ConsumerError is also an instance of its error's class: the one made for
+    a :class:`TopicAuthorizationError` is caught by ``except
+    TopicAuthorizationError`` as well as by ``except ConsumerError`` (its class
+    is ``ConsumerError[TopicAuthorizationError]``, a subclass of both), and it
+    carries that error's attributes (``code``, ``name``, ``retriable``, ...).
+
     Attributes:
         topic, partition: the partition.
         error: what went wrong (a pykaf error).
     """
 
+    def __new__(cls, topic: str, partition: int, error: BaseException) -> ConsumerError:
+        """Make the instance of the subclass that is also an instance of ``error``'s class."""
+        kind = _typed_consumer_error(type(error)) if cls is ConsumerError else cls
+        return PykafError.__new__(kind, topic, partition, error)
+
     def __init__(self, topic: str, partition: int, error: BaseException) -> None:
-        super().__init__(f"{{topic}}/{{partition}}: {{error}}")
+        prefix = f"{{topic}}/{{partition}}: "
+        text = str(error)
+        # PykafError's __init__, not the next class's in the MRO: a typed
+        # error's own __init__ (LogTruncationError's) takes other arguments.
+        PykafError.__init__(self, text if text.startswith(prefix) else prefix + text)
+        for name, value in vars(error).items():  # the typed error's attributes
+            if not name.startswith("__"):
+                setattr(self, name, value)
         self.topic = topic
         self.partition = partition
         self.error = error
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ConsumerError, (self.topic, self.partition, self.error))
+
+
+_TYPED_CONSUMER_ERRORS: dict[type[BaseException], type[ConsumerError]] = {{}}
+
+
+def _typed_consumer_error(kind: type[BaseException]) -> type[ConsumerError]:
+    """The subclass of ConsumerError that is also a ``kind`` (made once per class).
+
+    ConsumerError itself for an error that is not pykaf's, or whose class
+    cannot be combined with it.
+    """
+    if not issubclass(kind, PykafError) or issubclass(kind, ConsumerError):
+        return ConsumerError
+    typed = _TYPED_CONSUMER_ERRORS.get(kind)
+    if typed is None:
+        try:
+            name = f"ConsumerError[{{kind.__name__}}]"
+            doc = f"A ConsumerError that is also a {{kind.__name__}}."
+            typed = type(name, (ConsumerError, kind), {{"__module__": __name__, "__doc__": doc}})
+        except TypeError:  # e.g. base classes whose layouts conflict
+            typed = ConsumerError
+        _TYPED_CONSUMER_ERRORS[kind] = typed
+    return typed
 
 
 class CommitError(PykafError):
@@ -243,6 +298,15 @@ class MissingDependencyError(PykafError, ImportError):
 
     The message names the package and the pykaf extra that installs it, e.g.
     ``pip install 'pykaf[arrow]'`` for ``ColumnBatch.to_arrow()``.
+    """
+
+
+class WrongAsyncLibraryError(PykafError, RuntimeError):
+    """pykaf's async API was awaited outside trio (from asyncio, say).
+
+    ``pykaf.open_producer`` and the other ``open_*`` functions run on trio.
+    The message names the library found and what to use instead: ``pykaf.aio``
+    for asyncio code, ``pykaf.sync`` for blocking code.
     """
 
 
@@ -451,6 +515,7 @@ def render(rows: list[dict[str, str]]) -> str:
         "RetriableError",
         "TlsCertificateError",
         "UnknownKafkaError",
+        "WrongAsyncLibraryError",
         "error_for_code",
         "raise_for_code",
     ]

@@ -125,9 +125,10 @@ def fmt_ratio(value: float) -> str:
     return f"{value:.2f}x" if value >= 1 else f"{value:.3g}x"
 
 
-def plot_area(name: str, points: list[Point], out: Path) -> Path:
-    """Write one area's chart; return its path."""
-    title = next((t for n, t, _p in [*AREAS, OTHER] if n == name), name)
+def plot_area(name: str, points: list[Point], out: Path, title: str | None = None) -> Path:
+    """Write one area's chart (``bench-<name>.svg``, titled ``title`` or the area's); its path."""
+    if title is None:
+        title = next((t for n, t, _p in [*AREAS, OTHER] if n == name), name)
     plt.rcParams["svg.hashsalt"] = "pykaf-bench"  # stable element ids
     plt.rcParams["svg.fonttype"] = "none"  # text stays text: smaller and searchable
     height = 1.2 + 0.32 * len(points)

@@ -146,8 +146,8 @@ def _list_value(values: Sequence[str]) -> str:
     return ",".join(values)
 
 
-#: What a config maps to in an alteration: a value to set, None to delete, or a change.
 ConfigValue: TypeAlias = str | ConfigChange | None
+"""What a config maps to in an alteration: a value to set, None to delete, or a change."""
 
 
 @dataclass(frozen=True)

@@ -30,19 +30,21 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.metadata import BrokerInfo, Metadata, PartitionInfo
 from pykaf._cluster.pool import ConnectionPool
 from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
 from pykaf._net.metrics import RequestStatistics, merge
-from pykaf._util import open_service_nursery
+from pykaf._util import open_service_nursery, require_trio
 from pykaf.protocol.connection import BrokerVersions
 
 log = logging.getLogger("pykaf.cluster")
 
-#: ``get_offset`` times: the earliest and the next-to-be-written offset.
 OLDEST = -2
+"""The earliest offset a partition still holds (a ``get_offset`` time, a seek target)."""
 NEWEST = -1
+"""The next offset to be written to a partition (a ``get_offset`` time, a seek target)."""
 
 COORDINATOR_GROUP = 0
 COORDINATOR_TRANSACTION = 1
@@ -351,6 +353,7 @@ class Client:
         deadline = rq.Deadline(self.config.request_timeout)
         creating = self.config.allow_auto_create_topics
         creation_deadline = rq.Deadline(min(self.config.request_timeout, AUTO_CREATE_WAIT))
+        retries = Retries(Backoff.of(self.config))
         while t is None and not deadline.passed:
             known = self.metadata.topic_errors.get(topic)
             if known is None or not known.retriable:
@@ -359,7 +362,7 @@ class Client:
                 not creating or creation_deadline.passed
             ):
                 break
-            await rq.backoff(self)
+            await retries.wait()
             await self.refresh_metadata(topic)
             t = self.metadata.topics.get(topic)
         if t is None:
@@ -466,7 +469,8 @@ class Client:
         the high watermark (brokers below ListOffsets v2 ignore it).
 
         Raises:
-            UnknownTopicOrPartitionError, and the broker's error for the partition.
+            UnknownTopicOrPartitionError: the topic or partition does not exist.
+            KafkaError: the broker's error for the partition.
         """
 
         async def exchange(conn: BrokerConnection) -> tuple[int, Any]:
@@ -641,6 +645,7 @@ async def open_client(
         ConfigError: an invalid option (before anything connects).
         KafkaConnectionError: no bootstrap broker could be reached.
     """
+    require_trio("pykaf.open_client()")
     if bootstrap_servers is not None:
         config["bootstrap_servers"] = bootstrap_servers
     cfg = ClientConfig.from_kwargs(**config)

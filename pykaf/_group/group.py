@@ -27,7 +27,7 @@ one, when the group's ``async with`` block is left without an error).
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +37,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import NEWEST, OLDEST, Client
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._consumer.consumer import Consumer
@@ -121,6 +122,8 @@ class ConsumerGroup:
     ) -> None:
         self.client = client
         self.config = config
+        #: failed coordinator round trips in a row, and the backoff they earn
+        self._retries = Retries(Backoff.of(config))
         self.group_id = group_id
         self.topics = sorted(set(topics))
         self._consumer = consumer
@@ -148,6 +151,10 @@ class ConsumerGroup:
         self._consume_done = trio.Event()
         self._consume_done.set()
         self._iter_receive: trio.MemoryReceiveChannel[tuple[Claim, list[Record]]] | None = None
+        # ``async for``'s cursor: the claim and batch it hands out, and the next index.
+        self._iter_claim: Claim | None = None
+        self._iter_batch: list[Record] = []
+        self._iter_next = 0
         # The record ``async for`` handed out last, not yet marked: it counts
         # as done when the loop asks for the next one, or when the group's
         # block is left normally (after a ``break``).
@@ -195,19 +202,50 @@ class ConsumerGroup:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Record]:
+        next_nowait = self.next_nowait
+        while True:
+            record = next_nowait()
+            if record is None:
+                record = await self.next_record()
+                if record is None:
+                    return
+            yield record
+
+    def next_nowait(self) -> Record | None:
+        """The next record of ``async for``'s stream if one is fetched, else None (no wait).
+
+        Like asking ``async for`` for the next record, it marks the one handed
+        out before. For a caller outside trio (``pykaf.aio``) that reads the
+        stream one record at a time without crossing into trio for each.
+        """
+        self._settle_handed()
+        i, batch = self._iter_next, self._iter_batch
+        if i >= len(batch):
+            return None
+        claim = self._iter_claim
+        if claim is not None and claim.revoked:  # the rest of the batch is no longer ours
+            self._iter_batch, self._iter_next = [], 0
+            return None
+        record = batch[i]
+        self._iter_next = i + 1
+        self._handed = (record.topic, record.partition, record.offset + 1)
+        return record
+
+    async def next_record(self) -> Record | None:
+        """The next record of ``async for``'s stream, waiting for one; None once the group stops."""
         if self._iter_receive is None:
             send, receive = trio.open_memory_channel[tuple[Claim, list[Record]]](1)
             self._iter_receive = receive
             self._nursery.start_soon(self.consume, _ForwardingHandler(send))
-        receive = self._iter_receive
-        self._settle_handed()
-        async for claim, batch in receive:
-            for record in batch:
-                if claim.revoked:
-                    break
-                self._handed = (record.topic, record.partition, record.offset + 1)
-                yield record
-                self._settle_handed()
+        while True:
+            record = self.next_nowait()
+            if record is not None:
+                return record
+            try:
+                claim, batch = await self._iter_receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                return None
+            self._iter_claim, self._iter_batch, self._iter_next = claim, batch, 0
 
     def _settle_handed(self) -> None:
         """Mark the record ``async for`` handed out last as done.
@@ -221,15 +259,18 @@ class ConsumerGroup:
         if handed is not None:
             self._mark(handed[0], handed[1], handed[2], None)
 
-    async def commit(self) -> None:
+    async def commit(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
         """Commit the marked offsets of the current generation now.
+
+        With ``offsets`` (the next offset to consume by ``(topic, partition)``),
+        commit exactly those and nothing else: the marks stay as they are.
 
         Raises:
             CommitError: the coordinator refused some partitions (they stay marked).
         """
         if self.generation_id < 0:
             return
-        await self.offsets.commit(self.generation_id, self.member_id)
+        await self.offsets.commit(self.generation_id, self.member_id, offsets)
 
     def group_metadata(self) -> GroupMetadata:
         """The member and its generation, for ``producer.send_offsets_to_transaction``.
@@ -325,7 +366,7 @@ class ConsumerGroup:
         # The request path's pause: the next _coordinator() looks the
         # coordinator up again after NOT_COORDINATOR or a lost connection.
         target = rq.group_coordinator(self.group_id)
-        await rq.retry_later(self.client, target, error, self.config.retry_backoff)
+        await rq.retry_later(self.client, target, error, self._retries.policy, self._retries.fail())
 
     async def _join_and_sync(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
         """Join and sync until this member holds an assignment of a generation."""
@@ -338,6 +379,7 @@ class ConsumerGroup:
                 log.info("group %s: %s; joining again", self.group_id, exc)
                 await self._retry_later(exc)
                 continue
+            self._retries.reset()
             self.rebalances += 1
             assigned = {(t, p) for t, ps in assignment.items() for p in ps}
             revoked = [tp for tp in self._claims if tp not in assigned]
@@ -391,7 +433,7 @@ class ConsumerGroup:
                 self._lose_membership()
                 raise _Rejoin
             if issubclass(err, errors.RebalanceInProgressError):
-                await rq.backoff(self.client, cfg.retry_backoff)
+                await self._retries.wait()
                 raise _Rejoin
             raise err(f"JoinGroup {self.group_id!r}: {err.description}")
         self.member_id = response.member_id
@@ -638,6 +680,7 @@ class ConsumerGroup:
                 continue
             if err is None:
                 last_ok = trio.current_time()
+                self._retries.reset()
                 continue
             if issubclass(err, errors.RebalanceInProgressError):
                 log.info("group %s: rebalance", self.group_id)

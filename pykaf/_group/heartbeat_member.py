@@ -38,7 +38,7 @@ import base64
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -148,8 +148,11 @@ class HeartbeatMember(ConsumerGroup):
         self._heartbeat_now.set()
         self._rejoin_allowed.set()
 
-    async def commit(self) -> None:
+    async def commit(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
         """Commit the marked offsets now, with the member epoch.
+
+        With ``offsets`` (the next offset to consume by ``(topic, partition)``),
+        commit exactly those and nothing else: the marks stay as they are.
 
         Raises:
             CommitError: the coordinator refused some partitions (they stay marked);
@@ -157,7 +160,7 @@ class HeartbeatMember(ConsumerGroup):
         """
         if self.member_epoch <= 0 or self._fenced:
             return
-        await self.offsets.commit(self.member_epoch, self.member_id)
+        await self.offsets.commit(self.member_epoch, self.member_id, offsets)
 
     # -- the loop -----------------------------------------------------------------
 
@@ -285,6 +288,7 @@ class HeartbeatMember(ConsumerGroup):
 
     def _answered(self, response: Any, acked: bool) -> None:
         """A heartbeat answered without error: the epoch, the interval, maybe an assignment."""
+        self._retries.reset()
         if self._fenced or self._closed:
             return
         if response.member_id:
@@ -407,7 +411,7 @@ class HeartbeatMember(ConsumerGroup):
         return names
 
     async def _wake_later(self) -> None:
-        await trio.sleep(self.config.retry_backoff)
+        await self._retries.policy.wait()
         self._wake.set()
 
     # -- leaving --------------------------------------------------------------------

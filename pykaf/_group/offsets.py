@@ -14,6 +14,7 @@ not truncated below it meanwhile.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pykaf import errors
@@ -187,17 +188,29 @@ class OffsetManager:
                     self._committed_epochs[tp] = -1 if epoch is None else epoch
         return {tp: out.get(tp, -1) for tp in partitions}
 
-    async def commit(self, generation: int, member_id: str) -> int:
+    async def commit(
+        self,
+        generation: int,
+        member_id: str,
+        offsets: Mapping[TopicPartition, int] | None = None,
+    ) -> int:
         """Commit every mark that moved since the last commit; returns how many partitions.
+
+        With ``offsets``, commit exactly those (the next offset to consume per
+        partition) and nothing else; the marks stay as they are, and one that
+        differs from what was committed goes with the next commit.
 
         Raises:
             CommitError: the broker refused some partitions (they stay marked).
             KafkaError: the request as a whole failed.
         """
-        dirty = [tp for tp in self._dirty if tp in self._marked]
-        if not dirty:
+        if offsets is None:
+            dirty = [tp for tp in self._dirty if tp in self._marked]
+            entries = {tp: self._marked[tp] for tp in dirty}
+        else:
+            entries = {tp: self._given(tp, offset) for tp, offset in offsets.items()}
+        if not entries:
             return 0
-        entries = {tp: self._marked[tp] for tp in dirty}
         by_topic: dict[str, list[tuple[int, int, str | None, int]]] = {}
         for (topic, partition), (offset, metadata, epoch) in entries.items():
             by_topic.setdefault(topic, []).append((partition, offset, metadata, epoch))
@@ -250,6 +263,13 @@ class OffsetManager:
                 await self.client.refresh_coordinator(self.group_id)
             raise CommitError(failures)
         return done
+
+    def _given(self, tp: TopicPartition, offset: int) -> tuple[int, str | None, int]:
+        """An offset given to commit, with the mark's leader epoch when it is the marked one."""
+        marked = self._marked.get(tp)
+        if marked is not None and marked[0] == offset:
+            return marked
+        return (offset, None, -1)
 
     async def _coordinator_connection(self) -> BrokerConnection:
         broker = await self.client.coordinator(self.group_id)

@@ -23,7 +23,7 @@ from pykaf._group.config import GroupConfig, check_protocol_options
 from pykaf._group.group import ConsumerGroup, membership_block
 from pykaf._group.heartbeat_member import HeartbeatMember
 from pykaf._group.telemetry import group_points
-from pykaf._util import open_service_nursery, start_task_nursery
+from pykaf._util import open_service_nursery, require_trio, start_task_nursery
 from pykaf.protocol.versions import CONSUMER_GROUPS, require
 
 __all__ = ["open_consumer_group"]
@@ -62,6 +62,7 @@ async def open_consumer_group(
             KIP-848 groups (Kafka 3.x), naming its release.
         KafkaConnectionError: no broker could be reached.
     """
+    require_trio("pykaf.open_consumer_group()")
     if not isinstance(group_id, str) or not group_id:
         raise errors.ConfigError(f"group_id must be a non-empty string, not {group_id!r}")
     regex = isinstance(topics, re.Pattern)

@@ -487,7 +487,7 @@ class BrokerConnection:
                     while True:
                         data = await self._read()
                         if not data:
-                            self._fail(KafkaConnectionError(f"{self}: closed by the broker"))
+                            self._fail(KafkaConnectionError(self._closed_by_broker()))
                             break
                         self.bytes_received += len(data)
                         now = trio.current_time()
@@ -515,11 +515,30 @@ class BrokerConnection:
                 await trio.aclose_forcefully(self._stream)
             self._closed.set()
 
+    def _closed_by_broker(self) -> str:
+        """Why the broker closed the connection, as far as the client can tell."""
+        said = f"{self}: closed by the broker"
+        if (
+            self.config.use_sasl
+            or self._proto.versions is None
+            or not set(self.api_counters.by_api) <= {API_VERSIONS_KEY}
+        ):
+            return said
+        # ApiVersions answered, then the next request closed the connection:
+        # what a SASL listener does to a client that does not authenticate.
+        return (
+            f"{said} after ApiVersions, at its first request: a SASL listener closes a"
+            " connection that does not authenticate. Is security_protocol set to the"
+            " listener's (SASL_PLAINTEXT, or SASL_SSL), with sasl_mechanism,"
+            " sasl_username and sasl_password?"
+        )
+
     def _fail(self, error: PykafError) -> None:
         """Kill the connection: fail every pending request with ``error``."""
         if self._error is None:
             self._error = error
-            log.info("%s: %s", self, error)
+            text = str(error)  # most name the connection already
+            log.info("%s", text if text.startswith(repr(self)) else f"{self}: {text}")
         for pending in self._proto.take_pending():
             slot = pending.context
             if slot is not None and not slot.event.is_set():

@@ -28,7 +28,7 @@ from pykaf._producer.partitioner import (
 )
 from pykaf._producer.records import BatchDelivery
 from pykaf._producer.state import PartitionState, TopicState
-from pykaf.codec import BatchBuilder, partition_order, record_size, take
+from pykaf.codec import RECORD_BATCH_OVERHEAD, BatchBuilder, partition_order, record_size, take
 from pykaf.errors import PartitionerError
 
 if TYPE_CHECKING:
@@ -71,7 +71,12 @@ class Accumulator:
         self._batch_bytes = config.batch_bytes
         self._batch_records = config.batch_records
         # A batch is sealed once it holds flush_bytes (when set), never above batch_bytes.
-        self._fill_bytes = min(config.flush_bytes or config.batch_bytes, config.batch_bytes)
+        # A flush_bytes below a batch's header (kafka-python's batch_size 0: no
+        # batching) still opens a builder: its first record then fills it.
+        self._fill_bytes = max(
+            min(config.flush_bytes or config.batch_bytes, config.batch_bytes),
+            RECORD_BATCH_OVERHEAD + 1,
+        )
         self._stamps = bool(config.on_acknowledgement)
         #: ``max_message_bytes``: no record may be larger.
         self.max_message = config.max_message_bytes
@@ -563,20 +568,18 @@ class Accumulator:
             p.partition,
             self.builder(self._fill_bytes),
             trio.current_time(),
-            p.next_ordinal,
+            p.take_ordinal(ORDINAL_STEP),
         )
-        p.next_ordinal += ORDINAL_STEP
         if self._stamps:
             batch.timestamps = []
-        p.open = batch
+        p.opened(batch)
         return batch
 
     def seal(self, p: PartitionState, *, wake: bool = True) -> None:
         """Move the partition's open batch to its send queue (full, lingered or flushed)."""
-        batch = p.open
+        batch = p.closed()
         if batch is None:
             return
-        p.open = None
         if batch.count == 0:
             return
         p.queue.append(batch)

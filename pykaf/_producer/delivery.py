@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pykaf.producer")
 
+#: Failures the user asked for: an aborted transaction, a purge, a close.
+_ASKED_FOR = (errors.TransactionAbortedError, errors.PurgedError, errors.ClosedError)
+
 #: ``on_delivery(error, metadata)``: told of one record's outcome.
 OnDelivery = Callable[[BaseException | None, RecordMetadata], Any]
 #: A failure kept for ``flush()``: topic, partition, records, error.
@@ -122,8 +125,18 @@ class Reports:
         self._settle(batch, None)
 
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
-        """``batch`` failed for good: every one of its records fails with ``error``."""
-        log.warning("%r failed: %s", batch, error)
+        """``batch`` failed for good: every one of its records fails with ``error``.
+
+        Logged at WARNING, or at DEBUG when the user asked for it
+        (``abort_transaction()``, ``purge()``, closing): each record's sender
+        is told either way.
+        """
+        log.log(
+            logging.DEBUG if isinstance(error, _ASKED_FOR) else logging.WARNING,
+            "%r failed: %s",
+            batch,
+            error,
+        )
         txn = self._txn
         if txn is not None:
             txn.record_failed(error)

@@ -20,6 +20,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.client import COORDINATOR_TRANSACTION
 from pykaf._producer.batch import ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
@@ -105,8 +106,7 @@ class Idempotence:
         builder = batch.builder
         assert builder is not None
         if self.enabled:
-            batch.base_sequence = p.next_sequence
-            p.next_sequence = (p.next_sequence + batch.count) & 0x7FFFFFFF
+            batch.base_sequence = p.take_sequence(batch.count)
             raw = builder.build(
                 producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch,
@@ -126,7 +126,7 @@ class Idempotence:
 
         Asked on the request path (``pykaf._cluster.request``): the transaction
         coordinator (or any broker without a transactional id), retriable
-        answers and lost connections asked again ``retry_backoff`` apart
+        answers and lost connections asked again after the retry backoff
         until ``request_timeout``.
 
         Raises:
@@ -200,7 +200,7 @@ class Idempotence:
             check=lambda r: rq.error_of(r.error_code, "InitProducerId"),
             retry_raised=(errors.KafkaConnectionError, errors.RetriableError),
             timeout=max(deadline.at - rq.now(), 0.0),
-            retry_backoff=cfg.retry_backoff,
+            policy=Backoff.of(cfg),
             refused=refused,
             exhausted=exhausted,
             on_retry=forget,
@@ -217,7 +217,12 @@ class Idempotence:
         if self._bump_requested:
             return
         assert self._pipeline is not None
-        log.warning("resetting the idempotent producer's epoch after: %s", reason)
+        log.log(
+            # a purge() of records in flight is the user's; any other loss is not
+            logging.DEBUG if isinstance(reason, errors.PurgedError) else logging.WARNING,
+            "resetting the idempotent producer's epoch after: %s",
+            reason,
+        )
         self._bump_requested = True
         self._bump_done = trio.Event()
         self._pipeline.pause()
@@ -253,7 +258,7 @@ class Idempotence:
                     batch.base_sequence = seq
                     batch.raw = restamp(batch.raw, self.producer_id, self.producer_epoch, seq)
                     seq = (seq + batch.count) & 0x7FFFFFFF
-                p.next_sequence = seq
+                p.restart_sequences(seq)
         finally:
             self._bump_requested = False
             self._bump_done.set()
@@ -270,14 +275,14 @@ class Idempotence:
         self.producer_id = producer_id
         self.producer_epoch = epoch
         for p in partitions:
-            p.next_sequence = 0
+            p.restart_sequences()
 
     async def new_epoch(self, partitions: Iterable[PartitionState]) -> None:
         """A new epoch from the coordinator; every partition's sequence starts again at 0."""
         await self.init_producer_id(bump=True)
         self.epoch_bumps += 1
         for p in partitions:
-            p.next_sequence = 0
+            p.restart_sequences()
 
 
 __all__ = ["Idempotence", "Pipeline"]

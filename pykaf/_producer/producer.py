@@ -54,7 +54,7 @@ from pykaf._producer.state import PartitionState, TopicState
 from pykaf._producer.telemetry import producer_points
 from pykaf._txn.host import TxnPartition
 from pykaf._txn.manager import Offsets, TransactionManager, TxnStatus
-from pykaf._util import open_service_nursery
+from pykaf._util import open_service_nursery, require_trio
 
 _time_ns = time.time_ns
 
@@ -220,11 +220,12 @@ class Producer:
         from many tasks): each ``send`` waits a whole round trip.
 
         Raises:
-            the record's own error: ``RecordTooLargeError``, ``ClosedError``,
-            ``UnknownTopicOrPartitionError``, or the broker's error once
-            retries are exhausted or the delivery timeout passes;
-            ``PurgedError`` when :meth:`purge` gave it up (also while it
-            waited for buffer space or its topic).
+            PykafError: the record's own error: ``RecordTooLargeError``,
+                ``ClosedError``, ``UnknownTopicOrPartitionError``, or the
+                broker's error once retries are exhausted or the delivery
+                timeout passes.
+            PurgedError: :meth:`purge` gave it up (also while it waited for
+                buffer space or its topic).
         """
         acc = self._acc
         purges = acc.purges
@@ -545,9 +546,9 @@ class Producer:
         Raises:
             TransactionStateError: no transaction is open.
             TransactionAbortableError: the transaction already failed.
-            the coordinator's error (then the transaction must abort), e.g.
-            ``IllegalGenerationError``, ``UnknownMemberIdError``,
-            ``FencedInstanceIdError`` when the member was fenced from the group.
+            KafkaError: the coordinator's error (then the transaction must
+                abort), e.g. ``IllegalGenerationError``, ``UnknownMemberIdError``,
+                ``FencedInstanceIdError`` when the member was fenced from the group.
         """
         await self._transactions().send_offsets(offsets, group_metadata)
 
@@ -681,6 +682,7 @@ async def open_producer(
         KafkaConnectionError: no broker could be reached.
         DeliveryError: on exit, records failed that nobody was told of.
     """
+    require_trio("pykaf.open_producer()")
     async with AsyncExitStack() as stack:
         client, cfg = await client_for(stack, ProducerConfig, bootstrap_servers_or_client, config)
         # The producer's tasks get a nursery of their own, inside the client's

@@ -29,6 +29,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.backoff import Backoff
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.batch import ProducerBatch
 from pykaf._producer.config import ProducerConfig
@@ -81,6 +82,8 @@ class Sinks:
     ) -> None:
         self.client = client
         self.config = config
+        #: the one retry backoff (exponential, jittered) of every detached partition
+        self.policy = Backoff.of(config)
         self.acc = accumulator
         self.reports = reports
         self.ids = ids
@@ -155,7 +158,7 @@ class Sinks:
         if batch in p.retry:
             p.retry.remove(batch)
         if batch is p.open:
-            p.open = None
+            p.closed()
         if not batch.done:
             self.reports.fail(batch, error)
 
@@ -307,14 +310,12 @@ class Sinks:
         self.expire_queued(p, now)
 
     def backoff(self, p: PartitionState) -> float:
-        """Seconds before a detached partition is attached again (exponential, capped)."""
-        cfg = self.config
-        return min(cfg.retry_backoff * 2.0 ** (p.failures - 1), cfg.retry_backoff_max)
+        """Seconds before a detached partition is attached again (the one retry backoff)."""
+        return self.policy.delay(p.failures)
 
     def partition_unreachable(self, p: PartitionState, error: BaseException) -> None:
         """The leader could not be reached: look the leader up again, then retry."""
-        p.failures += 1
-        p.needs_metadata = True
+        p.attach_failed(leader_lost=True)
         self.client.metadata.mark_leader_unknown(p.topic, p.partition)
         self.detach(p)
 
@@ -379,7 +380,7 @@ class Sinks:
                 offset = r.base_offset if code == 0 else -1
                 reports.complete(batch, offset, getattr(r, "log_append_time_ms", -1))
                 if p is not None:
-                    p.failures = 0
+                    p.delivered()
                 continue
             exc_type = errors.error_for_code(code)
             assert exc_type is not None
@@ -427,12 +428,9 @@ class Sinks:
             return
         log.debug("retrying %r after %s", batch, error)
         p.retry.append(batch)
-        if not p.retrying:
-            p.retrying = True
-            p.failures += 1
-            if isinstance(error, _LEADER_ERRORS):
-                p.needs_metadata = True
-                self.client.metadata.mark_leader_unknown(p.topic, p.partition)
+        leader_lost = isinstance(error, _LEADER_ERRORS)
+        if p.retry_round(leader_lost=leader_lost) and leader_lost:
+            self.client.metadata.mark_leader_unknown(p.topic, p.partition)
 
     def _split(self, p: PartitionState, batch: ProducerBatch) -> None:
         """Send a batch the broker refused as too large again as two halves, in its place.
@@ -458,7 +456,7 @@ class Sinks:
         )
         self.splits += 1
         p.retry.extend(parts)
-        p.retrying = True  # no backoff, no metadata refresh: the broker is fine
+        p.resend_now()  # no backoff, no metadata refresh: the broker is fine
 
     def _finish_retry(self, p: PartitionState) -> None:
         """Once nothing of a retrying partition is in flight, requeue and re-attach it."""
@@ -509,15 +507,14 @@ class BrokerSink:
 
     def attach(self, part: PartitionState) -> None:
         """Start sending ``part``'s batches."""
-        part.broker = self
+        part.attached(self)
         self.parts[part] = None
         self.wake()
 
     def detach(self, part: PartitionState) -> None:
         """Stop sending ``part``'s batches (its leader is being looked up again)."""
         self.parts.pop(part, None)
-        if part.broker is self:
-            part.broker = None
+        part.detached_from(self)
 
     def statistics(self) -> BrokerStatistics:
         """The counters of this broker's sink."""

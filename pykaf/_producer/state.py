@@ -33,7 +33,13 @@ class Sender(Protocol):
 
 
 class PartitionState:
-    """Where one partition's batches are, and who sends them."""
+    """Where one partition's batches are, and who sends them.
+
+    Other modules read its fields and move batches between its places (the
+    deques and ``retry``); every other change goes through a method below,
+    named for the event it records (``tests/test_private_access.py`` fails on
+    a field written from outside this module).
+    """
 
     __slots__ = (
         "broker",
@@ -76,6 +82,88 @@ class PartitionState:
         if self.open is not None and self.open.count:
             out.append(self.open)
         return out
+
+    # -- the batch being filled (the accumulator) ------------------------------------
+
+    def take_ordinal(self, step: int) -> int:
+        """The ordinal of a batch opened now; the next one is ``step`` later."""
+        ordinal = self.next_ordinal
+        self.next_ordinal += step
+        return ordinal
+
+    def opened(self, batch: ProducerBatch) -> None:
+        """``batch`` is the one records are appended to now."""
+        self.open = batch
+
+    def closed(self) -> ProducerBatch | None:
+        """The open batch is sealed or dropped: no batch is open; the one that was."""
+        batch, self.open = self.open, None
+        return batch
+
+    # -- the sink it is attached to (sink and routing) --------------------------------
+
+    def attached(self, sender: Sender) -> None:
+        """``sender`` sends the partition's batches from now on."""
+        self.broker = sender
+
+    def detached_from(self, sender: Sender) -> None:
+        """``sender`` stopped sending them (nothing if another took over)."""
+        if self.broker is sender:
+            self.broker = None
+
+    def leader_found(self) -> None:
+        """Its leader is known, about to be attached: a new run of attempts."""
+        self.retrying = False
+        self.needs_metadata = False
+
+    def next_detach(self) -> trio.Event:
+        """A fresh event, set when the partition is next detached."""
+        self.detached = trio.Event()
+        return self.detached
+
+    def leader_unknown(self) -> None:
+        """The metadata has no leader for it: ask again before the next attach."""
+        self.needs_metadata = True
+
+    def attach_failed(self, *, leader_lost: bool = False) -> None:
+        """One more failed round (the backoff grows); with ``leader_lost``, ask metadata."""
+        self.failures += 1
+        if leader_lost:
+            self.needs_metadata = True
+
+    def delivered(self) -> None:
+        """A batch was acknowledged: the next failure starts the backoff again."""
+        self.failures = 0
+
+    def retry_round(self, *, leader_lost: bool) -> bool:
+        """A batch came back to be retried; True if this starts a round (it counts a failure)."""
+        if self.retrying:
+            return False
+        self.retrying = True
+        self.attach_failed(leader_lost=leader_lost)
+        return True
+
+    def resend_now(self) -> None:
+        """Batches came back split: retried without a backoff or a metadata refresh."""
+        self.retrying = True
+
+    # -- sequences (idempotence) and transactions -------------------------------------
+
+    def take_sequence(self, count: int) -> int:
+        """The base sequence of a batch of ``count`` records built now."""
+        base = self.next_sequence
+        self.next_sequence = (base + count) & 0x7FFFFFFF
+        return base
+
+    def restart_sequences(self, at: int = 0) -> None:
+        """A new producer epoch (or a restamped queue): the next batch starts at ``at``."""
+        self.next_sequence = at
+
+    def joined_transaction(self, serial: int) -> None:
+        """The partition is in transaction ``serial`` (added, or sent under V2)."""
+        self.txn_added = serial
+
+    # -- retries -------------------------------------------------------------------
 
     def requeue(self) -> None:
         """Put the batches that came back in front of the queue, in their order."""

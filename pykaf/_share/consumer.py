@@ -33,6 +33,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import Client
 from pykaf._share.config import ShareConsumerConfig
 from pykaf._share.membership import ShareMembership, TopicPartition
@@ -101,9 +102,12 @@ class ShareConsumer:
         self.config = config
         self.group_id = group_id
         self.membership = ShareMembership(client, config, group_id, topics)
+        #: failed share fetches in a row, and the backoff they earn
+        self._retries = Retries(Backoff.of(config))
         self._sessions: dict[int, _Session] = {}
         self._pending = PendingAcks()
-        self._handed: dict[TopicPartition, set[int]] = {}  # handed out, not acknowledged
+        #: Handed out and not settled, by partition and offset.
+        self._handed: dict[TopicPartition, dict[int, ShareRecord]] = {}
         self._buffer: deque[ShareRecord] = deque()
         self._closed = False
         #: Acknowledgement errors the broker returned with a ShareFetch, by partition.
@@ -126,34 +130,46 @@ class ShareConsumer:
     def acknowledge(self, record: ShareRecord, outcome: AcknowledgeType = ACCEPT) -> None:
         """Record ``outcome`` for ``record``; it is sent with the next ShareFetch or commit.
 
-        A later call for the same record replaces an outcome not sent yet. RENEW
-        restarts the record's acquisition lock; it must still be settled.
+        A delivered record is settled once: after ACCEPT, RELEASE or REJECT
+        (or the implicit ACCEPT when the next batch is asked for) another call
+        raises. RENEW restarts the record's acquisition lock; it must still be
+        settled, by a later call. ``record.acknowledged`` tells the outcome recorded.
 
         Raises:
-            ValueError: ``outcome`` is not an AcknowledgeType, or ``record`` is not
-                one this consumer handed out and that is still unsettled.
+            ValueError: ``outcome`` is not an AcknowledgeType; ``record`` was
+                acknowledged already (explicitly, or accepted implicitly when the
+                next batch was asked for); or it is not one this consumer handed out.
         """
         outcome = AcknowledgeType(outcome)
         tp = (record.topic, record.partition)
         handed = self._handed.get(tp)
-        if handed is None or record.offset not in handed:
+        if handed is None or handed.get(record.offset) is not record:
+            where = f"{record.topic}/{record.partition}@{record.offset}"
+            if record.acknowledged is not None:
+                raise ValueError(
+                    f"{where} was already acknowledged ({record.acknowledged.name}): a delivered"
+                    " record is settled once (records not acknowledged are accepted when the"
+                    " next batch is asked for, and on commit)"
+                )
             raise ValueError(
-                f"{record.topic}/{record.partition}@{record.offset} is not a record this "
-                "consumer handed out and has not settled"
+                f"{where} is not a record this consumer holds: it was not handed out here,"
+                " or its share session was lost since (it will be delivered again)"
             )
         if outcome is not RENEW:
-            handed.discard(record.offset)
+            del handed[record.offset]
+        record.acknowledged = outcome
         self._pending.add(tp, record.offset, int(outcome))
 
     def _accept_handed(self) -> None:
         """Implicit acknowledgement: accept what was handed out and not acknowledged."""
-        renewing: dict[TopicPartition, set[int]] = {}
-        for tp, offsets in self._handed.items():
-            for offset in offsets:
+        renewing: dict[TopicPartition, dict[int, ShareRecord]] = {}
+        for tp, records in self._handed.items():
+            for offset, record in records.items():
                 if self._pending.get(tp, offset) == int(RENEW):
-                    renewing.setdefault(tp, set()).add(offset)  # still being processed
+                    renewing.setdefault(tp, {})[offset] = record  # still being processed
                 else:
                     self._pending.add(tp, offset, int(ACCEPT))
+                    record.acknowledged = ACCEPT
         self._handed = renewing
 
     async def commit(self) -> None:
@@ -212,9 +228,21 @@ class ShareConsumer:
         self._hand_out([record])
         return record
 
+    def next_nowait(self) -> ShareRecord | None:
+        """The next record of the current batch if one is left, else None (no wait, no fetch).
+
+        For a caller outside trio (``pykaf.aio``) that reads records one by one
+        without crossing into trio for each.
+        """
+        if self._closed or not self._buffer:
+            return None
+        record = self._buffer.popleft()
+        self._hand_out([record])
+        return record
+
     def _hand_out(self, records: list[ShareRecord]) -> None:
         for record in records:
-            self._handed.setdefault((record.topic, record.partition), set()).add(record.offset)
+            self._handed.setdefault((record.topic, record.partition), {})[record.offset] = record
 
     async def _fetch_batch(self, deadline: float = math.inf) -> list[ShareRecord]:
         self._accept_handed()
@@ -255,7 +283,7 @@ class ShareConsumer:
         for node_id in self._sessions:
             by_leader.setdefault(node_id, set())
         if not any(by_leader.values()):
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.wait()
             return []
         found: list[ShareRecord] = []
 
@@ -320,13 +348,14 @@ class ShareConsumer:
             log.info("share group %s: ShareFetch to %s: %s", self.group_id, node_id, exc)
             session.reset()
             self._requeue(acks)
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.wait()
             # The node may be gone for good: ask where its partitions lead now.
             await self._refresh_metadata()
             return []
         err = errors.error_for_code(response.error_code)
         if err is not None:
             return await self._session_failed(session, err, response.error_message, acks)
+        self._retries.reset()
         session.advance()
         session.partitions = set(fetch)
         if response.acquisition_lock_timeout_ms > 0:
@@ -371,11 +400,11 @@ class ShareConsumer:
             log.info("share group %s: share session lost (%s)", self.group_id, err.name)
             for tp in acks:
                 self._handed.pop(tp, None)
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.wait()
             return []
         if err.retriable:
             self._requeue(acks)
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.wait()
             return []
         raise err(f"ShareFetch {self.group_id!r}: {message or err.description}")
 
@@ -530,9 +559,10 @@ class ShareConsumer:
         self._closed = True
         with trio.CancelScope(shield=True):
             self._accept_handed()
-            for tp, offsets in self._handed.items():  # renewed, never finished
-                for offset in offsets:
+            for tp, records in self._handed.items():  # renewed, never finished
+                for offset, record in records.items():
                     self._pending.add(tp, offset, int(RELEASE))
+                    record.acknowledged = RELEASE
             self._handed.clear()
             for record in self._buffer:
                 self._pending.add((record.topic, record.partition), record.offset, int(RELEASE))

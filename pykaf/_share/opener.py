@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -12,9 +13,12 @@ from pykaf import errors
 from pykaf._cluster.client import Client, client_for
 from pykaf._share.config import ShareConsumerConfig
 from pykaf._share.consumer import ShareConsumer
+from pykaf._util import require_trio
 from pykaf.protocol.versions import SHARE_GROUPS, require
 
 __all__ = ["open_share_consumer"]
+
+log = logging.getLogger("pykaf.share")
 
 
 @asynccontextmanager
@@ -42,7 +46,9 @@ async def open_share_consumer(
         BrokerFeatureError: the broker has no share groups (before Kafka 4.1),
             naming its release.
         KafkaConnectionError: no broker could be reached.
+        TopicAuthorizationError: the member may not describe one of ``topics``.
     """
+    require_trio("pykaf.open_share_consumer()")
     if not isinstance(group_id, str) or not group_id:
         raise errors.ConfigError(f"group_id must be a non-empty string, not {group_id!r}")
     if isinstance(topics, str) or not topics or not all(isinstance(t, str) for t in topics):
@@ -53,6 +59,7 @@ async def open_share_consumer(
         )
         require((await client.any_connection()).versions, SHARE_GROUPS)
         await client.refresh_metadata(*topics)
+        await _warn_missing(client, group_id, topics)
         consumer = ShareConsumer(client, cfg, group_id, topics)
         async with trio.open_nursery() as nursery:
             await nursery.start(consumer.membership.run)
@@ -61,3 +68,21 @@ async def open_share_consumer(
             finally:
                 await consumer.aclose()
                 nursery.cancel_scope.cancel()
+
+
+async def _warn_missing(client: Client, group_id: str, topics: Sequence[str]) -> None:
+    """Warn of each topic that does not exist once metadata was waited for.
+
+    Not an error: the group assigns a topic's partitions once it is created,
+    as a consumer group does; but until then the member waits with nothing to
+    fetch, which the warning says instead of waiting silently.
+    """
+    for topic in dict.fromkeys(topics):
+        try:
+            await client.partitions(topic)  # waits as a consumer does (auto-creation too)
+        except errors.UnknownTopicOrPartitionError as exc:
+            log.warning(
+                "share group %s: %s; this member gets no records of it until it is created",
+                group_id,
+                exc,
+            )

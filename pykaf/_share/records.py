@@ -48,9 +48,13 @@ class AcknowledgeType(enum.IntEnum):
 
 
 ACCEPT = AcknowledgeType.ACCEPT
+"""``AcknowledgeType.ACCEPT``: the record was processed."""
 RELEASE = AcknowledgeType.RELEASE
+"""``AcknowledgeType.RELEASE``: give the record back for another delivery."""
 REJECT = AcknowledgeType.REJECT
+"""``AcknowledgeType.REJECT``: the record cannot be processed; never deliver it again."""
 RENEW = AcknowledgeType.RENEW
+"""``AcknowledgeType.RENEW``: still being processed; extend the acquisition lock."""
 #: The wire code of an offset the broker acquired but sent no record for (a control record).
 GAP = 0
 
@@ -63,12 +67,15 @@ class ShareRecord:
     the decoded :class:`~pykaf.codec.Record` (``record``).
     """
 
-    __slots__ = ("delivery_count", "record")
+    __slots__ = ("acknowledged", "delivery_count", "record")
 
     def __init__(self, record: Record, delivery_count: int) -> None:
         self.record = record
         #: 1 on the first delivery; each redelivery (release, lock expiry) adds one.
         self.delivery_count = delivery_count
+        #: The outcome this consumer recorded for this delivery: None until it is
+        #: acknowledged, explicitly or (ACCEPT) implicitly; RENEW while renewed.
+        self.acknowledged: AcknowledgeType | None = None
 
     @property
     def topic(self) -> str:

@@ -141,6 +141,15 @@ class Admin(Hosted):
         )
         return result
 
+    def describe_group_configs(
+        self, group_ids: Sequence[str], *, keys: Sequence[str] | None = None
+    ) -> dict[str, dict[str, ConfigEntry]]:
+        """Groups' configs; see :meth:`pykaf.Admin.describe_group_configs`."""
+        result: dict[str, dict[str, ConfigEntry]] = self._run(
+            self._admin.describe_group_configs, group_ids, keys=keys
+        )
+        return result
+
     def describe_broker_configs(
         self, node_ids: Sequence[int] | None = None, *, keys: Sequence[str] | None = None
     ) -> dict[int, dict[str, ConfigEntry]]:

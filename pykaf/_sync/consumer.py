@@ -8,7 +8,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from functools import partial
 from types import TracebackType
@@ -887,9 +887,10 @@ class _LoopGroup:
             if not claim.revoked:
                 session.mark_offset(part.topic, part.partition, part.marked)
 
-    async def commit(self) -> None:
-        self.apply_marks()
-        await self.group.commit()
+    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
+        if offsets is None:
+            self.apply_marks()
+        await self.group.commit(offsets)
 
     # -- the handler (sarama's contract) ---------------------------------------------
 
@@ -1042,13 +1043,23 @@ class ConsumerGroup(_Reader):
         self._handle = handle
         self.group_id = group_id
 
-    def commit(self, timeout: float | None = None) -> None:
+    def commit(
+        self,
+        timeout: float | None = None,
+        *,
+        offsets: Mapping[TopicPartition, int] | None = None,
+    ) -> None:
         """Commit every record handed out so far, and wait until the coordinator has it.
 
         Marks all records handed out as done (the last one included), then
         commits; without a commit, they are committed on the next
         auto-commit, revoke or close anyway. With ``auto_mark=False`` it
         commits what :meth:`mark` marked, and nothing else.
+
+        With ``offsets`` (the next offset to consume by ``(topic,
+        partition)``, as confluent-kafka's ``commit(offsets=)``), it commits
+        exactly those and nothing else: the marks stay as they are, and the
+        next commit without ``offsets`` commits them.
 
         Raises:
             CommitError: the coordinator refused some partitions.
@@ -1059,8 +1070,10 @@ class ConsumerGroup(_Reader):
         with self._lock:
             if self._closed:
                 raise ClosedError("the consumer group is closed")
-            self._mark_handed()
-        self._portal.run(self._loop.commit, timeout=timeout)
+            if offsets is None:
+                self._mark_handed()
+        chosen = None if offsets is None else dict(offsets)
+        self._portal.run(partial(self._loop.commit, chosen), timeout=timeout)
 
     def mark(self, topic: str, partition: int, offset: int) -> None:
         """Mark ``offset`` as the next offset to consume of an assigned partition.

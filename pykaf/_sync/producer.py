@@ -35,14 +35,17 @@ from pykaf.errors import (
     DeliveryError,
     KafkaTimeoutError,
     PurgedError,
+    TransactionAbortedError,
 )
 
 __all__ = ["DEFAULT_PRODUCE_BLOCK_TIMEOUT", "MAX_PENDING", "Producer"]
 
-#: Records a sync producer accepts ahead of its async producer's buffer (in
-#: transit to the loop, or waiting there for buffer space). Past that,
-#: ``send_async`` blocks its caller: the backpressure a full buffer exerts.
 MAX_PENDING = 10_000
+"""Records a sync producer accepts ahead of its async producer's buffer.
+
+They are in transit to the loop, or waiting there for buffer space. Past that,
+``send_async`` blocks its caller: the backpressure a full buffer exerts.
+"""
 
 #: Seconds ``produce`` waits for room when :data:`MAX_PENDING` records are
 #: staged ahead of a full buffer, before it raises ``BufferFullError`` (the
@@ -1541,9 +1544,10 @@ class Producer:
             KafkaTimeoutError: ``timeout`` passed. The record may still be
                 delivered if it had already been buffered.
             ClosedError: the producer is closed.
-            The record's own error: ``RecordTooLargeError``, ``TypeError``,
-            ``UnknownTopicOrPartitionError``, or the broker's error once retries
-            are exhausted or ``delivery_timeout`` passes.
+            PykafError: the record's own error: ``RecordTooLargeError``,
+                ``UnknownTopicOrPartitionError``, or the broker's error once
+                retries are exhausted or ``delivery_timeout`` passes
+                (``TypeError`` for a value that is not bytes).
         """
         self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -1643,7 +1647,8 @@ class Producer:
             How many callbacks ran.
 
         Raises:
-            Whatever a callback raised (the callbacks after it run at the next call).
+            Exception: whatever a callback raised (the callbacks after it run at
+                the next call).
         """
         return self._feeder.poll(timeout)
 
@@ -1823,9 +1828,9 @@ class Producer:
         """Open a transaction: records sent from now on belong to it.
 
         Raises:
-            as the async :meth:`pykaf.Producer.begin_transaction`:
-            ``TransactionStateError``, ``TransactionAbortableError``,
-            ``ProducerFencedError``, ``ConfigError`` (no ``transactional_id``).
+            KafkaError: as the async :meth:`pykaf.Producer.begin_transaction`:
+                ``TransactionStateError``, ``TransactionAbortableError``,
+                ``ProducerFencedError``, ``ConfigError`` (no ``transactional_id``).
         """
         self._portal.check_caller()
         self._portal.run_sync(self._producer.begin_transaction)
@@ -1835,9 +1840,9 @@ class Producer:
 
         Raises:
             KafkaTimeoutError: ``timeout`` passed; calling it again retries.
-            as the async :meth:`pykaf.Producer.commit_transaction`:
-            ``TransactionAbortableError`` (abort, then begin again),
-            ``ProducerFencedError`` (close), ``TransactionStateError``.
+            KafkaError: as the async :meth:`pykaf.Producer.commit_transaction`:
+                ``TransactionAbortableError`` (abort, then begin again),
+                ``ProducerFencedError`` (close), ``TransactionStateError``.
         """
         self._portal.check_caller()
         self._portal.run(self._end_transaction, True, timeout=timeout)
@@ -1847,7 +1852,8 @@ class Producer:
 
         Raises:
             KafkaTimeoutError: ``timeout`` passed; calling it again retries.
-            ``TransactionStateError``, ``ProducerFencedError``.
+            TransactionStateError: no transaction is open.
+            ProducerFencedError: another producer took the transactional id.
         """
         self._portal.check_caller()
         self._portal.run(self._end_transaction, False, timeout=timeout)
@@ -1962,8 +1968,11 @@ def _merged(feeder: _Feeder, error: DeliveryError | None) -> DeliveryError | Non
     """``error`` (the async producer's) with the feeder's unreported failures added."""
     if not feeder.unreported:
         return error
-    # A purged record was told of by purge() itself.
-    failures = [f for f in feeder.unreported if not isinstance(f[3], PurgedError)]
+    # A purged record was told of by purge() itself, an aborted one by the
+    # abort (abort_transaction(), or close() aborting an open transaction), as
+    # the async producer's flush() and aclose() do not raise them again.
+    told = (PurgedError, TransactionAbortedError)
+    failures = [f for f in feeder.unreported if not isinstance(f[3], told)]
     feeder.unreported.clear()
     if not failures:
         return error

@@ -32,6 +32,9 @@ class TxnPartition(Protocol):
     def broker(self) -> TxnSender | None:
         """The sender serving the partition, if any."""
 
+    def joined_transaction(self, serial: int) -> None:
+        """Record that the partition is in transaction ``serial``."""
+
 
 class TxnHost(Protocol):
     """The producer, as its transaction manager drives it."""

@@ -36,6 +36,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._txn.host import TxnHost, TxnPartition
 from pykaf._txn.states import INITIAL, TxnEvent, TxnStatus, allowed, transition
@@ -191,7 +192,13 @@ class TransactionManager:
         if isinstance(error, _FATAL):
             self.fatal(error)
         elif allowed(self.status, TxnEvent.FAIL):
-            log.warning("transaction of %r must abort: %s", self.transactional_id, error)
+            log.log(
+                # a purge() inside a transaction is the user's; any other failure is not
+                logging.DEBUG if isinstance(error, errors.PurgedError) else logging.WARNING,
+                "transaction of %r must abort: %s",
+                self.transactional_id,
+                error,
+            )
             self.error = error
             self._set(TxnEvent.FAIL)
 
@@ -469,7 +476,7 @@ class TransactionManager:
         """
         if self.status in (TxnStatus.IN_TRANSACTION, TxnStatus.COMMITTING):
             if self.v2:
-                part.txn_added = self.serial
+                part.joined_transaction(self.serial)
                 self.started = True
                 return True
             if part not in self._to_add:
@@ -516,7 +523,7 @@ class TransactionManager:
                 self.confirmed = True
                 for part in parts:
                     self._to_add.pop(part, None)
-                    part.txn_added = serial
+                    part.joined_transaction(serial)
                     if part.broker is not None:
                         part.broker.wake()
             finally:
@@ -607,7 +614,7 @@ class TransactionManager:
             check=checked,
             retry_raised=(errors.RetriableError,),
             timeout=cfg.request_timeout,
-            retry_backoff=cfg.retry_backoff,
+            policy=Backoff.of(cfg),
             refused=refused,
             exhausted=exhausted,
         )

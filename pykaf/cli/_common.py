@@ -16,7 +16,11 @@ DEFAULT_BOOTSTRAP = "localhost:9092"
 
 
 class CliError(Exception):
-    """A usage problem found after parsing (printed, exit status 2)."""
+    """A usage problem found after parsing (printed with the command's usage, exit status 2)."""
+
+
+class DataError(Exception):
+    """Input the command cannot use, such as a malformed line (``pykaf: message``, exit 1)."""
 
 
 def add_connection(parser: argparse.ArgumentParser, *, prefix: str = "") -> None:
@@ -140,6 +144,10 @@ def producer_options(args: argparse.Namespace) -> dict[str, Any]:
     """Producer options from :func:`add_producer_options`' arguments and ``-X``.
 
     acks 0 or 1 turn idempotence off (it needs acks=all) unless ``-X`` says otherwise.
+    A topic that does not exist is asked for, as kcat and Kafka's console
+    producer ask: the broker's own ``auto.create.topics.enable`` decides
+    whether it is created (``-X allow_auto_create_topics=false`` keeps the
+    client from asking).
     """
     options: dict[str, Any] = {
         "acks": "all" if args.acks == "all" else int(args.acks),
@@ -149,4 +157,5 @@ def producer_options(args: argparse.Namespace) -> dict[str, Any]:
     }
     if options["acks"] != "all":
         options.setdefault("idempotence", False)
+    options.setdefault("allow_auto_create_topics", True)
     return options

@@ -14,6 +14,7 @@ from typing import IO, Any, BinaryIO
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf.cli._common import (
     CliError,
+    DataError,
     add_connection,
     add_producer_options,
     client_settings,
@@ -49,6 +50,12 @@ def add_produce(sub: Any) -> None:
         "-K", "--key-separator", metavar="SEP", help="split each line once at SEP: key SEP value"
     )
     p.add_argument(
+        "--skip-bad-lines",
+        action="store_true",
+        help="leave out a line without the -K separator, with a warning on stderr "
+        "(default: stop there, exit 1)",
+    )
+    p.add_argument(
         "-H", "--header", action="append", default=[], metavar="NAME=VALUE", help="repeatable"
     )
     p.add_argument("-p", "--partition", type=int, help="every record to this partition")
@@ -56,30 +63,65 @@ def add_produce(sub: Any) -> None:
     p.set_defaults(run=run_produce)
 
 
-def _records(stream: BinaryIO, separator: bytes | None) -> Iterator[tuple[bytes | None, bytes]]:
-    for line in stream:
-        line = line.rstrip(b"\r\n")
-        if separator is None:
-            yield None, line
-            continue
-        key, sep, value = line.partition(separator)
-        if not sep:
-            raise CliError(f"a line has no key separator {separator!r}: {line[:60]!r}")
-        yield key, value
+class _Lines:
+    """The records of ``stream``'s lines: ``(key, value)``, split at ``separator`` if given.
+
+    A line without the separator ends the iteration with a :class:`DataError`
+    naming its number, or, with ``skip_bad`` set, is left out with a warning on
+    stderr (and counted in :attr:`skipped`).
+    """
+
+    def __init__(
+        self, stream: BinaryIO, separator: bytes | None, *, source: str, skip_bad: bool
+    ) -> None:
+        self.stream = stream
+        self.separator = separator
+        self.source = source
+        self.skip_bad = skip_bad
+        self.skipped = 0
+
+    def __iter__(self) -> Iterator[tuple[bytes | None, bytes]]:
+        separator = self.separator
+        for number, line in enumerate(self.stream, 1):
+            line = line.rstrip(b"\r\n")
+            if separator is None:
+                yield None, line
+                continue
+            key, sep, value = line.partition(separator)
+            if sep:
+                yield key, value
+                continue
+            where = f"{self.source} line {number}"
+            missing = f"no key separator {separator.decode()!r}"
+            if not self.skip_bad:
+                raise DataError(
+                    f"{where} has {missing}: {line[:60]!r} (--skip-bad-lines leaves such lines out)"
+                )
+            self.skipped += 1
+            print(f"pykaf: skipped {where} ({missing}): {line[:60]!r}", file=sys.stderr)
 
 
 def run_produce(args: argparse.Namespace) -> int:
-    """Send every line; report the count on stderr; exit 1 if any record failed."""
+    """Send every line; report the count on stderr; exit 1 if any record failed.
+
+    A line without the ``-K`` separator stops the command (exit 1, the lines
+    before it sent) unless ``--skip-bad-lines`` leaves it out.
+    """
     import pykaf.sync
 
     headers = [(k, v.encode()) for k, v in pairs(args.header, "--header").items()]
     separator = args.key_separator.encode() if args.key_separator is not None else None
-    stream = args.file or sys.stdin.buffer
+    if separator == b"":
+        raise CliError("-K takes a separator of at least one character")
+    if args.skip_bad_lines and separator is None:
+        raise CliError("--skip-bad-lines skips lines without the -K separator: give -K")
+    lines = _Lines(
+        args.file or sys.stdin.buffer,
+        separator,
+        source=args.file.name if args.file else "stdin",
+        skip_bad=args.skip_bad_lines,
+    )
     options = producer_options(args)
-    # As kcat and Kafka's console producer do: the broker's own
-    # auto.create.topics.enable decides whether an unknown topic is created
-    # (-X allow_auto_create_topics=false keeps the client from asking).
-    options.setdefault("allow_auto_create_topics", True)
     started = time.monotonic()
     sent = 0
     with pykaf.sync.Producer(args.bootstrap_servers, **options) as producer:
@@ -100,14 +142,24 @@ def run_produce(args: argparse.Namespace) -> int:
             values.clear()
             return count
 
-        for key, value in _records(stream, separator):
-            keys.append(key)
-            values.append(value)
-            if len(values) >= CHUNK:
-                sent += flush_chunk()
+        bad: DataError | None = None
+        try:
+            for key, value in lines:
+                keys.append(key)
+                values.append(value)
+                if len(values) >= CHUNK:
+                    sent += flush_chunk()
+        except DataError as exc:
+            bad = exc  # the lines before it are sent (and counted), then it is reported
         sent += flush_chunk()
     seconds = time.monotonic() - started
-    print(f"produced {plural(sent, 'record')} to {args.topic} in {seconds:.2f} s", file=sys.stderr)
+    skipped = f" ({plural(lines.skipped, 'bad line')} skipped)" if lines.skipped else ""
+    print(
+        f"produced {plural(sent, 'record')} to {args.topic} in {seconds:.2f} s{skipped}",
+        file=sys.stderr,
+    )
+    if bad is not None:
+        raise bad
     return 0
 
 

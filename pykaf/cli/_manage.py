@@ -6,13 +6,15 @@ import argparse
 import dataclasses
 from typing import Any
 
-from pykaf._admin.results import ConfigChange, ConfigValue
+from pykaf import errors
+from pykaf._admin.results import ConfigChange, ConfigValue, GroupDescription
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._output import print_table
 from pykaf.cli._common import (
     CliError,
     add_connection,
     pairs,
+    plural,
     print_json,
     settings,
 )
@@ -100,7 +102,7 @@ def run_topics(args: argparse.Namespace) -> int:
             changes = _changes(args)
             admin.alter_topic_configs({args.topic: changes}, validate_only=args.validate_only)
             verb = "valid" if args.validate_only else "altered"
-            _done(args, {verb: f"{args.topic} ({len(changes)} configs)"})
+            _done(args, {verb: f"{args.topic} ({plural(len(changes), 'config')})"})
         else:
             admin.delete_topics(args.topics)
             _done(args, {"deleted": args.topics})
@@ -109,7 +111,9 @@ def run_topics(args: argparse.Namespace) -> int:
 
 def add_groups(sub: Any) -> None:
     """The ``groups`` subcommand and its actions."""
-    g = sub.add_parser("groups", help="list, describe and delete groups; lag; reset offsets")
+    g = sub.add_parser(
+        "groups", help="list, describe and delete groups; lag; reset offsets; configs"
+    )
     actions = g.add_subparsers(dest="action", required=True, metavar="ACTION")
     ls = actions.add_parser("list", help="every group")
     describe = actions.add_parser("describe", help="state and members with their assignments")
@@ -125,7 +129,19 @@ def add_groups(sub: Any) -> None:
     to.add_argument("--to-earliest", action="store_true")
     to.add_argument("--to-latest", action="store_true")
     to.add_argument("--to-offset", type=int, metavar="N")
-    for p in (ls, describe, lag, delete, reset):
+    config = actions.add_parser(
+        "config",
+        help="a group's configs (Kafka 4.0+); --set or --delete change them",
+        description="Show every config of GROUP with its source, or change the ones named. "
+        "A group needs no members, nor to exist yet, to have configs.",
+    )
+    config.add_argument("group")
+    config.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    config.add_argument(
+        "--delete", action="append", default=[], metavar="NAME", help="back to the broker's value"
+    )
+    config.add_argument("--validate-only", action="store_true", help="check, change nothing")
+    for p in (ls, describe, lag, delete, reset, config):
         add_connection(p)
         p.add_argument("--json", action="store_true", help="machine-readable output")
     g.set_defaults(run=run_groups)
@@ -147,10 +163,12 @@ def run_groups(args: argparse.Namespace) -> int:
                 )
         elif args.action == "describe":
             d = admin.describe_group(args.group)
+            _must_exist(d)
             if args.json:
                 print_json(dataclasses.asdict(d))
             else:
-                print(f"group {d.group_id}: {d.state} ({d.protocol_type} {d.protocol})".rstrip())
+                kind = " ".join(x for x in (d.protocol_type, d.protocol) if x)
+                print(f"group {d.group_id}: {d.state}" + (f" ({kind})" if kind else ""))
                 if d.group_protocol in ("consumer", "share"):
                     # KIP-848 and KIP-932: epochs, and where the coordinator is moving
                     # each member (a share group has no target)
@@ -180,6 +198,8 @@ def run_groups(args: argparse.Namespace) -> int:
                     )
         elif args.action == "lag":
             lags = admin.group_lag(args.group)
+            if not lags:  # nothing committed: a group yet to commit, or none at all
+                _must_exist(admin.describe_group(args.group))
             if args.json:
                 print_json([dataclasses.asdict(x) for x in lags])
             else:
@@ -201,6 +221,8 @@ def run_groups(args: argparse.Namespace) -> int:
         elif args.action == "delete":
             admin.delete_groups(args.groups)
             _done(args, {"deleted": args.groups})
+        elif args.action == "config":
+            _group_config(admin, args)
         else:
             parts = [p.partition for p in admin.describe_topic(args.topic).partitions]
             if args.to_offset is not None:
@@ -221,8 +243,37 @@ def run_groups(args: argparse.Namespace) -> int:
     return 0
 
 
+def _group_config(admin: Any, args: argparse.Namespace) -> None:
+    """``groups config``: change the configs named, or show them all."""
+    if args.set or args.delete:
+        changes = _changes(args)
+        admin.alter_group_configs({args.group: changes}, validate_only=args.validate_only)
+        verb = "valid" if args.validate_only else "altered"
+        _done(args, {verb: f"group {args.group} ({plural(len(changes), 'config')})"})
+        return
+    if args.validate_only:
+        raise CliError("--validate-only checks changes: give --set or --delete")
+    entries = admin.describe_group_configs([args.group])[args.group]
+    shown = [e for _, e in sorted(entries.items())]
+    if args.json:
+        print_json({e.name: dataclasses.asdict(e) for e in shown})
+    else:
+        print_table(["config", "value", "source"], [(e.name, e.value, e.source) for e in shown])
+
+
+def _must_exist(group: GroupDescription) -> None:
+    """Refuse a group that does not exist (DescribeGroups calls it "Dead").
+
+    Raises:
+        GroupIdNotFoundError: as ``share describe`` raises it (exit 1), where
+            the admin client describes an empty "Dead" group.
+    """
+    if group.state == "Dead" and not group.members:
+        raise errors.GroupIdNotFoundError(f"group {group.group_id!r} not found")
+
+
 def _changes(args: argparse.Namespace) -> dict[str, ConfigValue]:
-    """The ``topics alter`` options as one change per config name.
+    """The ``topics alter`` (or ``groups config``) options as one change per config name.
 
     Repeated ``--append`` (or ``--subtract``) of one config add up; any other
     repeat is refused rather than one of its values silently winning.
@@ -239,7 +290,8 @@ def _changes(args: argparse.Namespace) -> dict[str, ConfigValue]:
         take(*_pair(item, "--set"))
     for name in args.delete:
         take(name, None)
-    for op, items in (("append", args.append), ("subtract", args.subtract)):
+    lists = (("append", getattr(args, "append", [])), ("subtract", getattr(args, "subtract", [])))
+    for op, items in lists:
         for item in items:
             name, value = _pair(item, f"--{op}")
             if (name in listed and listed[name][0] != op) or name in changes:

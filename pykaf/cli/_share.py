@@ -7,8 +7,9 @@ import dataclasses
 import sys
 from typing import Any
 
+from pykaf import errors
 from pykaf._output import print_table
-from pykaf.cli._common import add_connection, plural, print_json, settings
+from pykaf.cli._common import add_connection, client_settings, plural, print_json, settings
 from pykaf.cli._console import write_record
 
 
@@ -27,6 +28,14 @@ def add_share(sub: Any) -> None:
     )
     consume.add_argument("topic")
     consume.add_argument("-g", "--group", required=True, help="the share group")
+    consume.add_argument(
+        "--from",
+        dest="start",
+        choices=["beginning", "end"],
+        help="where a new group starts reading: sets its share.auto.offset.reset config "
+        "(earliest or latest); a group that exists keeps its own (default: the group's "
+        "config, which is latest unless set: pykaf groups config)",
+    )
     consume.add_argument("-n", "--max-messages", type=int, help="stop after this many records")
     consume.add_argument(
         "-t", "--timeout", type=float, help="stop when no record came for this many seconds"
@@ -121,6 +130,8 @@ def _consume(args: argparse.Namespace) -> int:
     import pykaf.sync
 
     outcome = pykaf.RELEASE if args.release else pykaf.REJECT if args.reject else None
+    if args.start is not None:
+        _start_at(args)
     out = sys.stdout.buffer
     count = 0
     interrupted = False
@@ -145,3 +156,36 @@ def _consume(args: argparse.Namespace) -> int:
             consumer.close()  # accepts what was printed, releases what was not
     print(f"consumed {plural(count, 'record')}", file=sys.stderr)
     return 130 if interrupted else 0
+
+
+#: The group config ``share consume --from`` sets, and its value for each choice.
+RESET = "share.auto.offset.reset"
+RESETS = {"beginning": "earliest", "end": "latest"}
+
+
+def _start_at(args: argparse.Namespace) -> None:
+    """``--from``: where a new share group starts, as its ``share.auto.offset.reset``.
+
+    A group that does not exist yet gets the config (incrementalAlterConfigs
+    on the group resource) before it is joined. One that exists keeps its own:
+    its members may be reading with it. When that differs from ``--from``, a
+    warning on stderr says so and how to change it.
+    """
+    import pykaf.sync
+
+    reset = RESETS[args.start]
+    with pykaf.sync.Admin(args.bootstrap_servers, **client_settings(args)) as admin:
+        try:
+            admin.describe_share_group(args.group)
+        except errors.GroupIdNotFoundError:
+            admin.alter_group_configs({args.group: {RESET: reset}})
+            return
+        entries = admin.describe_group_configs([args.group], keys=[RESET])[args.group]
+    own = entries[RESET].value if RESET in entries else None
+    if own != reset:
+        print(
+            f"pykaf: share group {args.group!r} exists: its {RESET} stays {own} "
+            f"(--from is for a new group; pykaf groups config {args.group} "
+            f"--set {RESET}={reset} changes it)",
+            file=sys.stderr,
+        )

@@ -44,6 +44,7 @@ _CLIENT: dict[str, tuple[str, Callable[[str], Any]]] = {
     "client.id": ("client_id", str),
     "request.timeout.ms": ("request_timeout", _ms),
     "retry.backoff.ms": ("retry_backoff", _ms),
+    "retry.backoff.max.ms": ("retry_backoff_max", _ms),
     "reconnect.backoff.ms": ("reconnect_backoff", _ms),
     "reconnect.backoff.max.ms": ("reconnect_backoff_max", _ms),
     "metadata.max.age.ms": ("metadata_max_age", _ms),
@@ -66,7 +67,6 @@ _PRODUCER: dict[str, tuple[str, Callable[[str], Any]]] = {
     "enable.idempotence": ("idempotence", _bool),
     "delivery.timeout.ms": ("delivery_timeout", _ms),
     "retries": ("retries", int),
-    "retry.backoff.max.ms": ("retry_backoff_max", _ms),
     "max.in.flight.requests.per.connection": ("max_in_flight", int),
     "buffer.memory": ("buffer_bytes", int),
 }

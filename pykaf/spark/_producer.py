@@ -19,11 +19,13 @@ from typing import Any
 from pykaf import errors
 from pykaf.sync import Producer
 
-#: The schema of the rows :func:`arrow_producer` yields, one per task, as
-#: ``df.mapInArrow`` wants it (a DDL string).
 SUMMARY_SCHEMA = (
     "topic string, records long, value_bytes long, seconds double, pid int, reused boolean"
 )
+"""The schema of the rows :func:`arrow_producer` yields, one per task.
+
+As ``df.mapInArrow`` wants it: a DDL string.
+"""
 
 _lock = threading.Lock()
 _producers: dict[tuple[int, tuple[tuple[str, str], ...]], Producer] = {}

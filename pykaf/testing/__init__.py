@@ -23,6 +23,8 @@ lines (3.7 to 4.4; ``$PYKAF_KAFKA_VERSION`` or :data:`DEFAULT_KAFKA_VERSION`
 by default); its jars are fetched once from Maven Central with ``mvn`` (Java
 17+ needed) or taken from ``$PYKAF_KAFKA_HOME``.
 ``python -m pykaf.testing kafka`` serves one for other programs.
+:data:`KAFKA_USERS` are the SASL users (and passwords) of the
+``kafka_cluster`` fixture.
 
 Importing this package is cheap: no broker, client library or binary is
 touched until a broker is started.
@@ -38,6 +40,7 @@ from pykaf.testing._fake import (
     open_fake_cluster,
 )
 from pykaf.testing._kafka import (
+    KAFKA_USERS,
     AsyncKafkaCluster,
     KafkaCluster,
     KafkaClusterError,
@@ -67,6 +70,7 @@ __all__ = [
     "ALL_BROKERS",
     "DEFAULT_KAFKA_VERSION",
     "KAFKA_RELEASES",
+    "KAFKA_USERS",
     "AsyncKafkaCluster",
     "FakeCluster",
     "FakeClusterError",

@@ -46,6 +46,7 @@ from typing import IO, Any, TypeVar
 
 import trio
 
+from pykaf._util import require_trio
 from pykaf.testing._certs import TLSCertificates
 from pykaf.testing._kafka_dist import (
     KafkaRelease,
@@ -76,6 +77,14 @@ _LOGGING_BROKEN = re.compile(
     r"|\d{4}-\d\d-\d\dT\S+ \S+ (ERROR|FATAL) )"
 )
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+"""The SASL users of the ``kafka_cluster`` fixture and their passwords.
+
+Give them to ``KafkaCluster(users=...)`` for a cluster of your own. ``admin``
+is a super user there; ``alice`` and ``bob`` need ACLs for everything.
+"""
+
 _PR_SET_PDEATHSIG = 1  # prctl option: a signal for the child when its parent dies
 
 #: Server properties every test cluster gets (each can be overridden with
@@ -786,8 +795,8 @@ class KafkaCluster:
         return f"<KafkaCluster {self._count} node(s){where} {state}>"
 
 
-#: The blocking cluster under the name the fake cluster's blocking form has.
 KafkaClusterThread = KafkaCluster
+"""``KafkaCluster`` under the name the fake cluster's blocking form has (``FakeClusterThread``)."""
 
 
 class AsyncKafkaCluster:
@@ -855,6 +864,7 @@ async def open_kafka_cluster(brokers: int = 1, **options: Any) -> AsyncIterator[
             async with pykaf.open_producer(kafka.bootstrap) as producer:
                 await producer.send("events", b"v")
     """
+    require_trio("pykaf.testing.open_kafka_cluster()")
     cluster = KafkaCluster(brokers, **options)
     try:
         await trio.to_thread.run_sync(cluster._prepare)

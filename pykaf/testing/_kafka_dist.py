@@ -55,15 +55,15 @@ __all__ = [
     "spark_kafka_jars",
 ]
 
-#: The Apache Kafka release the tests run (4.4.0: the newest, its whole tool
-#: set, ``kafka-tools`` included, on Maven Central). ``$PYKAF_KAFKA_VERSION``
-#: overrides it (:func:`default_kafka_version`): ``make test-brokers`` runs the
-#: compatibility suite once per release of :data:`KAFKA_RELEASES` that way.
 DEFAULT_KAFKA_VERSION = "4.4.0"
+"""The Apache Kafka release the tests run.
 
-#: The releases pykaf is tested on (``make test-brokers``), oldest first: the
-#: newest patch release of each line on Maven Central, and 4.3.1, the default
-#: before 4.4.0. Any other patch release of these lines runs too.
+4.4.0: the newest, its whole tool set, ``kafka-tools`` included, on Maven
+Central. ``$PYKAF_KAFKA_VERSION`` overrides it (:func:`default_kafka_version`):
+``make test-brokers`` runs the compatibility suite once per release of
+:data:`KAFKA_RELEASES` that way.
+"""
+
 KAFKA_RELEASES: tuple[str, ...] = (
     "3.7.2",
     "3.8.1",
@@ -74,6 +74,11 @@ KAFKA_RELEASES: tuple[str, ...] = (
     "4.3.1",
     "4.4.0",
 )
+"""The releases pykaf is tested on (``make test-brokers``), oldest first.
+
+The newest patch release of each line on Maven Central, and 4.3.1, the default
+before 4.4.0. Any other patch release of these lines runs too.
+"""
 _OLDEST_LINE = (3, 7)  # KRaft with SCRAM at format time and a StorageTool pykaf drives
 _LOG4J_VERSION = "2.26.1"
 # kafka-tools depends on slf4j-api 1.7, which cannot bind log4j-slf4j2-impl: with

@@ -53,7 +53,7 @@ import pytest
 
 from pykaf.testing._certs import TLSCertificates
 from pykaf.testing._fake import FakeClusterThread
-from pykaf.testing._kafka import KafkaCluster
+from pykaf.testing._kafka import KAFKA_USERS, KafkaCluster
 from pykaf.testing._mock import MockCluster
 from pykaf.testing._tansu import TansuBroker
 from pykaf.testing._tlsproxy import TLSMockCluster, TLSTansu
@@ -158,11 +158,6 @@ def fake_cluster() -> Iterator[FakeClusterThread]:
         errors = list(cluster.cluster.handler_errors)
     if errors:
         pytest.fail(f"the fake cluster's request handlers raised: {errors!r}")
-
-
-#: The SASL users of the ``kafka_cluster`` fixture and their passwords.
-#: ``admin`` is a super user; ``alice`` and ``bob`` need ACLs for everything.
-KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 
 
 def kafka_features() -> dict[str, int]:

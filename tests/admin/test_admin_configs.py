@@ -22,6 +22,22 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
+async def test_group_configs_are_described_set_and_deleted(kafka_or_fake: Any) -> None:
+    group, reset = unique("cfg-g"), "share.auto.offset.reset"
+    async with pykaf.open_admin(kafka_or_fake.bootstrap) as admin:
+        # a group that does not exist has the broker's configs
+        before = (await admin.describe_group_configs([group]))[group]
+        assert before[reset].value == "latest" and before[reset].default
+        assert "consumer.session.timeout.ms" in before
+        await admin.alter_group_configs({group: {reset: "earliest"}})
+        only = await admin.describe_group_configs([group], keys=[reset])
+        assert list(only[group]) == [reset]
+        assert (only[group][reset].value, only[group][reset].source) == ("earliest", "group")
+        assert not only[group][reset].default
+        await admin.alter_group_configs({group: {reset: None}})
+        assert (await admin.describe_group_configs([group]))[group][reset].value == "latest"
+
+
 async def test_topic_configs_are_set_deleted_appended_and_subtracted(kafka_or_fake: Any) -> None:
     topic = unique("cfg")
     async with pykaf.open_admin(kafka_or_fake.bootstrap) as admin:

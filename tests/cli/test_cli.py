@@ -273,8 +273,9 @@ def test_usage_errors_exit_2() -> None:
 
 def test_help_version_and_options_before_the_command() -> None:
     run = partial(pykaf_command, check=False)
-    bare = run()  # what it can do, not a usage error
-    assert bare.returncode == 0 and "COMMAND" in bare.stdout and "consume" in bare.stdout
+    bare = run()  # no command: a usage error, with what it can do
+    assert bare.returncode == 2 and bare.stdout == "", bare
+    assert "COMMAND" in bare.stderr and "consume" in bare.stderr
     version = run("--version")
     assert version.returncode == 0 and version.stdout.strip() == f"pykaf {pykaf.__version__}"
     demo = run("demo", "-h")
@@ -288,6 +289,95 @@ def test_help_version_and_options_before_the_command() -> None:
     assert (
         both.returncode == 1 and "127.0.0.1:2" in both.stderr and "127.0.0.1:1" not in both.stderr
     )
+
+
+def test_a_usage_error_shows_the_usage_of_the_command_it_is_in() -> None:
+    run = partial(pykaf_command, check=False)
+    for args, usage, message in [
+        (("topics", "create", "t", "--bogus"), "pykaf topics create", "unrecognized arguments"),
+        (("consume", "t", "--frm", "x"), "pykaf consume", "unrecognized arguments: --frm x"),
+        (("groups", "lag"), "pykaf groups lag", "required: group"),
+        (("topics",), "pykaf topics", "required: ACTION"),
+        # found after parsing
+        (("consume", "t", "-X", "oops"), "pykaf consume", "-X must look like NAME=VALUE"),
+        (("topics", "create", "t", "-c", "x"), "pykaf topics create", "--config must look"),
+        # before the command: the top-level usage
+        (("--bogus", "topics", "list"), "pykaf [-h]", "unrecognized arguments: --bogus"),
+    ]:
+        done = run(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith(f"usage: {usage} "), (args, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+
+
+def test_groups_that_do_not_exist_are_not_found(cli: tuple[Any, Run]) -> None:
+    broker, run = cli
+    group = unique("cli-nosuch")
+    for action in ("lag", "describe"):
+        for extra in ((), ("--json",)):
+            done = run("groups", action, group, *extra, check=False)
+            assert done.returncode == 1, (action, done)
+            assert done.stdout == ""
+            assert done.stderr == f"pykaf: GroupIdNotFoundError: group {group!r} not found\n"
+    # a group with committed offsets and nothing else is there: no stray space either
+    topic, kept = unique("cli-kept"), unique("cli-g")
+    run("topics", "create", topic, "-p", "1")
+    with pykaf.sync.Admin(broker.bootstrap) as admin:
+        admin.alter_group_offsets(kept, {(topic, 0): 0})
+    assert run("groups", "describe", kept).stdout.splitlines()[0] == f"group {kept}: Empty"
+    assert run("groups", "lag", kept).stdout.splitlines()[-1] == "total lag 0"
+
+
+def test_produce_a_line_without_the_key_separator(cli: tuple[Any, Run], tmp_path: Any) -> None:
+    _, run = cli
+    topic = unique("cli-bad")
+    run("topics", "create", topic, "-p", "1")
+    lines = "k0:v0\nno separator\nk2:v2\n"
+    stopped = run("produce", topic, "-K", ":", stdin=lines, check=False)
+    # a data error: exit 1, the line named, no usage; the lines before it are sent
+    assert stopped.returncode == 1, stopped.stderr
+    assert "usage:" not in stopped.stderr
+    summary, error = stopped.stderr.splitlines()
+    assert summary.startswith(f"produced 1 record to {topic} in ")
+    assert error == (
+        "pykaf: stdin line 2 has no key separator ':': b'no separator' "
+        "(--skip-bad-lines leaves such lines out)"
+    )
+    skipped = run("produce", topic, "-K", ":", "--skip-bad-lines", stdin=lines)
+    warning, summary = skipped.stderr.splitlines()
+    assert warning == "pykaf: skipped stdin line 2 (no key separator ':'): b'no separator'"
+    assert summary.startswith(f"produced 2 records to {topic} in ")
+    assert summary.endswith(" (1 bad line skipped)")
+    docs = run("consume", topic, "--from", "beginning", "-n", "3", "--format", "json").stdout
+    assert [(d["key"], d["value"]) for d in map(json.loads, docs.splitlines())] == [
+        ("k0", "v0"),
+        ("k0", "v0"),
+        ("k2", "v2"),
+    ]
+    data = tmp_path / "data.txt"
+    data.write_text("a:1\nb:2\n\nc\n")
+    from_file = run("produce", topic, "-K", ":", "-f", str(data), check=False)
+    assert from_file.returncode == 1
+    assert f"pykaf: {data} line 3 has no key separator ':': b''" in from_file.stderr
+    needs_k = run("produce", topic, "--skip-bad-lines", stdin="x\n", check=False)
+    assert needs_k.returncode == 2 and "--skip-bad-lines skips lines" in needs_k.stderr
+    empty = run("produce", topic, "-K", "", stdin="x\n", check=False)
+    assert empty.returncode == 2 and "-K takes a separator" in empty.stderr
+
+
+def test_perf_produce_creates_its_topic_as_produce_does(cli: tuple[Any, Run]) -> None:
+    _, run = cli
+    topic = unique("cli-perf-new")
+    produced = json.loads(
+        run("perf", "produce", topic, "-n", "300", "--chunk", "100", "--json").stdout
+    )
+    assert produced["records"] == 300 and produced["failed"] == 0
+    assert json.loads(run("perf", "consume", topic, "-n", "300", "--json").stdout)["records"] == 300
+    refused = run(
+        "perf", "produce", unique("cli-perf-new"), "-n", "1", "-X",
+        "allow_auto_create_topics=false", check=False,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "UnknownTopicOrPartitionError" in refused.stderr
 
 
 def test_a_closed_pipe_ends_consume_quietly(fake_cluster: Any) -> None:

@@ -16,6 +16,7 @@ import pytest
 import trio
 
 import pykaf
+import pykaf.sync
 from pykaf import errors
 from pykaf.testing import KafkaCluster
 from pykaf.testing.fixtures import KAFKA_USERS
@@ -98,6 +99,45 @@ async def test_a_consumer_without_read_gets_topic_authorization_failed(
             while len(values) < 5:
                 values += [r.value for r in await pc.next_batch()]
     assert values == [b"v%d" % i for i in range(5)]
+
+
+async def test_a_sync_consumer_raises_topic_authorization_failed_as_its_class(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """pykaf.sync.Consumer: ``except TopicAuthorizationError`` catches the refused Fetch."""
+    topic = unique("authz-sync")
+    kafka_cluster.create_topic(topic, 1)
+    await produce(kafka_cluster.bootstrap, topic, 2)
+    await grant(kafka_cluster, [acl(TOPIC, topic, "bob", DESCRIBE)])  # not READ
+
+    def consume() -> BaseException:
+        with pykaf.sync.Consumer(kafka_cluster.sasl_bootstrap, **login("bob")) as consumer:
+            consumer.assign([(topic, 0, pykaf.OLDEST)])
+            for _ in range(40):
+                try:
+                    consumer.consume(10, timeout=0.5)
+                except errors.TopicAuthorizationError as exc:
+                    return exc
+        pytest.fail("consume() never raised TopicAuthorizationError")
+
+    failure = await trio.to_thread.run_sync(consume)
+    assert isinstance(failure, pykaf.ConsumerError)
+    assert (failure.topic, failure.partition) == (topic, 0)
+    assert isinstance(failure.error, errors.TopicAuthorizationError)
+    assert str(failure) == f"{topic}/0: Topic authorization failed."  # named once
+
+
+async def test_a_share_consumer_without_describe_is_refused_at_open(
+    kafka_cluster: KafkaCluster,
+) -> None:
+    """The topic check of open_share_consumer raises the broker's typed refusal."""
+    topic, group = unique("authz-share"), unique("authz-sg")
+    kafka_cluster.create_topic(topic, 1)
+    with pytest.raises(errors.TopicAuthorizationError), trio.fail_after(30):
+        async with pykaf.open_share_consumer(
+            kafka_cluster.sasl_bootstrap, group, [topic], **login("bob")
+        ):
+            pytest.fail("opened without DESCRIBE on the topic")
 
 
 async def test_a_topic_hidden_from_the_full_list_is_still_named_unauthorized(

@@ -176,6 +176,40 @@ def test_select_keeps_exactly_the_bounded_records(
     assert outcomes[0] == outcomes[1]
 
 
+@pytest.mark.parametrize(
+    ("lo", "hi"),
+    [(1, 1), (3, 4), (0, 0), (0, 2), (2, 3), (1, 3), (4, 4)],
+    ids=["no-header-row", "no-header-rows", "first", "first-three", "middle", "mixed", "last"],
+)
+def test_select_packs_the_headers_of_the_rows_it_keeps(
+    both_codecs: tuple[ModuleType, ModuleType], lo: int, hi: int
+) -> None:
+    # The compiled keep() gathers the kept rows' header entries into a scratch
+    # index (eidx) before packing: rows 1, 3 and 4 have none, so keeping only
+    # those leaves it empty (no entry written, none read), the others fill it.
+    records = [
+        (b"k0", b"v0", [("a", b"1"), ("b", None)]),
+        (None, b"v1", []),
+        (b"k2", None, [("c", b"3")]),
+        (None, b"v3", []),
+        (b"k4", b"v4", []),
+    ]
+    compiled, _ = both_codecs
+    data = build(compiled, [(0, records)] * 2)  # a second batch, kept whole
+    expected = [r for r in compiled.decode_batches(data)[0].records if lo <= r.offset <= hi]
+    expected += compiled.decode_batches(data)[1].records
+    outcomes = []
+    for codec in both_codecs:
+        bounds = iter([(lo, hi), codec.KEEP_ALL])
+        columns, _, kept, above = codec.decode_columns(
+            data, select=lambda b, bounds=bounds: next(bounds)
+        )
+        assert rows(columns) == record_rows(expected)
+        assert kept == [hi - lo + 1, 5] and above == [4 - hi, 0]
+        outcomes.append(buffers(columns))
+    assert outcomes[0] == outcomes[1]
+
+
 def test_keep_all_and_keep_none(codec: ModuleType) -> None:
     data = build(codec, [(0, [(b"k", b"v", [("h", b"x")])] * 3)] * 2)
     every = codec.decode_columns(data, select=lambda b: codec.KEEP_ALL)[0]

@@ -45,6 +45,20 @@ def _produce(ck: ModuleType, broker: Any, topic: str, partition: int, n: int) ->
     return delivered
 
 
+def _manual_commits(ck: ModuleType, broker: Any, group: str, store: bool) -> dict[str, Any]:
+    """A group member's conf from the earliest offsets, committing only when told."""
+    return _conf(
+        ck,
+        broker,
+        **{
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": store,
+        },
+    )
+
+
 def _poll(consumer: Any, n: int, timeout: float = 30.0) -> list[Any]:
     out: list[Any] = []
     deadline = time.monotonic() + timeout
@@ -223,6 +237,37 @@ def test_group_subscribe_commit_and_committed(ck: ModuleType, compat_broker: Any
         assert [(tp.partition, tp.offset) for tp in committed] == [(0, 3)]
         got = c.committed([ck.TopicPartition(topic, 0)], timeout=10)
         assert [(tp.partition, tp.offset) for tp in got] == [(0, 3)]
+    finally:
+        c.close()
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("store", [True, False], ids=["auto-store", "store-offsets"])
+def test_commit_of_a_message_or_offsets_commits_those_partitions_only(
+    ck: ModuleType, compat_broker: Any, store: bool
+) -> None:
+    """Records handed out on three partitions; each commit names its own partitions only."""
+    topic, group = bc.unique("commit-one"), bc.unique("commit-one-group")
+    compat_broker.create(topic, 3)
+    for partition in range(3):
+        _produce(ck, compat_broker, topic, partition, 3)
+    c = ck.Consumer(_manual_commits(ck, compat_broker, group, store))
+    tps = [ck.TopicPartition(topic, p) for p in range(3)]
+    try:
+        c.subscribe([topic])
+        last = {m.partition(): m for m in _poll(c, 9)}
+        assert sorted(last) == [0, 1, 2]
+        done = c.commit(message=last[0], asynchronous=False)
+        assert [(tp.partition, tp.offset) for tp in done] == [(0, 3)]
+        got = c.committed(tps, timeout=10)
+        assert [tp.offset for tp in got] == [3, ck.OFFSET_INVALID, ck.OFFSET_INVALID]
+        done = c.commit(offsets=[ck.TopicPartition(topic, 1, 1)], asynchronous=False)
+        assert [(tp.partition, tp.offset) for tp in done] == [(1, 1)]
+        got = c.committed(tps, timeout=10)
+        assert [tp.offset for tp in got] == [3, 1, ck.OFFSET_INVALID]
+        if store:  # commit() commits what poll handed out, every partition
+            c.commit(asynchronous=False)
+            assert [tp.offset for tp in c.committed(tps, timeout=10)] == [3, 3, 3]
     finally:
         c.close()
 
@@ -474,13 +519,7 @@ def test_a_group_member_commits_what_was_stored(ck: ModuleType, compat_broker: A
     topic, group = bc.unique("store"), bc.unique("store-group")
     compat_broker.create(topic, 1)
     _produce(ck, compat_broker, topic, 0, 6)
-    conf = {
-        "group.id": group,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-    }
-    c = ck.Consumer(_conf(ck, compat_broker, **conf))
+    c = ck.Consumer(_manual_commits(ck, compat_broker, group, store=False))
     try:
         c.subscribe([topic])
         msgs = _poll(c, 4)

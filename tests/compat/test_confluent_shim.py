@@ -56,61 +56,6 @@ def _first(c: Any) -> Any:
     return msg
 
 
-def test_a_group_member_commits_only_what_poll_handed_out(group_member: Any) -> None:
-    c, topic = group_member
-    msg = _first(c)
-    with pytest.raises(ck.KafkaException) as info:
-        c.commit(offsets=[ck.TopicPartition(topic, 0, 0)], asynchronous=False)
-    assert _code(info) == ck.KafkaError._INVALID_ARG
-    assert "handed out" in info.value.args[0].str()
-    done = c.commit(offsets=[ck.TopicPartition(topic, 0, msg.offset() + 1)], asynchronous=False)
-    assert [(tp.partition, tp.offset) for tp in done] == [(0, 1)]
-    assert c.commit(asynchronous=True) is None
-    assert c.position([ck.TopicPartition(topic, 0)])[0].offset == 1
-    with pytest.raises(ValueError):
-        c.commit(message=msg, offsets=[ck.TopicPartition(topic, 0, 1)])
-
-
-def test_committing_one_partition_would_commit_the_others_so_it_is_refused(fake: Any) -> None:
-    """A group member commits every partition at once: naming one of several is refused."""
-    topic = bc.unique("shim2")
-    fake.create(topic, 2)
-    p = ck.Producer({"bootstrap.servers": fake.bootstrap})
-    for i in range(4):
-        p.produce(topic, b"%d" % i, partition=i % 2)
-    assert p.flush(10) == 0
-    p.close()
-    c = ck.Consumer(
-        {
-            "bootstrap.servers": fake.bootstrap,
-            "group.id": bc.unique("g"),
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    c.subscribe([topic])
-    try:
-        last: dict[int, Any] = {}
-        deadline = time.monotonic() + 10
-        while len(last) < 2 or sum(m.offset() + 1 for m in last.values()) < 4:
-            assert time.monotonic() < deadline
-            msg = c.poll(0.5)
-            if msg is not None and msg.error() is None:
-                last[msg.partition()] = msg
-        with pytest.raises(ck.KafkaException) as info:
-            c.commit(message=last[0], asynchronous=False)
-        assert _code(info) == ck.KafkaError._INVALID_ARG
-        assert "every partition" in info.value.args[0].str()
-        committed = c.committed([ck.TopicPartition(topic, 0), ck.TopicPartition(topic, 1)])
-        assert [tp.offset for tp in committed] == [ck.OFFSET_INVALID] * 2  # nothing went
-        wanted = [ck.TopicPartition(topic, q, last[q].offset() + 1) for q in (0, 1)]
-        done = c.commit(offsets=wanted, asynchronous=False)
-        assert [(tp.partition, tp.offset) for tp in done] == [(0, 2), (1, 2)]
-        assert c.commit(message=last[1], asynchronous=False) is not None  # nothing else pending
-    finally:
-        c.close()
-
-
 def test_calls_a_group_member_cannot_make(group_member: Any) -> None:
     c, topic = group_member
     _first(c)

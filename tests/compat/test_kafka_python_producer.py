@@ -256,3 +256,16 @@ def test_consume_transform_produce_in_a_transaction(fake_cluster: Any) -> None:
         consumer.close()
     got = read_all(fake_cluster.bootstrap, sink, 1, 5)
     assert [r.value for r in got[:5]] == [b"0!", b"1!", b"2!", b"3!", b"4!"]
+
+
+@pytest.mark.parametrize("size", [0, 1, 61])
+def test_batch_size_below_a_batch_header_still_sends(fake_cluster: Any, size: int) -> None:
+    """kafka-python's batch_size 0 (no batching), and sizes under a batch's 61-byte header."""
+    topic = unique("compat-batch0")
+    fake_cluster.create_topic(topic, 1)
+    producer = kafka.KafkaProducer(bootstrap_servers=fake_cluster.bootstrap, batch_size=size)
+    try:
+        futures = [producer.send(topic, b"x" * 100) for _ in range(3)]
+        assert [f.get(T).offset for f in futures] == [0, 1, 2]
+    finally:
+        producer.close(T)

@@ -42,6 +42,7 @@ from markdown_it import MarkdownIt
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
+README = ROOT / "README.md"
 PLACEHOLDER = "localhost:9092"
 MODES = ("kafka", "tansu", "fake", "skip")
 DIRECTIVE = re.compile(r"^<!--\s*doc-example:(?P<body>.*?)-->$")
@@ -188,6 +189,11 @@ def collect(docs: Path = DOCS) -> list[Block]:
     for path in pages(docs):
         out.extend(blocks_of(path.relative_to(docs).as_posix(), path.read_text()))
     return out
+
+
+def readme_blocks(readme: Path = README) -> list[Block]:
+    """The ```python blocks of README.md, named ``../README.md`` (relative to docs/)."""
+    return blocks_of("../README.md", readme.read_text())
 
 
 def environment(*, spark: bool = False) -> dict[str, str]:

@@ -7,19 +7,11 @@ import json
 import sys
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
+from tool_loader import load
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 class FakeBenchmark:

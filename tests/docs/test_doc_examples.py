@@ -1,4 +1,4 @@
-"""Every ```python block of docs/*.md runs, as a program, against a live broker.
+"""Every ```python block of docs/*.md and README.md runs, as a program, against a live broker.
 
 The convention is in ``md_examples`` (its module docstring) and in
 docs/testing.md ("Docs examples"). One test per block, its id ``page:line``.
@@ -13,11 +13,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from md_examples import Block, Outcome, collect, pages, run_in_one_process, run_program
+from md_examples import (
+    Block,
+    Outcome,
+    collect,
+    pages,
+    readme_blocks,
+    run_in_one_process,
+    run_program,
+)
 
 from pykaf.testing import FakeClusterThread, TansuBroker
 
-BLOCKS = collect()
+BLOCKS = collect() + readme_blocks()  # README.md's examples run as the pages' do
 PLAIN = [b for b in BLOCKS if not b.uses_spark]
 SPARK = [b for b in BLOCKS if b.uses_spark]
 TIMEOUT = 120.0  # seconds for one program; they take about one

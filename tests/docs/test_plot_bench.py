@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tool_loader import load
 
 pytest.importorskip("matplotlib")
 
@@ -18,12 +17,7 @@ BASELINE = ROOT / "bench" / "baseline.json"
 
 
 def load_plotter() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("plot_bench", ROOT / "tools" / "plot_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load("plot_bench", ROOT / "tools" / "plot_bench.py")
 
 
 def bars_and_texts(svg: Path) -> tuple[list[str], str]:

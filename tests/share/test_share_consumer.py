@@ -10,6 +10,7 @@ expires; close accepts what was handed out, releases the rest and leaves.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -135,7 +136,7 @@ async def test_reject_archives_the_record(share_broker: Any) -> None:
     assert sorted(offsets) == [(1, 2), (3, 1)]
 
 
-async def test_acknowledge_refuses_a_record_not_handed_out(share_broker: Any) -> None:
+async def test_acknowledge_refuses_a_record_settled_or_not_handed_out(share_broker: Any) -> None:
     broker = share_broker
     topic, group_id = unique("share"), unique("sg")
     await create(broker, topic, 1)
@@ -144,11 +145,53 @@ async def test_acknowledge_refuses_a_record_not_handed_out(share_broker: Any) ->
     async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
         with trio.fail_after(30):
             batch = await c.next_batch()
+        assert [r.acknowledged for r in batch] == [None, None]
         c.acknowledge(batch[0], pykaf.ACCEPT)
-        with pytest.raises(ValueError, match="not a record this consumer handed out"):
-            c.acknowledge(batch[0], pykaf.REJECT)  # settled already
+        assert batch[0].acknowledged is pykaf.ACCEPT
+        # twice: says so, not "not handed out" (issue 35)
+        with pytest.raises(ValueError, match=r"@0 was already acknowledged \(ACCEPT\)"):
+            c.acknowledge(batch[0], pykaf.REJECT)
         with pytest.raises(ValueError):
             c.acknowledge(batch[1], 9)  # type: ignore[arg-type]
+        c.acknowledge(batch[1], pykaf.RENEW)  # renewed: still to be settled
+        c.acknowledge(batch[1], pykaf.RELEASE)
+        with pytest.raises(ValueError, match=r"@1 was already acknowledged \(RELEASE\)"):
+            c.acknowledge(batch[1], pykaf.ACCEPT)
+        # a record of another consumer's (here: one never handed out) is named as such
+        stranger = pykaf.ShareRecord(batch[0].record, 1)
+        with pytest.raises(ValueError, match="is not a record this consumer holds"):
+            c.acknowledge(stranger, pykaf.ACCEPT)
+    # the implicit accept when the next batch is asked for counts as acknowledged too
+    async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
+        with trio.fail_after(30):
+            first = await c.next_batch()
+            await produce(broker.bootstrap, topic, 1, 1, start=2)
+            await c.next_batch()  # first's records are accepted now
+        assert first[0].acknowledged is pykaf.ACCEPT
+        with pytest.raises(ValueError, match=r"was already acknowledged \(ACCEPT\)"):
+            c.acknowledge(first[0], pykaf.REJECT)
+
+
+async def test_a_missing_topic_is_warned_of_then_consumed_once_created(
+    share_broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No silent wait (issue 35): the member warns, and reads the topic once it exists."""
+    broker = share_broker
+    topic, group_id = unique("share-late"), unique("sg")
+    await share_group(broker.bootstrap, group_id)
+    with caplog.at_level(logging.WARNING, logger="pykaf.share"):
+        async with pykaf.open_share_consumer(broker.bootstrap, group_id, [topic], **FAST) as c:
+            warned = [r.getMessage() for r in caplog.records if r.name == "pykaf.share"]
+            assert len(warned) == 1 and f"topic {topic!r} does not exist" in warned[0]
+            assert group_id in warned[0] and "until it is created" in warned[0]
+            assert await c.next_batch(timeout=0.5) == []
+            await create(broker, topic, 1)
+            await produce(broker.bootstrap, topic, 1, 3)
+            values: list[bytes | None] = []
+            with trio.fail_after(40):
+                while len(values) < 3:
+                    values += [r.value for r in await c.next_batch()]
+    assert values == [b"0-0", b"0-1", b"0-2"]
 
 
 async def test_a_stalled_member_loses_its_records_when_the_lock_expires(

@@ -293,3 +293,39 @@ def test_the_format_is_registered_automatically_and_by_hand(
     register(spark)  # by hand as well: registering again is harmless
     reader = spark.read.format("pykaf").option("kafka.bootstrap.servers", cluster.bootstrap)
     assert reader.option("subscribe", new_topic(1)).load().count() == 0
+
+
+# PySpark's own search (pyspark/sql/worker/lookup_data_sources.py), run from
+# elsewhere than the checkout, as a Spark worker may be: whatever lists the
+# installed pyspark_* modules, not the current directory, must find pykaf's.
+_LOOKUP = """
+from importlib import import_module
+from pkgutil import iter_modules
+from pyspark.sql.datasource import DataSource
+found = {}
+for info in iter_modules():
+    if info.name.startswith("pyspark_"):
+        mod = import_module(info.name)
+        if hasattr(mod, "DefaultSource") and issubclass(mod.DefaultSource, DataSource):
+            found[mod.DefaultSource.name()] = mod.__name__
+print(found.get("pykaf"))
+"""
+
+
+def test_pyspark_finds_the_data_source_from_any_directory(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyspark.sql.datasource")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = subprocess.run(
+        [sys.executable, "-c", _LOOKUP],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "pyspark_pykaf"

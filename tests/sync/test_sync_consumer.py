@@ -544,6 +544,20 @@ def test_with_auto_mark_what_was_handed_out_is_committed(fake: Any) -> None:
         assert _committed(fake, "default") == 4
 
 
+def test_commit_of_given_offsets_commits_those_and_leaves_the_marks(fake: Any) -> None:
+    """commit(offsets=) commits exactly what it names; the next plain commit the marks."""
+    with pykaf.sync.ConsumerGroup(
+        fake.bootstrap, "given", ["t"], auto_commit=False, **GROUP
+    ) as group:
+        poll_n(group, 6)
+        group.commit(offsets={("t", 0): 2}, timeout=T)
+        assert _committed(fake, "given") == 2  # not 6: what was handed out waits
+        group.commit(timeout=T)
+        assert _committed(fake, "given") == 6
+        group.commit(offsets={("t", 0): 1}, timeout=T)  # any offset, backwards too
+        assert _committed(fake, "given") == 1
+
+
 # -- columnar=True: fetched pieces handed out as ColumnBatch ---------------------------
 
 

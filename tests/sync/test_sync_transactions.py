@@ -122,3 +122,28 @@ def test_a_fenced_producer_raises_from_every_call(real_broker: Any) -> None:
     else:
         # Tansu lists no aborted transactions in Fetch: read_committed reads it too.
         assert read_committed(real_broker.bootstrap, topic, 1, 2) == [b"first", b"second"]
+
+
+def test_an_abort_of_produced_records_is_not_raised_again(real_broker: Any) -> None:
+    # produce() records have no callback: their failures wait for flush() or
+    # close(). Those of an abort were asked for, and the async producer does
+    # not raise them again; nor does the sync one (close raised DeliveryError).
+    topic = new_topic(real_broker, 2)
+    with producer(real_broker, linger=30.0) as p:
+        p.begin_transaction()
+        for i in range(50):
+            p.produce(topic, b"%d" % i, partition=i % 2)
+        p.abort_transaction(timeout=T)
+        assert p.flush(T) == 0
+        p.begin_transaction()
+        p.produce(topic, b"kept", partition=0)
+        p.abort_transaction(timeout=T)
+    # close() above raised nothing; an abort left open at close is not raised either
+    with producer(real_broker, linger=30.0) as p:
+        p.begin_transaction()
+        p.produce(topic, b"aborted on close", partition=1)
+    with producer(real_broker) as p:
+        p.begin_transaction()
+        p.produce(topic, b"committed", partition=0)
+        p.commit_transaction(timeout=T)
+    assert read_committed(real_broker.bootstrap, topic, 2, 1) == [b"committed"]

@@ -14,6 +14,7 @@ import pykaf
 import pykaf.sync
 from pykaf import errors
 from pykaf.testing import (
+    KAFKA_USERS,
     KafkaCluster,
     KafkaClusterError,
     KafkaUnavailableError,
@@ -22,9 +23,27 @@ from pykaf.testing import (
     kafka_home,
     open_kafka_cluster,
 )
-from pykaf.testing.fixtures import KAFKA_USERS
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+def test_kafka_users_come_from_pykaf_testing_without_pytest() -> None:
+    """docs/testing.md names ``pykaf.testing.KAFKA_USERS``: it is there, the fixtures' own."""
+    code = (
+        "import sys, pykaf.testing as t; "
+        "assert 'pytest' not in sys.modules; "
+        "print(sorted(t.KAFKA_USERS.items()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    assert out.strip() == str(sorted(KAFKA_USERS.items()))
+    import pykaf.testing
+    from pykaf.testing import fixtures
+
+    assert "KAFKA_USERS" in pykaf.testing.__all__
+    assert fixtures.KAFKA_USERS is KAFKA_USERS  # the users the kafka_cluster fixture makes
+    assert sorted(KAFKA_USERS) == ["admin", "alice", "bob"]
 
 
 # -- provisioning -----------------------------------------------------------------

@@ -12,7 +12,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pykaf.compat._options import fit_largest_message
+from pykaf._producer.partitioner import (
+    Crc32Partitioner,
+    Fnv1aPartitioner,
+    Murmur2Partitioner,
+    RandomPartitioner,
+)
+from pykaf.compat._options import UserNames, fit_largest_message
 from pykaf.compat.confluent_kafka._error import LOCAL_CODES, KafkaError, KafkaException
 
 
@@ -78,6 +84,37 @@ def _hostname_check(value: Any) -> bool:
     if word not in ("https", "none"):
         raise ValueError(value)
     return word == "https"
+
+
+#: librdkafka's partitioners, as pykaf's. The ``*_random`` ones send null
+#: keys to a sticky partition (librdkafka's sticky.partitioning.linger.ms);
+#: the plain ones hash a null key as empty data, as librdkafka does.
+PARTITIONERS: dict[str, Callable[[], Any]] = {
+    "random": RandomPartitioner,
+    "consistent": lambda: Crc32Partitioner(hash_null_keys=True),
+    "consistent_random": Crc32Partitioner,
+    "murmur2": lambda: Murmur2Partitioner(hash_null_keys=True),
+    "murmur2_random": Murmur2Partitioner,
+    "fnv1a": lambda: Fnv1aPartitioner(hash_null_keys=True),
+    "fnv1a_random": Fnv1aPartitioner,
+}
+
+#: librdkafka's default partitioner, the confluent shim's too.
+DEFAULT_PARTITIONER = "consistent_random"
+
+
+def _partitioner(value: Any) -> Any:
+    word = _text(value)
+    if word not in PARTITIONERS:
+        raise ValueError(value)
+    return PARTITIONERS[word]()
+
+
+def _group_protocol(value: Any) -> str:
+    word = _lower(value)
+    if word not in ("classic", "consumer"):
+        raise ValueError(value)
+    return word
 
 
 @dataclass(frozen=True)
@@ -158,16 +195,27 @@ OPTIONS: dict[str, Option] = {
     "delivery.timeout.ms": Option("delivery_timeout", _ms, _P),
     "retries": Option("retries", _int, _P),
     "message.send.max.retries": Option("retries", _int, _P),
-    "retry.backoff.max.ms": Option("retry_backoff_max", _ms, _P),
+    "retry.backoff.max.ms": Option("retry_backoff_max", _ms),
     "max.in.flight.requests.per.connection": Option("max_in_flight", _int, _P),
     "max.in.flight": Option("max_in_flight", _int, _P),
     "queue.buffering.max.messages": Option("buffer_records", _int, _P),
     "queue.buffering.max.kbytes": Option(
         "buffer_bytes", _kbytes, _P, "KiB, as librdkafka counts it"
     ),
+    "partitioner": Option(
+        "partitioner",
+        _partitioner,
+        _P,
+        "consistent_random (CRC-32, librdkafka's default) unless given; also random, "
+        "consistent, murmur2, murmur2_random, fnv1a, fnv1a_random, as librdkafka's",
+    ),
     # consumer
     "group.id": Option("group_id", _text, _C),
     "group.instance.id": Option("group_instance_id", _text, _C),
+    "group.protocol": Option(
+        "group_protocol", _group_protocol, _C, "classic or consumer (KIP-848, Kafka 4.0+)"
+    ),
+    "group.remote.assignor": Option("group_remote_assignor", _text, _C),
     "enable.auto.commit": Option("auto_commit", _bool, _C),
     "auto.commit.interval.ms": Option("auto_commit_interval", _ms, _C),
     "auto.offset.reset": Option(
@@ -214,8 +262,6 @@ REFUSED: dict[str, str] = {
     "logger": "pykaf logs through the standard logging module (logger 'pykaf')",
     "log_level": "pykaf logs through the standard logging module (logger 'pykaf')",
     "debug": "pykaf logs through the standard logging module (logger 'pykaf')",
-    "partitioner": "librdkafka's partitioners (consistent_random, ...) are not pykaf's; "
-    "pykaf hashes keys with murmur2 as Kafka's Java client (librdkafka's murmur2_random)",
     "partition.assignment.strategy": "give pykaf's assignors through pykaf.sync.ConsumerGroup",
     "ssl.keystore.location": "PKCS#12 keystores are not read; give ssl.certificate.location "
     "and ssl.key.location (PEM)",
@@ -237,6 +283,7 @@ class Settings:
         error_cb: called with a KafkaError for errors not raised (see SHIM_KEYS).
         auto_offset_store: ``enable.auto.offset.store``: what poll hands out is
             stored for the next commit (else only ``store_offsets`` stores).
+        names: how errors name pykaf's options: by the keys of this conf.
     """
 
     bootstrap: str
@@ -245,6 +292,7 @@ class Settings:
     on_delivery: Callable[..., Any] | None = None
     error_cb: Callable[[Any], Any] | None = None
     auto_offset_store: bool = True
+    names: UserNames = field(default_factory=lambda: UserNames({}))
 
 
 def _invalid(message: str) -> KafkaException:
@@ -308,7 +356,28 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
     if not settings.bootstrap:
         raise _invalid("configuration property 'bootstrap.servers' is required")
     fit_largest_message(options)
+    settings.names = user_names(conf)
     return settings
+
+
+def user_names(conf: Mapping[str, Any]) -> UserNames:
+    """How errors name pykaf's options to this user: by the librdkafka keys in ``conf``.
+
+    Where several keys map to one option, the one ``conf`` has is named (else
+    the first in :data:`OPTIONS`); times are shown in ms, sizes in KiB where
+    librdkafka counts them so.
+    """
+    names: dict[str, str] = {}
+    scales: dict[str, float] = {}
+    for key, option in OPTIONS.items():
+        target = option.target
+        if target not in names or (key in conf and names[target] not in conf):
+            names[target] = key
+        if option.convert is _ms:
+            scales[target] = 1000.0
+        elif option.convert is _kbytes:
+            scales[target] = 1 / 1024
+    return UserNames(names, dict(conf), scales)
 
 
 def _fits(option: Option, role: str) -> bool:

@@ -85,6 +85,7 @@ class Consumer:
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         settings = translate(conf, "consumer")
+        self._names = settings.names
         self._bootstrap = settings.bootstrap
         self._group_id = settings.group_id
         self._options = dict(settings.options)
@@ -122,7 +123,7 @@ class Consumer:
             try:
                 self._admin = pykaf.sync.Admin(self._bootstrap, **client_options(self._options))
             except errors.PykafError as exc:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
         return self._admin
 
     def _need_group_id(self) -> str:
@@ -158,7 +159,7 @@ class Consumer:
         try:
             self._admin_client().alter_group_offsets(self._group_id, changed)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._last_commit.update(changed)
 
     # -- subscribing -----------------------------------------------------------
@@ -206,7 +207,7 @@ class Consumer:
                 **self._options,
             )
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._on_assign, self._on_revoke = on_assign, on_revoke
 
     def unsubscribe(self) -> None:
@@ -272,7 +273,7 @@ class Consumer:
                 self._reader = pykaf.sync.Consumer(self._bootstrap, **options)
             self._reader.assign(starts)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._known = {(tp.topic, tp.partition) for tp in parts}
 
     def incremental_assign(self, partitions: list[TopicPartition]) -> None:
@@ -287,7 +288,7 @@ class Consumer:
         try:
             self._reader.assign(current + added)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._known |= {(tp.topic, tp.partition) for tp in parts}
 
     def incremental_unassign(self, partitions: list[TopicPartition]) -> None:
@@ -318,8 +319,8 @@ class Consumer:
     def _client_error(self, exc: errors.PykafError) -> None:
         """A client error met by poll/consume: to ``error_cb`` if the conf has one, else raised."""
         if self._error_cb is None:
-            raise KafkaException(from_pykaf(exc)) from exc
-        self._error_cb(from_pykaf(exc))
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
+        self._error_cb(from_pykaf(exc, self._names))
 
     def _source(self) -> pykaf.sync.ConsumerGroup | pykaf.sync.Consumer | None:
         return self._group if self._group is not None else self._reader
@@ -395,7 +396,7 @@ class Consumer:
                 self._need_group_id(), partitions, require_stable=stable
             )
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         return {tp: meta.offset for tp, meta in found.items() if meta.offset >= 0}
 
     def commit(
@@ -407,14 +408,16 @@ class Consumer:
         """Commit ``message``'s offset + 1, ``offsets``, or what was handed out.
 
         The commit is made before the call returns either way; with
-        ``asynchronous=False`` the committed partitions are returned. A group
-        member (``subscribe``) commits what ``poll`` handed out: the offsets
-        given must be those (the next after the last message handed out).
+        ``asynchronous=False`` the committed partitions are returned. As in
+        confluent-kafka, ``message`` and ``offsets`` commit exactly their
+        partitions, at those offsets; ``commit()`` commits every partition's
+        stored offset (what ``poll`` handed out, or what ``store_offsets``
+        stored).
 
         Raises:
             KafkaException: nothing to commit (``_NO_OFFSET``), no group.id
-                (``_UNKNOWN_GROUP``), an offset a group member cannot commit
-                (``_INVALID_ARG``), or the coordinator's error.
+                (``_UNKNOWN_GROUP``), a negative offset (``_INVALID_ARG``), or
+                the coordinator's error.
         """
         self._check_open()
         if message is not None and offsets is not None:
@@ -433,49 +436,24 @@ class Consumer:
         if not wanted:
             raise _fail("_NO_OFFSET", "commit: no offsets to commit")
         group_id = self._need_group_id()
+        explicit = message is not None or offsets is not None
+        for (topic, partition), offset in wanted.items():
+            if offset < 0:
+                raise _fail("_INVALID_ARG", f"commit: {topic}/{partition} offset {offset}")
         try:
-            if self._group is not None and not self._auto_store:
-                # pykaf's group commits its marks: the offsets are marked, then
-                # committed (with the other partitions' stored offsets).
-                for (topic, partition), offset in wanted.items():
-                    self._group.mark(topic, partition, offset)
-                self._group.commit()
+            if self._group is not None and explicit:
+                # As librdkafka: exactly these partitions, at these offsets; the
+                # others' handed-out (or stored) offsets wait for the next commit.
+                self._group.commit(offsets=wanted)
                 self._last_commit.update(wanted)
             elif self._group is not None:
-                for (topic, partition), offset in wanted.items():
-                    if self._handed.get((topic, partition)) != offset:
-                        raise _fail(
-                            "_INVALID_ARG",
-                            f"commit: {topic}/{partition} offset {offset}: a group member "
-                            "commits what poll handed out (next offset "
-                            f"{self._handed.get((topic, partition), 'none')})",
-                        )
-                # pykaf's group commits every partition's handed-out position at
-                # once: naming only some would commit the others' unprocessed
-                # messages too, so without auto commit that is refused.
-                others = []
-                if not self._auto_commit:
-                    mine = {(t, p) for t, ps in self._group.assignment().items() for p in ps}
-                    others = sorted(
-                        tp
-                        for tp, offset in self._handed.items()
-                        if tp in mine and tp not in wanted and self._last_commit.get(tp) != offset
-                    )
-                if others:
-                    raise _fail(
-                        "_INVALID_ARG",
-                        f"commit: {others[0][0]}/{others[0][1]} also has messages handed out "
-                        "and not committed; a group member commits every partition at once: "
-                        "commit() with no arguments, or name every partition's last message "
-                        "(offsets=)",
-                    )
-                self._group.commit()
-                self._last_commit.update(self._handed)
+                self._group.commit()  # what was handed out (or stored), every partition
+                self._last_commit.update(wanted)
             else:
                 self._admin_client().alter_group_offsets(group_id, dict(wanted))
                 self._last_commit.update(wanted)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         if asynchronous:
             return None
         return [TopicPartition(t, p, o) for (t, p), o in sorted(wanted.items())]
@@ -530,7 +508,7 @@ class Consumer:
             except errors.ConfigError as exc:
                 raise self._not_assigned(topic, partition) from exc
             except errors.PykafError as exc:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
             tp = (topic, partition)
             self._stored[tp] = max(offset, self._stored.get(tp, -1))
 
@@ -584,7 +562,7 @@ class Consumer:
         try:
             reader.seek(partition.topic, partition.partition, start[2])
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
 
     def pause(self, partitions: list[TopicPartition]) -> None:
         """Stop handing out records of ``partitions`` (assigned partitions only)."""
@@ -618,7 +596,7 @@ class Consumer:
             low = admin.list_offsets({tp: pykaf.OLDEST})[tp]
             high = admin.list_offsets({tp: pykaf.NEWEST})[tp]
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         return (low, high)
 
     def offsets_for_times(
@@ -631,7 +609,7 @@ class Consumer:
         try:
             found = self._admin_client().list_offsets(specs)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         return [
             TopicPartition(tp.topic, tp.partition, found[(tp.topic, tp.partition)]) for tp in parts
         ]
@@ -667,7 +645,7 @@ class Consumer:
                 finally:
                     self._reader.close()
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         finally:
             self._closed = True
             if self._admin is not None:

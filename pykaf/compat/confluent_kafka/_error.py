@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import builtins
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pykaf import errors
+
+if TYPE_CHECKING:
+    from pykaf.compat._options import UserNames
 
 #: librdkafka's local (client-side) error codes used by the shim, and their names.
 LOCAL_CODES: dict[str, int] = {
@@ -166,15 +169,17 @@ class KafkaException(Exception):
         return str(self.args[0])
 
 
-def from_pykaf(exc: BaseException) -> KafkaError:
+def from_pykaf(exc: BaseException, names: UserNames | None = None) -> KafkaError:
     """The :class:`KafkaError` a pykaf exception stands for (``args`` keep its text).
 
     A broker error keeps its code; a delivery failure takes its first
     partition's error; client-side failures take librdkafka's local codes.
+    With ``names``, the text names the user's keys (``message.max.bytes``),
+    not pykaf's options.
     """
-    text = str(exc) or type(exc).__name__
+    text = (str(exc) if names is None else names.text(exc)) or type(exc).__name__
     if isinstance(exc, errors.DeliveryError) and exc.failures:
-        return from_pykaf(exc.failures[0][3])
+        return from_pykaf(exc.failures[0][3], names)
     if isinstance(exc, errors.KafkaError):
         return KafkaError(exc.code, text, retriable=exc.retriable)
     if isinstance(exc, errors.PurgedError):

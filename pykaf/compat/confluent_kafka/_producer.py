@@ -8,7 +8,12 @@ from typing import Any
 
 import pykaf.sync
 from pykaf import errors
-from pykaf.compat.confluent_kafka._config import client_options, translate
+from pykaf.compat.confluent_kafka._config import (
+    DEFAULT_PARTITIONER,
+    PARTITIONERS,
+    client_options,
+    translate,
+)
 from pykaf.compat.confluent_kafka._error import (
     LOCAL_CODES,
     KafkaError,
@@ -118,6 +123,7 @@ class Producer:
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
         settings = translate(conf, "producer")
+        self._names = settings.names
         self._default_callback = settings.on_delivery
         self._error_cb = settings.error_cb
         self._transactional = "transactional_id" in settings.options
@@ -126,13 +132,18 @@ class Producer:
         self._admin: pykaf.sync.Admin | None = None
         # librdkafka's default message.max.bytes, checked by produce() as librdkafka does
         settings.options.setdefault("max_message_bytes", 1_000_000)
+        # librdkafka's producer defaults: keys on the partitions confluent-kafka
+        # picks (CRC-32), and topics auto-created when the broker allows it.
+        settings.options.setdefault("partitioner", PARTITIONERS[DEFAULT_PARTITIONER]())
+        settings.options.setdefault("allow_auto_create_topics", True)
+        settings.options.setdefault("delivery_timeout", 300.0)  # message.timeout.ms
         self._largest = settings.options["max_message_bytes"]
         try:
             self._producer = pykaf.sync.Producer(
                 settings.bootstrap, produce_block_timeout=0, **settings.options
             )
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
         self._stage = self._producer.produce
         self._poll = self._producer.poll
 
@@ -185,7 +196,7 @@ class Producer:
             except errors.BufferFullError as exc:
                 raise BufferError(f"Local: Queue full ({exc})") from exc
             except errors.PykafError as exc:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
             return
         if (
             user is None
@@ -204,7 +215,7 @@ class Producer:
             except errors.BufferFullError as exc:
                 raise BufferError(f"Local: Queue full ({exc})") from exc
             except errors.PykafError as exc:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
             return
         if not isinstance(topic, str):
             raise TypeError(f"topic must be a str, not {type(topic).__name__}")
@@ -246,7 +257,7 @@ class Producer:
         except errors.BufferFullError as exc:
             raise BufferError(f"Local: Queue full ({exc})") from exc
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
 
     def poll(self, timeout: float | None = None) -> int:
         """Run delivery callbacks; wait up to ``timeout`` s (-1/None: no limit) for a first."""
@@ -271,9 +282,9 @@ class Producer:
             self._producer.poll(0)
         except errors.DeliveryError as exc:
             if self._error_cb is None:
-                raise KafkaException(from_pykaf(exc)) from exc
+                raise KafkaException(from_pykaf(exc, self._names)) from exc
             for _, _, _, error in exc.failures:
-                self._error_cb(from_pykaf(error))
+                self._error_cb(from_pykaf(error, self._names))
         return len(self._producer)
 
     def __len__(self) -> int:
@@ -299,7 +310,7 @@ class Producer:
         try:
             self._producer.purge(in_queue=in_queue, in_flight=in_flight)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
 
     def list_topics(self, topic: str | None = None, timeout: float = -1) -> ClusterMetadata:
         """The cluster's brokers and topics (or only ``topic``).
@@ -322,7 +333,7 @@ class Producer:
         try:
             call(*args)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, self._names)) from exc
 
     def init_transactions(self, timeout: float | None = None) -> None:
         """Check the producer is transactional: pykaf initialises it when it is made.

@@ -7,13 +7,20 @@ from typing import Any
 from pykaf.compat.confluent_kafka._error import KafkaError
 
 OFFSET_BEGINNING = -2
+"""The logical offset of a partition's earliest record (``pykaf.OLDEST``)."""
 OFFSET_END = -1
+"""The logical offset of the next record to be written (``pykaf.NEWEST``)."""
 OFFSET_STORED = -1000
+"""The logical offset "the group's committed offset"."""
 OFFSET_INVALID = -1001
+"""No offset: what ``position()`` and ``committed()`` give for a partition without one."""
 
 TIMESTAMP_NOT_AVAILABLE = 0
+"""``Message.timestamp()``'s type when the record has no timestamp."""
 TIMESTAMP_CREATE_TIME = 1
+"""``Message.timestamp()``'s type for a time the producer set."""
 TIMESTAMP_LOG_APPEND_TIME = 2
+"""``Message.timestamp()``'s type for a time the broker set on append."""
 
 Headers = list[tuple[str, bytes | None]]
 

@@ -429,7 +429,7 @@ class AdminClient:
         try:
             self._admin = pykaf.sync.Admin(settings.bootstrap, **settings.options)
         except errors.PykafError as exc:
-            raise KafkaException(from_pykaf(exc)) from exc
+            raise KafkaException(from_pykaf(exc, settings.names)) from exc
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pykaf-compat-admin")
 
     def _each(self, items: list[K], call: Callable[[], object]) -> dict[K, Future[None]]:
@@ -641,3 +641,25 @@ class AdminClient:
         """Release the connections (confluent-kafka has no such call; the shim's own)."""
         self._pool.shutdown(wait=True)
         self._admin.close()
+
+
+__all__ = [
+    "AdminClient",
+    "AlterConfigOpType",
+    "BrokerMetadata",
+    "ClusterMetadata",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigSource",
+    "ConsumerGroupDescription",
+    "ConsumerGroupListing",
+    "ConsumerGroupState",
+    "ListConsumerGroupsResult",
+    "MemberAssignment",
+    "MemberDescription",
+    "NewPartitions",
+    "NewTopic",
+    "PartitionMetadata",
+    "ResourceType",
+    "TopicMetadata",
+]

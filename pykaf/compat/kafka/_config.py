@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pykaf.compat._options import fit_largest_message
+from pykaf.compat._options import UserNames, fit_largest_message
 from pykaf.compat.kafka.errors import KafkaConfigurationError
 
 Converter = Callable[[str, Any], Any]
@@ -245,3 +245,22 @@ def _addresses(entry: str) -> list[str]:
         item = item.strip()
         out.append(item if ":" in item.rsplit("]", 1)[-1] else f"{item}:9092")
     return out
+
+
+def user_names(
+    configs: Mapping[str, Any], tables: tuple[Mapping[str, tuple[str, Converter]], ...]
+) -> UserNames:
+    """How errors name pykaf's options to this user: by the kafka-python names given.
+
+    Where several kafka-python names map to one pykaf option, the one the
+    user gave is named; milliseconds are shown as milliseconds.
+    """
+    names: dict[str, str] = {"bootstrap_servers": "bootstrap_servers"}
+    scales: dict[str, float] = {}
+    for table in tables:
+        for name, (option, convert) in table.items():
+            if option not in names or (name in configs and names[option] not in configs):
+                names[option] = name
+            if convert is seconds:
+                scales[option] = 1000.0
+    return UserNames(names, dict(configs), scales)

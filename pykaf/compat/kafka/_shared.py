@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pykaf import errors as pykaf_errors
+from pykaf.compat._options import UserNames
 from pykaf.compat.kafka.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -38,7 +39,9 @@ def serializer_function(
     raise KafkaConfigurationError(f"{name} must be callable, not {serializer!r}")
 
 
-def open_admin(servers: list[str], options: dict[str, Any]) -> SyncAdmin:
+def open_admin(
+    servers: list[str], options: dict[str, Any], names: UserNames | None = None
+) -> SyncAdmin:
     """A :class:`pykaf.sync.Admin`, its errors as kafka-python's.
 
     Raises:
@@ -50,16 +53,23 @@ def open_admin(servers: list[str], options: dict[str, Any]) -> SyncAdmin:
     except pykaf_errors.KafkaConnectionError as exc:
         raise NoBrokersAvailable(str(exc)) from exc
     except pykaf_errors.PykafError as exc:
-        raise from_pykaf(exc) from exc
+        raise from_pykaf(exc, names) from exc
 
 
 class AdminLink:
     """An admin client made on first use (metadata, offsets) and closed with its owner."""
 
-    def __init__(self, servers: list[str], options: dict[str, Any], owner: str) -> None:
+    def __init__(
+        self,
+        servers: list[str],
+        options: dict[str, Any],
+        owner: str,
+        names: UserNames | None = None,
+    ) -> None:
         self.servers = servers
         self.options = options
         self.owner = owner
+        self.names = names
         self.closed = False
         self.admin: SyncAdmin | None = None
         self.lock = threading.Lock()
@@ -74,7 +84,7 @@ class AdminLink:
             if self.closed:
                 raise IllegalStateError(f"{self.owner} already closed!")
             if self.admin is None:
-                self.admin = open_admin(self.servers, self.options)
+                self.admin = open_admin(self.servers, self.options, self.names)
             return self.admin
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -83,7 +93,7 @@ class AdminLink:
         try:
             return getattr(admin, method)(*args, **kwargs)
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self.names) from exc
 
     def close(self) -> None:
         """Close the admin client, if one was made."""

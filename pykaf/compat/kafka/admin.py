@@ -120,7 +120,8 @@ class KafkaAdminClient:
             frozenset({"bootstrap_servers"}),
             "KafkaAdminClient",
         )
-        self._link = AdminLink(servers, options, "KafkaAdminClient")
+        names = _config.user_names(configs, (_config.CLIENT, _config.ADMIN))
+        self._link = AdminLink(servers, options, "KafkaAdminClient", names)
         self._link.get()
 
     def _timeout(self, timeout_ms: float | None) -> float | None:

@@ -96,6 +96,7 @@ class KafkaConsumer:
             }
         )
         group_names = frozenset(_config.GROUP)
+        self._names = _config.user_names(configs, (_config.CLIENT, _config.CONSUMER, _config.GROUP))
         if self._group_id is None:
             for name in group_names & set(configs):
                 if name not in ("enable_auto_commit", "auto_commit_interval_ms"):
@@ -110,6 +111,8 @@ class KafkaConsumer:
             configs, (_config.CLIENT, _config.CONSUMER), own | group_names, "KafkaConsumer"
         )
         self._options.setdefault("isolation_level", "read_uncommitted")
+        # kafka-python's default: metadata requests let the broker create the topics read
+        self._options.setdefault("allow_auto_create_topics", True)
         reset = self._options.get("auto_offset_reset", "latest")
         if reset not in (*_RESETS, "none"):
             raise KafkaConfigurationError(
@@ -124,7 +127,7 @@ class KafkaConsumer:
             frozenset(),
             "KafkaConsumer",
         )
-        self._admin = AdminLink(self._servers, self._client_options, "KafkaConsumer")
+        self._admin = AdminLink(self._servers, self._client_options, "KafkaConsumer", self._names)
         self._admin.get()  # connects now: an unreachable cluster is NoBrokersAvailable here
         self._reader: SyncConsumer | SyncGroup | None = None
         self._subscription: set[str] = set()
@@ -158,7 +161,7 @@ class KafkaConsumer:
         except pykaf_errors.KafkaConnectionError as exc:
             raise NoBrokersAvailable(str(exc)) from exc
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
 
     def subscribe(
         self, topics: Iterable[str] = (), pattern: str | None = None, listener: Any = None
@@ -229,7 +232,7 @@ class KafkaConsumer:
         try:
             reader.assign(wanted)
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
 
     def subscription(self) -> set[str] | None:
         """The subscribed topics; None when not subscribed."""
@@ -353,7 +356,7 @@ class KafkaConsumer:
         try:
             records = reader.consume(limit, timeout=_config.seconds("timeout_ms", timeout_ms))
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         for record in records:
             tp = TopicPartition(record.topic or "", record.partition)
@@ -374,7 +377,7 @@ class KafkaConsumer:
         except pykaf_errors.ClosedError:
             raise StopIteration from None
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
         if record is None:
             raise StopIteration
         return self._record(record)
@@ -404,7 +407,7 @@ class KafkaConsumer:
             try:
                 consumer.seek(tp[0], tp[1], offset)
             except pykaf_errors.PykafError as exc:
-                raise from_pykaf(exc) from exc
+                raise from_pykaf(exc, self._names) from exc
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Continue these partitions (none: all assigned) from their oldest record."""
@@ -509,7 +512,7 @@ class KafkaConsumer:
             try:
                 reader.commit()
             except pykaf_errors.PykafError as exc:
-                raise from_pykaf(exc) from exc
+                raise from_pykaf(exc, self._names) from exc
             return
         if offsets is None:
             plain: dict[tuple[str, int], int] = {}
@@ -692,7 +695,7 @@ class KafkaConsumer:
             if reader is not None:
                 reader.close(None if timeout_ms is None else timeout_ms / 1000)
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
         finally:
             self._admin.close()
 

@@ -15,9 +15,13 @@ Kafka marks it.
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from pykaf import errors as _pe
+
+if typing.TYPE_CHECKING:
+    from pykaf.compat._options import UserNames
 
 
 class KafkaError(Exception):
@@ -122,7 +126,7 @@ class NoError(BrokerResponseError):
 
 
 #: Kafka error code -> the class of that code.
-BY_ERRNO: dict[int, type[BrokerResponseError]] = {}
+_BY_ERRNO: dict[int, type[BrokerResponseError]] = {}
 
 _METADATA_CODES = frozenset({3, 5, 6, 9, 13})
 
@@ -147,7 +151,7 @@ def _broker_error(source: type[_pe.KafkaError], name: str) -> type[BrokerRespons
         "__module__": __name__,
     }
     cls: type[BrokerResponseError] = type(name, bases, namespace)
-    BY_ERRNO[source.code] = cls
+    _BY_ERRNO[source.code] = cls
     return cls
 
 
@@ -405,18 +409,19 @@ InvalidRegularExpressionError = _broker_error(
 )
 
 
-def from_pykaf(error: BaseException) -> BaseException:
+def from_pykaf(error: BaseException, names: UserNames | None = None) -> BaseException:
     """The kafka-python exception a user would catch for ``error`` (a pykaf error).
 
     Errors that are not pykaf's (``TypeError``, ``ValueError``, ...) and this
     module's own classes come back unchanged. Raise the result ``from error``
-    so the pykaf error stays reachable as ``__cause__``.
+    so the pykaf error stays reachable as ``__cause__``. With ``names``, the
+    message names the user's options (``max_request_size``), not pykaf's.
     """
     if not isinstance(error, _pe.PykafError):
         return error
-    message = str(error)
+    message = str(error) if names is None else names.text(error)
     if isinstance(error, _pe.ConsumerError):
-        return from_pykaf(error.error)
+        return from_pykaf(error.error, names)
     if isinstance(error, (_pe.DeliveryError, _pe.AdminError)):
         causes = (
             [failure[3] for failure in error.failures]
@@ -424,7 +429,7 @@ def from_pykaf(error: BaseException) -> BaseException:
             else list(error.failures.values())
         )
         if causes:
-            translated = from_pykaf(causes[0])
+            translated = from_pykaf(causes[0], names)
             if translated is not causes[0]:
                 translated.__cause__ = causes[0]
             return translated
@@ -436,7 +441,7 @@ def from_pykaf(error: BaseException) -> BaseException:
     if isinstance(error, _pe.LogTruncationError):
         return LogTruncationError(message)
     if isinstance(error, _pe.KafkaError):
-        cls = BY_ERRNO.get(error.code)
+        cls = _BY_ERRNO.get(error.code)
         if cls is None:
             unknown = BrokerResponseError(message)
             unknown.errno = error.code

@@ -110,7 +110,7 @@ class FutureRecordMetadata:
 
         Raises:
             KafkaTimeoutError: not settled within ``timeout``.
-            The record's error (a :mod:`pykaf.compat.kafka.errors` class).
+            KafkaError: the record's error (a :mod:`pykaf.compat.kafka.errors` class).
         """
         if not self.is_done:
             self._producer.wait_for(self, timeout)
@@ -137,7 +137,7 @@ class FutureRecordMetadata:
                 header_size,
             )
         else:
-            translated = from_pykaf(error)
+            translated = from_pykaf(error, self._producer._names)
             if translated is not error:
                 translated.__cause__ = error
         with _SETTLE:
@@ -186,6 +186,7 @@ class KafkaProducer:
         options = _config.translate(
             configs, (_config.CLIENT, _config.PRODUCER), own, "KafkaProducer"
         )
+        self._names = _config.user_names(configs, (_config.CLIENT, _config.PRODUCER))
         if (
             options.get("acks", "all") != "all"
             and configs.get("enable_idempotence") is None
@@ -195,16 +196,21 @@ class KafkaProducer:
             # acks 0/1 unless it was asked for explicitly.
             log.warning("acks=%s: idempotence disabled", options["acks"])
             options["idempotence"] = False
+        # kafka-python's defaults: allow_auto_create_topics=True (the broker
+        # decides) and murmur2 keys (whatever pykaf's own default becomes).
+        options.setdefault("allow_auto_create_topics", True)
+        options.setdefault("produce_block_timeout", 60.0)  # max_block_ms
+        options["partitioner"] = "murmur2"
         self._transactional = options.get("transactional_id") is not None
         self._txn_ready = False
         self._closed = False
-        self._admin = AdminLink(self._servers, self._client_options, "KafkaProducer")
+        self._admin = AdminLink(self._servers, self._client_options, "KafkaProducer", self._names)
         try:
             self._producer = SyncProducer(self._servers, **options)
         except pykaf_errors.KafkaConnectionError as exc:
             raise NoBrokersAvailable(str(exc)) from exc
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
 
     def send(
         self,
@@ -263,7 +269,7 @@ class KafkaProducer:
             )
             self._producer.poll(0)
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
         return future
 
     def wait_for(self, future: FutureRecordMetadata, timeout: float | None) -> None:
@@ -277,7 +283,7 @@ class KafkaProducer:
             try:
                 self._producer.send_now()  # an awaited record does not linger
             except pykaf_errors.PykafError as exc:
-                raise from_pykaf(exc) from exc
+                raise from_pykaf(exc, self._names) from exc
         while not future.is_done:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -286,7 +292,7 @@ class KafkaProducer:
             try:
                 ran = self._producer.poll(step)
             except pykaf_errors.PykafError as exc:
-                raise from_pykaf(exc) from exc
+                raise from_pykaf(exc, self._names) from exc
             if not ran and not future.is_done:
                 time.sleep(0.001)  # another thread is running the callbacks
 
@@ -299,7 +305,7 @@ class KafkaProducer:
         try:
             self._producer.flush(timeout)
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what is buffered (up to ``timeout`` seconds), then close. Idempotent."""
@@ -309,7 +315,7 @@ class KafkaProducer:
         try:
             self._producer.close(timeout)
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
         finally:
             self._admin.close()
 
@@ -363,7 +369,7 @@ class KafkaProducer:
         try:
             call(*args)
         except pykaf_errors.PykafError as exc:
-            raise from_pykaf(exc) from exc
+            raise from_pykaf(exc, self._names) from exc
 
     def begin_transaction(self) -> None:
         """Open a transaction.

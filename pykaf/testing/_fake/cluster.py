@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import trio
 
 from pykaf import protocol as P
+from pykaf._util import require_trio
 from pykaf.testing._fake.api import ClusterState, FakeClusterError
 from pykaf.testing._fake.client_metrics import Refused
 from pykaf.testing._fake.client_telemetry import DEFAULT_MAX_BYTES, TelemetryPush
@@ -386,6 +387,7 @@ async def open_fake_cluster(brokers: int = 3, **options: Any) -> AsyncIterator[F
             async with pykaf.open_producer(cluster.bootstrap) as producer:
                 await producer.send("t", b"v")
     """
+    require_trio("pykaf.testing.open_fake_cluster()")
     cluster = FakeCluster(brokers, **options)
     async with trio.open_nursery() as nursery:
         await nursery.start(cluster.run)
