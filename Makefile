@@ -9,12 +9,13 @@ EXT_STAMP := $(VENV)/.pykaf-ext-built
 PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 
-.PHONY: help install ext kafka test lint docs unit demo bench bench-check bench-page dist clean
+.PHONY: help install ext kafka test test-brokers lint docs unit demo bench bench-check bench-page dist clean
 
 help:
 	@echo "make demo         run the demo (produce 1M records to an embedded Tansu, read back, report)"
 	@echo "make test         lint, type-check, check the import contracts, build the docs, run the whole suite"
 	@echo "make kafka        fetch Apache Kafka's jars (Maven Central, once) into ~/.cache/pykaf or PYKAF_KAFKA_HOME"
+	@echo "make test-brokers run the compatibility suite (tests/brokers) on every Kafka release, redraw docs/compatibility.md"
 	@echo "make docs         build the docs site into site/ (mkdocs, warnings are errors)"
 	@echo "make dist         build the sdist and the manylinux wheel into dist/ (docs/releasing.md)"
 	@echo "make bench        run bench/ against the peers: print the ratios, save the run and its charts in bench/results/"
@@ -72,6 +73,29 @@ docs: install
 test: lint docs kafka dist
 	PYKAF_DIST_DIR=$(CURDIR)/dist $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; fi; exit $$rc
+
+# The compatibility suite (tests/brokers) on every release of
+# pykaf.testing.KAFKA_RELEASES (3.7 to 4.4), one release at a time, serially
+# (each release's jars are fetched once into ~/.cache/pykaf). Each run merges
+# its outcome per feature into tests/brokers/results.json, and
+# docs/compatibility.md is drawn from it. `make test` runs the same suite on
+# the default release only. KAFKA_VERSIONS="3.9.1 4.4.0" picks releases.
+COMPAT_RESULTS := tests/brokers/results.json
+KAFKA_VERSIONS ?=
+test-brokers: install
+	@versions="$(KAFKA_VERSIONS)"; \
+	if [ -z "$$versions" ]; then \
+		versions=$$($(PY) -c 'from pykaf.testing import KAFKA_RELEASES; print(*KAFKA_RELEASES)'); \
+	fi; \
+	failed=""; \
+	for v in $$versions; do \
+		echo "== the compatibility suite on Apache Kafka $$v"; \
+		PYKAF_KAFKA_VERSION=$$v PYKAF_BROKERS_RESULTS=$(COMPAT_RESULTS) \
+			$(PY) -m pytest -p no:cacheprovider $(wildcard tests/brokers/test_compat_*.py) $(PYTEST_ARGS) \
+			|| failed="$$failed $$v"; \
+	done; \
+	$(PY) tools/gen_compat_docs.py $(COMPAT_RESULTS) docs/compatibility.md; \
+	if [ -n "$$failed" ]; then echo "the compatibility suite failed on:$$failed"; exit 1; fi
 
 demo: $(EXT_STAMP)
 	$(PY) -m pykaf.demo

@@ -61,6 +61,9 @@ _OFFSET_FETCH = P.OffsetFetchRequest.API_KEY
 _OFFSET_DELETE = P.OffsetDeleteRequest.API_KEY
 _DELETE_RECORDS = P.DeleteRecordsRequest.API_KEY
 _LIST_GROUPS_TYPES = 5  # ListGroups filters by group type from v5 (KIP-848)
+#: Per-group answers of ConsumerGroupDescribe and ShareGroupDescribe meaning "not a group
+#: of this kind here": none such (classic, or unknown), or the kind switched off.
+_NOT_THIS_KIND = (errors.GroupIdNotFoundError.code, errors.UnsupportedVersionError.code)
 _TOPIC, _BROKER, _GROUP = 2, 4, 32  # DescribeConfigs / AlterConfigs resource types
 _ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 
@@ -859,7 +862,8 @@ class Admin:
         """``group`` described by ConsumerGroupDescribe, else ShareGroupDescribe.
 
         None when it is neither kind (GROUP_ID_NOT_FOUND: classic, or no such
-        group) or the coordinator predates them: DescribeGroups describes it then.
+        group) or the coordinator predates them or has them off (UNSUPPORTED_VERSION
+        per group): DescribeGroups describes it then.
         """
         kinds = (
             # Only a coordinator with ConsumerGroupHeartbeat can hold such a group.
@@ -875,7 +879,9 @@ class Admin:
             except errors.UnsupportedVersionError:
                 continue
             for g in response.groups:
-                if g.error_code == errors.GroupIdNotFoundError.code:
+                # UNSUPPORTED_VERSION: Kafka 3.8 and 3.9 advertise ConsumerGroupDescribe
+                # (KIP-848's early access) but answer it so while the protocol is off.
+                if g.error_code in _NOT_THIS_KIND:
                     break
                 error = _error(g.error_code, f"describe group {g.group_id!r}", g.error_message)
                 return error if error is not None else kind.described(g)

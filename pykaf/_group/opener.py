@@ -24,6 +24,7 @@ from pykaf._group.group import ConsumerGroup, membership_block
 from pykaf._group.heartbeat_member import HeartbeatMember
 from pykaf._group.telemetry import group_points
 from pykaf._util import open_service_nursery, require_trio, start_task_nursery
+from pykaf.protocol.versions import CONSUMER_GROUPS, require
 
 __all__ = ["open_consumer_group"]
 
@@ -57,6 +58,8 @@ async def open_consumer_group(
             ``partition_watch_interval`` with ``group_protocol="consumer"``,
             where the broker decides them; ``group_remote_assignor`` with the
             classic protocol).
+        BrokerFeatureError: ``group_protocol="consumer"`` on a broker without
+            KIP-848 groups (Kafka 3.x), naming its release.
         KafkaConnectionError: no broker could be reached.
     """
     require_trio("pykaf.open_consumer_group()")
@@ -73,6 +76,8 @@ async def open_consumer_group(
                 "a regular expression subscription needs group_protocol='consumer' "
                 "(the broker matches it, KIP-848)"
             )
+        if cfg.group_protocol == "consumer":
+            require((await client.any_connection()).versions, CONSUMER_GROUPS)
         async with open_service_nursery() as nursery:
             # Tasks live in nurseries of their own, so that aclose() inside the
             # block stops them and not the block.

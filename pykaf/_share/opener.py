@@ -14,6 +14,7 @@ from pykaf._cluster.client import Client, client_for
 from pykaf._share.config import ShareConsumerConfig
 from pykaf._share.consumer import ShareConsumer
 from pykaf._util import require_trio
+from pykaf.protocol.versions import SHARE_GROUPS, require
 
 __all__ = ["open_share_consumer"]
 
@@ -42,6 +43,8 @@ async def open_share_consumer(
 
     Raises:
         ConfigError: an invalid option or an empty group id or topic list.
+        BrokerFeatureError: the broker has no share groups (before Kafka 4.1),
+            naming its release.
         KafkaConnectionError: no broker could be reached.
         TopicAuthorizationError: the member may not describe one of ``topics``.
     """
@@ -54,6 +57,7 @@ async def open_share_consumer(
         client, cfg = await client_for(
             stack, ShareConsumerConfig, bootstrap_servers_or_client, config
         )
+        require((await client.any_connection()).versions, SHARE_GROUPS)
         await client.refresh_metadata(*topics)
         await _warn_missing(client, group_id, topics)
         consumer = ShareConsumer(client, cfg, group_id, topics)

@@ -18,8 +18,10 @@ local SparkSession for testing Spark jobs that use ``pykaf.spark``.
 
 :func:`open_kafka_cluster` and :class:`KafkaClusterThread` (also named
 :class:`KafkaCluster`) run real Apache Kafka: 1 to N KRaft nodes on loopback,
-with SASL, TLS and ACLs on request; its jars are fetched once from Maven
-Central with ``mvn`` (Java 17+ needed) or taken from ``$PYKAF_KAFKA_HOME``.
+with SASL, TLS and ACLs on request, on any release of :data:`KAFKA_RELEASES`'
+lines (3.7 to 4.4; ``$PYKAF_KAFKA_VERSION`` or :data:`DEFAULT_KAFKA_VERSION`
+by default); its jars are fetched once from Maven Central with ``mvn`` (Java
+17+ needed) or taken from ``$PYKAF_KAFKA_HOME``.
 ``python -m pykaf.testing kafka`` serves one for other programs.
 :data:`KAFKA_USERS` are the SASL users (and passwords) of the
 ``kafka_cluster`` fixture.
@@ -45,7 +47,14 @@ from pykaf.testing._kafka import (
     KafkaClusterThread,
     open_kafka_cluster,
 )
-from pykaf.testing._kafka_dist import DEFAULT_KAFKA_VERSION, KafkaUnavailableError, kafka_home
+from pykaf.testing._kafka_dist import (
+    DEFAULT_KAFKA_VERSION,
+    KAFKA_RELEASES,
+    KafkaRelease,
+    KafkaUnavailableError,
+    kafka_home,
+    kafka_release,
+)
 from pykaf.testing._mock import (
     ALL_BROKERS,
     MockCluster,
@@ -60,6 +69,7 @@ from pykaf.testing._tlsproxy import TLSMockCluster, TLSProxy, TLSProxyError, TLS
 __all__ = [
     "ALL_BROKERS",
     "DEFAULT_KAFKA_VERSION",
+    "KAFKA_RELEASES",
     "KAFKA_USERS",
     "AsyncKafkaCluster",
     "FakeCluster",
@@ -68,6 +78,7 @@ __all__ = [
     "KafkaCluster",
     "KafkaClusterError",
     "KafkaClusterThread",
+    "KafkaRelease",
     "KafkaUnavailableError",
     "MockCluster",
     "MockClusterError",
@@ -84,6 +95,7 @@ __all__ = [
     "find_librdkafka",
     "find_tansu_binary",
     "kafka_home",
+    "kafka_release",
     "local_spark_session",
     "open_fake_cluster",
     "open_kafka_cluster",

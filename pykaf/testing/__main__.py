@@ -126,7 +126,11 @@ def kafka_parser() -> argparse.ArgumentParser:
         description="Run an Apache Kafka cluster (KRaft) on loopback until interrupted.",
     )
     p.add_argument("--brokers", type=int, default=1, help="number of nodes (default 1)")
-    p.add_argument("--version", help="Apache Kafka release (default: pykaf's pinned one)")
+    p.add_argument(
+        "--version",
+        help="Apache Kafka release, 3.7.x to 4.4.x (default: $PYKAF_KAFKA_VERSION, else "
+        "pykaf's pinned one); another is refused at once",
+    )
     p.add_argument(
         "--fetch",
         action="store_true",

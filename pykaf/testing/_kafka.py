@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -47,7 +48,13 @@ import trio
 
 from pykaf._util import require_trio
 from pykaf.testing._certs import TLSCertificates
-from pykaf.testing._kafka_dist import find_java, kafka_classpath, kafka_home
+from pykaf.testing._kafka_dist import (
+    KafkaRelease,
+    find_java,
+    kafka_classpath,
+    kafka_home,
+    kafka_release,
+)
 
 __all__ = [
     "AsyncKafkaCluster",
@@ -60,6 +67,15 @@ __all__ = [
 _HOST = "127.0.0.1"
 _READY_MARKER = "Kafka Server started"  # KafkaRaftServer's line once the node serves
 _LOG_TAIL = 6000  # characters of a node's log quoted when it fails
+#: What log4j 1 (reload4j) and log4j 2 print when they cannot use the logging
+#: config they were given: the node would then run without ever logging
+#: ``_READY_MARKER``, so its start fails at once instead of at the timeout.
+#: log4j 2's own status lines read ``<ISO time> <thread> ERROR ...`` (2.24+) or
+#: ``ERROR StatusLogger ...``; the node's own lines start with ``[`` (``_LOG4J2``).
+_LOGGING_BROKEN = re.compile(
+    r"^(log4j:ERROR|log4j:WARN No appenders could be found|ERROR StatusLogger"
+    r"|\d{4}-\d\d-\d\dT\S+ \S+ (ERROR|FATAL) )"
+)
 _MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 KAFKA_USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -115,7 +131,8 @@ _TEST_DEFAULTS = {
     "log.cleaner.dedupe.buffer.size": str(4 * 1024 * 1024),
 }
 
-_LOG4J = """\
+#: Kafka 4.x's logging config (log4j 2, YAML).
+_LOG4J2 = """\
 Configuration:
   Appenders:
     Console:
@@ -133,6 +150,20 @@ Configuration:
       AppenderRef:
         - ref: STDOUT
 """
+
+#: Kafka 3.x's logging config (log4j 1 properties, read by reload4j).
+_LOG4J1 = """\
+log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.org.apache.kafka.controller=INFO
+"""
+
+#: Settings of ``_TEST_DEFAULTS`` a release does not know, by what it lacks:
+#: they are left out rather than logged as unknown at every start.
+_SHARE_SETTINGS = tuple(k for k in _TEST_DEFAULTS if k.startswith(("group.share.", "share.")))
 
 T = TypeVar("T")
 
@@ -202,7 +233,12 @@ class KafkaCluster:
 
     Args:
         brokers: the number of nodes; each is a voter of the KRaft quorum.
-        version: the Apache Kafka release (default: pykaf's pinned one).
+        version: the Apache Kafka release, 3.7 to 4.4 (default:
+            ``$PYKAF_KAFKA_VERSION``, else pykaf's pinned
+            :data:`~pykaf.testing.DEFAULT_KAFKA_VERSION`). Each release gets
+            the logging config (log4j 1 properties on 3.x, log4j 2 YAML on
+            4.x) and the server settings it knows. Another release is refused
+            at once (:class:`~pykaf.testing.KafkaUnavailableError`).
         users: SASL users and their passwords; adds the SASL listeners, where
             each user can log in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
         certificates: a :class:`~pykaf.testing.TLSCertificates` whose server
@@ -225,8 +261,9 @@ class KafkaCluster:
         features: finalized feature levels to format the cluster with
             (the storage tool's ``--feature name=level``), e.g.
             ``{"transaction.version": 1}`` for a cluster on transactions V1;
-            None: the release's defaults (Kafka 4.3.1: ``transaction.version``
-            2, see ``docs/transactions.md``).
+            None: the release's defaults (Kafka 4.3 and 4.4: ``transaction.version``
+            2, see ``docs/transactions.md``). Kafka 3.7's storage tool
+            takes none (:class:`KafkaClusterError` at once).
         racks: each node's ``broker.rack``, in node id order (one per
             broker); None: no racks. With
             ``replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector``
@@ -258,8 +295,16 @@ class KafkaCluster:
             raise ValueError(f"a cluster needs at least 1 broker, not {brokers}")
         if racks is not None and len(racks) != brokers:
             raise ValueError(f"{len(racks)} racks given for {brokers} brokers")
+        # A release pykaf cannot run is refused here, before any download or JVM.
+        self._release: KafkaRelease = kafka_release(version)
+        if features and not self._release.storage_features:
+            raise KafkaClusterError(
+                f"Apache Kafka {self._release.version} cannot format a cluster with feature "
+                f"levels ({', '.join(f'{k}={v}' for k, v in features.items())}): the storage "
+                "tool takes --feature from Kafka 3.8 on"
+            )
         self._count = brokers
-        self._version = version
+        self._version = self._release.version
         self._users = dict(users or {})
         self._certificates = certificates
         self._require_client_cert = require_client_cert
@@ -340,6 +385,18 @@ class KafkaCluster:
         return jar.stem.removeprefix("kafka_2.13-")
 
     @property
+    def release(self) -> KafkaRelease:
+        """What the launcher does for the requested release (log config, settings, formatting)."""
+        return self._release
+
+    def _log_option(self) -> str:
+        """The JVM option pointing the release's logging at the config :meth:`_prepare` wrote."""
+        assert self._directory is not None
+        if self._release.log4j2:
+            return f"-Dlog4j2.configurationFile={self._directory / 'log4j2.yaml'}"
+        return f"-Dlog4j.configuration=file:{self._directory / 'log4j.properties'}"
+
+    @property
     def directory(self) -> Path:
         """Where the nodes keep their data (``node-N/data``) and logs (``node-N/kafka.log``)."""
         if self._directory is None:
@@ -378,7 +435,7 @@ class KafkaCluster:
             self.java,
             f"-Xmx{heap}",
             "-XX:+UseSerialGC",
-            f"-Dlog4j2.configurationFile={self.directory / 'log4j2.yaml'}",
+            self._log_option(),
             "-cp",
             self.classpath,
             main_class,
@@ -415,7 +472,10 @@ class KafkaCluster:
             self, _cleanup, self._procs, str(self._directory) if self._owned else None
         )
         self._finalizer.atexit = True
-        (self._directory / "log4j2.yaml").write_text(_LOG4J)
+        if self._release.log4j2:
+            (self._directory / "log4j2.yaml").write_text(_LOG4J2)
+        else:
+            (self._directory / "log4j.properties").write_text(_LOG4J1)
         names = ["PLAINTEXT", "INTERNAL", "CONTROLLER"]
         if self._users:
             names.append("SASL_PLAINTEXT")
@@ -488,6 +548,13 @@ class KafkaCluster:
             "default.replication.factor": "1",
             **_TEST_DEFAULTS,
         }
+        if not self._release.share_groups:
+            props.pop("share.coordinator.state.topic.replication.factor")
+            props.pop("share.coordinator.state.topic.min.isr")
+            for key in _SHARE_SETTINGS:
+                props.pop(key)
+        if not self._release.unclean_election_interval:
+            props.pop("unclean.leader.election.interval.ms")
         if self._users:
             props["sasl.enabled.mechanisms"] = ",".join(_MECHANISMS)
             plain = " ".join(f'user_{u}="{p}"' for u, p in self._users.items())
@@ -525,7 +592,7 @@ class KafkaCluster:
             "-Xmx128m",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
-            f"-Dlog4j2.configurationFile={self.directory / 'log4j2.yaml'}",
+            self._log_option(),
             "-cp",
             classpath,
             "kafka.tools.StorageTool",
@@ -564,7 +631,7 @@ class KafkaCluster:
             "-XX:+UseSerialGC",
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={self._directory / 'log4j2.yaml'}",
+            self._log_option(),
             f"-Dkafka.logs.dir={node.directory}",
             *self._jvm_options,
             "-cp",
@@ -590,6 +657,14 @@ class KafkaCluster:
             text = log.read().decode(errors="replace")
         if _READY_MARKER in text:
             return True
+        broken = next((line for line in text.splitlines() if _LOGGING_BROKEN.match(line)), None)
+        if broken is not None:
+            _stop_process(proc, 5.0, kill=True)
+            raise KafkaClusterError(
+                f"Kafka node {node_id} ({self._release.version}) cannot read its logging config, "
+                f"so it would never report that it serves: {broken!r}; its log "
+                f"({node.directory / 'kafka.log'}) ends:\n{text[-_LOG_TAIL:]}"
+            )
         if proc.poll() is not None:
             raise KafkaClusterError(
                 f"Kafka node {node_id} exited with {proc.returncode} while starting; "

@@ -33,26 +33,53 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
     "DEFAULT_KAFKA_VERSION",
     "DEFAULT_SPARK_KAFKA_VERSION",
+    "KAFKA_RELEASES",
+    "LOG4J2_DEPENDENCIES",
     "POM_TEMPLATE",
+    "RELOAD4J_DEPENDENCIES",
     "SPARK_KAFKA_POM_TEMPLATE",
+    "KafkaRelease",
     "KafkaUnavailableError",
+    "default_kafka_version",
     "find_java",
     "kafka_classpath",
     "kafka_home",
+    "kafka_release",
     "spark_kafka_home",
     "spark_kafka_jars",
 ]
 
-DEFAULT_KAFKA_VERSION = "4.3.1"
+DEFAULT_KAFKA_VERSION = "4.4.0"
 """The Apache Kafka release the tests run.
 
-4.3.1: the newest whose whole tool set, ``kafka-tools`` included, is on Maven Central.
+4.4.0: the newest, its whole tool set, ``kafka-tools`` included, on Maven
+Central. ``$PYKAF_KAFKA_VERSION`` overrides it (:func:`default_kafka_version`):
+``make test-brokers`` runs the compatibility suite once per release of
+:data:`KAFKA_RELEASES` that way.
 """
+
+KAFKA_RELEASES: tuple[str, ...] = (
+    "3.7.2",
+    "3.8.1",
+    "3.9.1",
+    "4.0.2",
+    "4.1.2",
+    "4.2.2",
+    "4.3.1",
+    "4.4.0",
+)
+"""The releases pykaf is tested on (``make test-brokers``), oldest first.
+
+The newest patch release of each line on Maven Central, and 4.3.1, the default
+before 4.4.0. Any other patch release of these lines runs too.
+"""
+_OLDEST_LINE = (3, 7)  # KRaft with SCRAM at format time and a StorageTool pykaf drives
 _LOG4J_VERSION = "2.26.1"
 # kafka-tools depends on slf4j-api 1.7, which cannot bind log4j-slf4j2-impl: with
 # it the broker logs nothing at all. slf4j-api 2.x is named explicitly.
@@ -62,7 +89,9 @@ _MVN_TIMEOUT = 900.0  # seconds; the first fetch is ~60 MB
 
 #: The pom whose dependencies are Kafka's broker (``kafka_2.13``), its tools
 #: (``kafka-tools``: VerifiableProducer, the perf tools, console clients) and
-#: log4j. ``{kafka}``, ``{log4j}`` and ``{slf4j}`` are the versions.
+#: the release's logging (:data:`LOG4J2_DEPENDENCIES` or
+#: :data:`RELOAD4J_DEPENDENCIES`). ``{kafka}`` is the version, ``{logging}``
+#: the logging dependencies.
 POM_TEMPLATE = """\
 <?xml version="1.0" encoding="UTF-8"?>
 <!-- Written by pykaf.testing: the jars of Apache Kafka's broker and tools. -->
@@ -83,24 +112,108 @@ POM_TEMPLATE = """\
       <artifactId>kafka-tools</artifactId>
       <version>{kafka}</version>
     </dependency>
+{logging}
+  </dependencies>
+</project>
+"""
+
+#: Kafka 4.x's logging: log4j 2 (KIP-653) through slf4j 2.
+LOG4J2_DEPENDENCIES = f"""\
     <dependency>
       <groupId>org.slf4j</groupId>
       <artifactId>slf4j-api</artifactId>
-      <version>{slf4j}</version>
+      <version>{_SLF4J_VERSION}</version>
     </dependency>
     <dependency>
       <groupId>org.apache.logging.log4j</groupId>
       <artifactId>log4j-core</artifactId>
-      <version>{log4j}</version>
+      <version>{_LOG4J_VERSION}</version>
     </dependency>
     <dependency>
       <groupId>org.apache.logging.log4j</groupId>
       <artifactId>log4j-slf4j2-impl</artifactId>
-      <version>{log4j}</version>
-    </dependency>
-  </dependencies>
-</project>
-"""
+      <version>{_LOG4J_VERSION}</version>
+    </dependency>"""
+
+#: Kafka 3.x's logging: slf4j 1.7 to reload4j (log4j 1's API, which 3.x's own
+#: ``Log4jController`` calls), as the 3.x release tarballs ship.
+RELOAD4J_DEPENDENCIES = """\
+    <dependency>
+      <groupId>org.slf4j</groupId>
+      <artifactId>slf4j-reload4j</artifactId>
+      <version>1.7.36</version>
+    </dependency>"""
+
+
+@dataclass(frozen=True)
+class KafkaRelease:
+    """What pykaf's launcher must do differently for one Apache Kafka release.
+
+    Built by :func:`kafka_release`, which refuses releases pykaf cannot run.
+
+    Attributes:
+        version: the release, ``"3.9.1"``.
+        line: its ``(major, minor)``.
+    """
+
+    version: str
+    line: tuple[int, int]
+
+    @property
+    def log4j2(self) -> bool:
+        """Kafka 4.0+ logs with log4j 2 (a YAML config); 3.x with log4j 1 (properties)."""
+        return self.line >= (4, 0)
+
+    @property
+    def storage_features(self) -> bool:
+        """Whether the storage tool takes ``--feature name=level`` (Kafka 3.8+)."""
+        return self.line >= (3, 8)
+
+    @property
+    def share_groups(self) -> bool:
+        """Whether the broker knows share groups' settings (KIP-932, Kafka 4.0+)."""
+        return self.line >= (4, 0)
+
+    @property
+    def unclean_election_interval(self) -> bool:
+        """Whether ``unclean.leader.election.interval.ms`` exists (KIP-966, Kafka 4.0+)."""
+        return self.line >= (4, 0)
+
+    def pom(self) -> str:
+        """The pom whose dependencies are this release's broker, tools and logging."""
+        logging = LOG4J2_DEPENDENCIES if self.log4j2 else RELOAD4J_DEPENDENCIES
+        return POM_TEMPLATE.format(kafka=self.version, logging=logging)
+
+
+def default_kafka_version() -> str:
+    """``$PYKAF_KAFKA_VERSION`` when set, else :data:`DEFAULT_KAFKA_VERSION`."""
+    return os.environ.get("PYKAF_KAFKA_VERSION") or DEFAULT_KAFKA_VERSION
+
+
+def kafka_release(version: str | None = None) -> KafkaRelease:
+    """The launcher's view of ``version`` (default :func:`default_kafka_version`).
+
+    Raises:
+        KafkaUnavailableError: at once, for a version that is not ``X.Y.Z`` or
+            whose line pykaf cannot run: before 3.7 (ZooKeeper-era storage
+            tools without SCRAM at format time) or after the newest line
+            tested (5.x is not known yet).
+    """
+    version = version or default_kafka_version()
+    match = re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", version)
+    if match is None:
+        raise KafkaUnavailableError(
+            f"Apache Kafka release {version!r} is not MAJOR.MINOR.PATCH (e.g. 4.4.0)"
+        )
+    line = (int(match.group(1)), int(match.group(2)))
+    newest = tuple(int(part) for part in KAFKA_RELEASES[-1].split(".")[:2])
+    if line < _OLDEST_LINE or line > newest:
+        raise KafkaUnavailableError(
+            f"pykaf.testing cannot run Apache Kafka {version}: it runs releases "
+            f"{_OLDEST_LINE[0]}.{_OLDEST_LINE[1]} to {newest[0]}.{newest[1]} in KRaft mode "
+            f"(tested: {', '.join(KAFKA_RELEASES)})"
+        )
+    return KafkaRelease(version, line)
 
 
 #: The release of Spark's Kafka connector fetched by default: the newest on
@@ -178,11 +291,12 @@ def kafka_home(version: str | None = None) -> Path:
     """The directory of a usable Kafka distribution, fetching it on first use.
 
     Args:
-        version: the Apache Kafka release (default :data:`DEFAULT_KAFKA_VERSION`);
+        version: the Apache Kafka release (default :func:`default_kafka_version`);
             ignored when ``$PYKAF_KAFKA_HOME`` is set.
 
     Raises:
-        KafkaUnavailableError: ``$PYKAF_KAFKA_HOME`` holds no Kafka jars, or
+        KafkaUnavailableError: ``$PYKAF_KAFKA_HOME`` holds no Kafka jars, the
+            release is one pykaf cannot run (:func:`kafka_release`, at once), or
             the fetch is impossible (no ``mvn``) or failed (its output is quoted).
     """
     override = os.environ.get("PYKAF_KAFKA_HOME")
@@ -194,13 +308,14 @@ def kafka_home(version: str | None = None) -> Path:
                 "with kafka_2.13-*.jar); unset it to let pykaf fetch Kafka with Maven"
             )
         return home
-    version = version or DEFAULT_KAFKA_VERSION
+    release = kafka_release(version)
+    version = release.version
     home = _cache_root() / f"kafka-{version}"
     if (home / _STAMP).exists() and _jar_dir(home) is not None:
         return home
     with _locked(home.parent / f"kafka-{version}.lock"):
         if not (home / _STAMP).exists():  # another session may have fetched it meanwhile
-            _fetch(version, home)
+            _fetch(release, home)
     return home
 
 
@@ -223,10 +338,9 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _fetch(version: str, home: Path) -> None:
-    """Fetch Kafka ``version``'s jars from Maven Central into ``home/lib``."""
-    pom = POM_TEMPLATE.format(kafka=version, log4j=_LOG4J_VERSION, slf4j=_SLF4J_VERSION)
-    _fetch_pom(pom, home, f"Apache Kafka {version}", _jar_dir, [])
+def _fetch(release: KafkaRelease, home: Path) -> None:
+    """Fetch ``release``'s jars from Maven Central into ``home/lib``."""
+    _fetch_pom(release.pom(), home, f"Apache Kafka {release.version}", _jar_dir, [])
 
 
 def _fetch_pom(

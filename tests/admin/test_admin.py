@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ import trio
 
 import pykaf
 from pykaf import errors
+from pykaf import protocol as P
+from pykaf.testing import open_fake_cluster
 
 
 def unique(prefix: str) -> str:
@@ -281,3 +284,24 @@ async def test_require_stable_waits_out_a_transaction_holding_the_offsets(
             answered_at = trio.current_time()
         assert offsets == {(topic, 0): pykaf.OffsetAndMetadata(7)}
         assert committed_at and answered_at >= committed_at[0]
+
+
+async def test_a_coordinator_without_kip848_groups_describes_classic_ones() -> None:
+    """Kafka 3.8 and 3.9 advertise ConsumerGroupDescribe (KIP-848's early access) and answer
+    it UNSUPPORTED_VERSION per group while the consumer protocol is off: described classic."""
+
+    async def as_kafka_3_8(ctx: Any, req: Any, version: int) -> Any:
+        D = P.ConsumerGroupDescribeResponse
+        unsupported = errors.UnsupportedVersionError.code
+        return D(
+            groups=[D.DescribedGroup(group_id=g, error_code=unsupported) for g in req.group_ids]
+        )
+
+    async with open_fake_cluster(brokers=1) as fake:
+        fake.create_topic("t", 1)
+        key = P.ConsumerGroupDescribeRequest.API_KEY
+        fake.apis[key] = replace(fake.apis[key], handler=as_kafka_3_8)
+        async with pykaf.open_admin(fake.bootstrap) as admin:
+            await admin.alter_group_offsets("classic-g", {("t", 0): 3})
+            described = await admin.describe_group("classic-g")
+    assert described.group_protocol == "classic" and described.members == []

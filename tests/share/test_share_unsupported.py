@@ -1,7 +1,8 @@
 """A broker without share groups: the share consumer and admin calls raise typed errors.
 
 A fake cluster with the KIP-932 APIs taken away stands for Kafka before 4.1:
-``UnsupportedVersionError``, never a hang.
+``UnsupportedVersionError`` (the share consumer's ``BrokerFeatureError``, at
+open), never a hang.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import trio
 import pykaf
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf.protocol.versions import BrokerFeatureError
 from pykaf.testing import open_fake_cluster
 
 _SHARE_APIS = (
@@ -32,9 +34,11 @@ async def test_share_consumer_on_a_broker_without_share_groups() -> None:
         for api in _SHARE_APIS:  # as a broker before Kafka 4.1
             del fake.apis[api.API_KEY]
         fake.create_topic("jobs", 1)
-        async with pykaf.open_share_consumer(fake.bootstrap, "workers", ["jobs"]) as consumer:
-            with trio.fail_after(10), pytest.raises(errors.UnsupportedVersionError):
-                await consumer.next_batch()
+        with trio.fail_after(10), pytest.raises(BrokerFeatureError, match="share groups") as info:
+            async with pykaf.open_share_consumer(fake.bootstrap, "workers", ["jobs"]):
+                pytest.fail("opened on a broker without share groups")
+        assert isinstance(info.value, errors.UnsupportedVersionError)
+        assert "Kafka 4.1 or newer" in info.value.needs
         async with pykaf.open_admin(fake.bootstrap) as admin:
             with pytest.raises(errors.UnsupportedVersionError):
                 await admin.describe_share_group("workers")

@@ -107,6 +107,93 @@ def test_fetch_command_prints_the_home() -> None:
     assert done.stdout.strip() == str(kafka_home())
 
 
+# -- releases -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["3.6.2", "2.8.1", "5.0.0", "4.4", "latest"])
+def test_a_release_pykaf_cannot_run_is_refused_at_once(
+    version: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # nothing may be fetched
+    with pytest.raises(KafkaUnavailableError, match=version.replace(".", r"\.")):
+        KafkaCluster(1, version=version)
+    with pytest.raises(KafkaUnavailableError):
+        kafka_home(version)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_kafka_command_refuses_an_unknown_release(capsys: pytest.CaptureFixture[str]) -> None:
+    from pykaf.testing.__main__ import kafka_main
+
+    assert kafka_main(["--version", "3.6.2"]) == 1
+    assert "runs releases 3.7 to 4.4" in capsys.readouterr().err
+
+
+def test_each_release_line_gets_its_logging_and_tools() -> None:
+    old, new = _kafka_dist.kafka_release("3.9.1"), _kafka_dist.kafka_release("4.4.0")
+    assert not old.log4j2 and new.log4j2
+    assert "slf4j-reload4j" in old.pom() and "log4j-core" not in old.pom()
+    assert "log4j-core" in new.pom() and "reload4j" not in new.pom()
+    assert "<version>3.9.1</version>" in old.pom()
+    assert not _kafka_dist.kafka_release("3.7.2").storage_features
+    assert _kafka_dist.kafka_release("3.8.1").storage_features
+    assert _kafka_dist.DEFAULT_KAFKA_VERSION in _kafka_dist.KAFKA_RELEASES
+    assert "4.3.1" in _kafka_dist.KAFKA_RELEASES
+
+
+def test_pykaf_kafka_version_picks_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYKAF_KAFKA_VERSION", "3.9.1")
+    assert _kafka_dist.default_kafka_version() == "3.9.1"
+    assert KafkaCluster(1).release.version == "3.9.1"
+    monkeypatch.delenv("PYKAF_KAFKA_VERSION")
+    assert KafkaCluster(1).release.version == _kafka_dist.DEFAULT_KAFKA_VERSION
+
+
+def test_feature_levels_on_a_release_whose_tool_lacks_them_are_refused_at_once() -> None:
+    with pytest.raises(KafkaClusterError, match=r"--feature from Kafka 3\.8"):
+        KafkaCluster(1, version="3.7.2", features={"transaction.version": 1})
+
+
+def test_a_3x_node_gets_only_the_settings_it_knows(tmp_path: Path) -> None:
+    from pykaf.testing._kafka import _Node
+
+    cluster = KafkaCluster(1, version="3.9.1", directory=tmp_path)
+    cluster._directory = tmp_path
+    node = _Node(1, tmp_path / "node-1", {"PLAINTEXT": 1, "INTERNAL": 2, "CONTROLLER": 3})
+    cluster._nodes[1] = node
+    old = cluster._properties(node)
+    assert "group.share." not in old and "share.coordinator" not in old
+    assert "unclean.leader.election.interval.ms" not in old
+    assert "group.consumer.heartbeat.interval.ms=1000" in old
+    cluster4 = KafkaCluster(1, version="4.4.0", directory=tmp_path)
+    cluster4._directory = tmp_path
+    cluster4._nodes[1] = node
+    new = cluster4._properties(node)
+    assert "group.share.heartbeat.interval.ms=1000" in new
+    assert "unclean.leader.election.interval.ms=1000" in new
+
+
+def test_a_node_that_cannot_read_its_logging_config_fails_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What Kafka 3.9 did with the 4.x config it was given: it ran, logging
+    # nothing, so its start was only noticed failing at the start timeout.
+    from pykaf.testing import _kafka
+
+    monkeypatch.setattr(
+        _kafka,
+        "_LOG4J2",
+        "Configuration:\n  Loggers:\n    Root:\n      level: INFO\n"
+        "      AppenderRef:\n        - ref: NOWHERE\n",
+    )
+    cluster = KafkaCluster(1, start_timeout=600)
+    with pytest.raises(KafkaClusterError, match="cannot read its logging config") as info:
+        cluster.start()
+    assert "NOWHERE" in str(info.value)
+    cluster.close()
+    assert not cluster.running(1)
+
+
 # -- the session's cluster -------------------------------------------------------------
 
 

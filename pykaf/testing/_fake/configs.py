@@ -133,6 +133,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _int("compression.lz4.level", "9", 1, "compression.lz4.level", hi=17),
         _int("compression.zstd.level", "3", -131072, "compression.zstd.level", hi=22),
         _long("delete.retention.ms", "86400000", 0),
+        # Kafka 4.4: the topic may be a share group's dead-letter queue (off by default)
+        ConfigDef("errors.deadletterqueue.group.enable", "false", _BOOLEAN, _check_bool),
         _long("file.delete.delay.ms", "60000", 0),
         _long("flush.messages", _LONG_MAX, 1),
         _long("flush.ms", _LONG_MAX, 0),
@@ -142,6 +144,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _long("local.retention.bytes", "-2", -2),
         _long("local.retention.ms", "-2", -2),
         _long("max.compaction.lag.ms", _LONG_MAX, 1),
+        # Kafka 4.4: a cap on one record's decompressed size (the default: none)
+        _int("max.decompressed.message.bytes", "2147483639", 0),
         _int("max.message.bytes", "1048588", 0, "message.max.bytes"),
         # Kafka 4's default: at most an hour ahead of the broker's clock
         _long("message.timestamp.after.max.ms", "3600000", 0, "log.message.timestamp.after.max.ms"),
@@ -161,6 +165,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("preallocate", "false", _BOOLEAN, _check_bool),
         ConfigDef("remote.log.copy.disable", "false", _BOOLEAN, _check_bool),
         ConfigDef("remote.log.delete.on.disable", "false", _BOOLEAN, _check_bool),
+        # Kafka 4.4: when a segment may be copied to remote storage (-1: from local retention)
+        _long("remote.copy.lag.bytes", "-1", -1),
+        _long("remote.copy.lag.ms", "0", -1),
         ConfigDef("remote.storage.enable", "false", _BOOLEAN, _check_bool),
         _long("retention.bytes", "-1", -1, "log.retention.bytes"),
         _long("retention.ms", "604800000", -1, "log.retention.ms"),
