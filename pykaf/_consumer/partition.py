@@ -158,6 +158,20 @@ class PartitionConsumer:
         self._next = i + 1
         return local[i]
 
+    def next_nowait(self) -> Record | None:
+        """The next record if one is decoded and waiting, else None (no wait, no fetch).
+
+        What ``async for`` hands out when it need not wait; for a caller outside
+        trio (``pykaf.aio``) that reads records one by one without crossing
+        into trio for each.
+        """
+        i = self._next
+        local = self._local
+        if i >= len(local):
+            return None
+        self._next = i + 1
+        return local[i]
+
     @overload
     async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
     @overload

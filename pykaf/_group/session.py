@@ -91,6 +91,12 @@ class Claim:
         except errors.ClosedError:
             raise StopAsyncIteration from None
 
+    def next_nowait(self) -> Record | None:
+        """The next record if one is decoded and waiting, else None (no wait; None once revoked)."""
+        if self._revoked:
+            return None
+        return self._pc.next_nowait()
+
     @overload
     async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
     @overload

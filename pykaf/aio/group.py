@@ -1,0 +1,217 @@
+"""``pykaf.aio``'s consumer groups: :class:`pykaf.ConsumerGroup` seen from asyncio.
+
+A handler's ``setup``, ``consume_claim`` and ``cleanup`` are asyncio
+coroutines: the trio group awaits each as an asyncio task of the loop
+(``_bridge.run_asyncio``), and cancels it when trio cancels the call (a
+revoked claim, the group closing). The session and claims they get are
+:class:`GroupSession` and :class:`Claim`, for asyncio.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
+
+import pykaf
+from pykaf.aio._bridge import call, open_in_run, run_asyncio
+from pykaf.aio._reader import RecordReader
+from pykaf.aio._runner import Runner
+from pykaf.aio._wrap import Wrapper, awaits, direct
+from pykaf.aio.client import Client, unwrap_client
+from pykaf.codec import Record
+
+
+class Claim(RecordReader[pykaf.Claim]):
+    """One partition given to this member, for asyncio (see :class:`pykaf.Claim`)."""
+
+    __slots__ = ()
+
+    @property
+    def initial_offset(self) -> int:
+        """Where consumption started (committed offset, or the reset)."""
+        return self._trio.initial_offset
+
+    @property
+    def revoked(self) -> bool:
+        """Whether the claim has ended."""
+        return self._trio.revoked
+
+    epoch_before = direct(pykaf.Claim.epoch_before)
+
+
+class GroupSession(Wrapper[pykaf.GroupSession]):
+    """One generation of the group as this member sees it, for asyncio.
+
+    See :class:`pykaf.GroupSession`.
+    """
+
+    __slots__ = ()
+
+    @property
+    def group_id(self) -> str:
+        """The group."""
+        return self._trio.group_id
+
+    @property
+    def member_id(self) -> str:
+        """The member id in the generation."""
+        return self._trio.member_id
+
+    @property
+    def generation_id(self) -> int:
+        """The generation (a consumer-protocol member's current member epoch)."""
+        return self._trio.generation_id
+
+    @property
+    def claims(self) -> dict[str, list[int]]:
+        """Topic -> partitions assigned to this member in the generation."""
+        return self._trio.claims
+
+    commit = awaits(pykaf.GroupSession.commit)
+    group_metadata = direct(pykaf.GroupSession.group_metadata)
+    mark_batch = direct(pykaf.GroupSession.mark_batch)
+    mark_message = direct(pykaf.GroupSession.mark_message)
+    mark_offset = direct(pykaf.GroupSession.mark_offset)
+    reset_offset = direct(pykaf.GroupSession.reset_offset)
+
+
+class ConsumerGroupHandler(Protocol):
+    """What :meth:`ConsumerGroup.consume` runs: sarama's handler, with asyncio coroutines."""
+
+    async def setup(self, session: GroupSession) -> None:
+        """A generation starts, before any consume_claim of it."""
+
+    async def consume_claim(self, session: GroupSession, claim: Claim) -> None:
+        """Consume one claim; return once its records end."""
+
+    async def cleanup(self, session: GroupSession) -> None:
+        """A generation ended, after its revoked claims' consume_claim returned."""
+
+
+class _TrioHandler:
+    """The trio group's handler: each call runs the asyncio handler's coroutine."""
+
+    def __init__(self, handler: ConsumerGroupHandler, runner: Runner) -> None:
+        self._handler = handler
+        self._runner = runner
+        self._session: tuple[pykaf.GroupSession, GroupSession] | None = None
+
+    def _wrap(self, session: pykaf.GroupSession) -> GroupSession:
+        # One asyncio session per generation, the same object in every call.
+        if self._session is None or self._session[0] is not session:
+            self._session = (session, GroupSession(session, self._runner))
+        return self._session[1]
+
+    async def setup(self, session: pykaf.GroupSession) -> None:
+        await run_asyncio(self._runner.loop, self._handler.setup, self._wrap(session))
+
+    async def consume_claim(self, session: pykaf.GroupSession, claim: pykaf.Claim) -> None:
+        await run_asyncio(
+            self._runner.loop,
+            self._handler.consume_claim,
+            self._wrap(session),
+            Claim(claim, self._runner),
+        )
+
+    async def cleanup(self, session: pykaf.GroupSession) -> None:
+        await run_asyncio(self._runner.loop, self._handler.cleanup, self._wrap(session))
+
+
+class ConsumerGroup(Wrapper[pykaf.ConsumerGroup]):
+    """A consumer group member for asyncio; get one from :func:`open_consumer_group`.
+
+    ``async for record in group`` (committed as you go) or
+    ``await group.consume(handler)`` with a :class:`ConsumerGroupHandler`
+    whose methods are asyncio coroutines. See :class:`pykaf.ConsumerGroup`.
+    """
+
+    __slots__ = ()
+
+    @property
+    def group_id(self) -> str:
+        """The group."""
+        return self._trio.group_id
+
+    @property
+    def member_id(self) -> str:
+        """The member id ("" before it joined)."""
+        return self._trio.member_id
+
+    @property
+    def generation_id(self) -> int:
+        """The current generation (-1 outside one)."""
+        return self._trio.generation_id
+
+    @property
+    def client(self) -> Client:
+        """The cluster client the group works through."""
+        return Client(self._trio.client, self._runner)
+
+    @property
+    def config(self) -> pykaf.GroupConfig:
+        """The group's options."""
+        return self._trio.config
+
+    async def consume(self, handler: ConsumerGroupHandler) -> None:
+        """Run ``handler`` (asyncio coroutines) over each generation until the group closes.
+
+        See :meth:`pykaf.ConsumerGroup.consume`.
+        """
+        await call(self._runner, self._trio.consume, _TrioHandler(handler, self._runner))
+
+    def __aiter__(self) -> AsyncIterator[Record]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Record]:
+        records = self._trio.__aiter__()
+        runner = self._runner
+        try:
+            while True:
+                try:
+                    record = await call(runner, records.__anext__)
+                except StopAsyncIteration:
+                    return
+                yield record
+        finally:
+            aclose = getattr(records, "aclose", None)
+            if aclose is not None:
+                await call(runner, aclose)
+
+    commit = awaits(pykaf.ConsumerGroup.commit)
+    aclose = awaits(pykaf.ConsumerGroup.aclose)
+    assignment = direct(pykaf.ConsumerGroup.assignment)
+    group_metadata = direct(pykaf.ConsumerGroup.group_metadata)
+    statistics = direct(pykaf.ConsumerGroup.statistics)
+
+
+@asynccontextmanager
+async def open_consumer_group(
+    bootstrap_servers_or_client: str | list[str] | Client | None,
+    group_id: str,
+    topics: Sequence[str] | re.Pattern[str],
+    **config: Any,
+) -> AsyncIterator[ConsumerGroup]:
+    """Join ``group_id`` from asyncio (see :func:`pykaf.open_consumer_group`).
+
+    Raises:
+        RuntimeError: no asyncio loop is running.
+        ConfigError: an invalid option, before anything connects.
+    """
+
+    def opener(runner: Runner) -> AbstractAsyncContextManager[pykaf.ConsumerGroup]:
+        target = unwrap_client(bootstrap_servers_or_client, runner)
+        return pykaf.open_consumer_group(target, group_id, topics, **config)
+
+    async with open_in_run(opener) as (group, runner):
+        yield ConsumerGroup(group, runner)
+
+
+__all__ = [
+    "Claim",
+    "ConsumerGroup",
+    "ConsumerGroupHandler",
+    "GroupSession",
+    "open_consumer_group",
+]
