@@ -1,7 +1,8 @@
 """aiokafka's API on pykaf: change ``import aiokafka`` to ``from pykaf.compat import aiokafka``.
 
-The structs, ``aiokafka.errors``' names, ``ConsumerRebalanceListener`` and
-the partitioner and assignor names. What is and is not supported:
+``AIOKafkaProducer`` on :func:`pykaf.aio.open_producer`; the structs,
+``aiokafka.errors``' names, ``ConsumerRebalanceListener`` and the
+partitioner and assignor names. What is and is not supported:
 ``docs/migrating.md``.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pykaf.compat.aiokafka import abc, errors, structs
 from pykaf.compat.aiokafka.abc import ConsumerRebalanceListener
 from pykaf.compat.aiokafka.errors import ConsumerStoppedError, IllegalOperation
+from pykaf.compat.aiokafka.producer import AIOKafkaProducer
 from pykaf.compat.aiokafka.structs import (
     ConsumerRecord,
     OffsetAndMetadata,
@@ -19,6 +21,7 @@ from pykaf.compat.aiokafka.structs import (
 )
 
 __all__ = [
+    "AIOKafkaProducer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "ConsumerStoppedError",
