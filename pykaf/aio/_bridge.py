@@ -42,12 +42,14 @@ def _closed() -> errors.ClosedError:
 class _Call:
     """One trio call awaited from asyncio."""
 
-    __slots__ = ("cancelled", "finished", "fut", "scope")
+    __slots__ = ("cancelled", "ended", "finished", "fut", "scope")
 
     def __init__(self, fut: asyncio.Future[Any]) -> None:
         self.fut = fut
         self.scope: trio.CancelScope | None = None
         self.cancelled = False
+        #: Whether the trio task has finished (then there is nothing to wait for).
+        self.ended = False
         self.finished: asyncio.Future[None] | None = None
 
     def cancel(self) -> None:
@@ -76,6 +78,7 @@ async def _run_call(
                 if not fut.done():
                     fut.set_result(value)
     finally:
+        call.ended = True
         if not fut.done():
             fut.set_exception(_closed())
         if call.finished is not None and not call.finished.done():
@@ -101,8 +104,9 @@ async def call(runner: Runner, fn: Callable[..., Awaitable[T]], *args: Any, **kw
     try:
         return await fut
     except asyncio.CancelledError:
-        if not fut.done() or fut.cancelled():
-            # The trio side gets the cancellation and finishes before this goes on.
+        if not job.ended and (not fut.done() or fut.cancelled()):
+            # The trio side gets the cancellation and finishes before this goes on
+            # (unless it finished already, in the loop pass that cancelled this task).
             job.finished = loop.create_future()
             job.cancel()
             await _uncancellable(job.finished)
