@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pykaf.compat.aiokafka import abc, errors, structs
 from pykaf.compat.aiokafka.abc import ConsumerRebalanceListener
+from pykaf.compat.aiokafka.consumer import AIOKafkaConsumer
 from pykaf.compat.aiokafka.errors import ConsumerStoppedError, IllegalOperation
 from pykaf.compat.aiokafka.producer import AIOKafkaProducer
 from pykaf.compat.aiokafka.structs import (
@@ -21,6 +22,7 @@ from pykaf.compat.aiokafka.structs import (
 )
 
 __all__ = [
+    "AIOKafkaConsumer",
     "AIOKafkaProducer",
     "ConsumerRebalanceListener",
     "ConsumerRecord",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from pykaf.compat.kafka.structs import TopicPartition
@@ -20,11 +21,11 @@ class ConsumerRebalanceListener(abc.ABC):
     """
 
     @abc.abstractmethod
-    def on_partitions_revoked(self, revoked: list[TopicPartition]) -> Any:
+    def on_partitions_revoked(self, revoked: AbstractSet[TopicPartition]) -> Any:
         """The partitions this member is about to give up."""
 
     @abc.abstractmethod
-    def on_partitions_assigned(self, assigned: list[TopicPartition]) -> Any:
+    def on_partitions_assigned(self, assigned: AbstractSet[TopicPartition]) -> Any:
         """The partitions this member owns from now on."""
 
 
