@@ -8,7 +8,7 @@ partitioner and assignor names. What is and is not supported:
 
 from __future__ import annotations
 
-from pykaf.compat.aiokafka import abc, errors, structs
+from pykaf.compat.aiokafka import abc, admin, errors, structs
 from pykaf.compat.aiokafka.abc import ConsumerRebalanceListener
 from pykaf.compat.aiokafka.consumer import AIOKafkaConsumer
 from pykaf.compat.aiokafka.errors import ConsumerStoppedError, IllegalOperation
@@ -33,6 +33,7 @@ __all__ = [
     "RecordMetadata",
     "TopicPartition",
     "abc",
+    "admin",
     "errors",
     "structs",
 ]
