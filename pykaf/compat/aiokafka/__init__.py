@@ -9,6 +9,7 @@ partitioner and assignor names. What is and is not supported:
 from __future__ import annotations
 
 from pykaf.compat.aiokafka import abc, admin, errors, structs
+from pykaf.compat.aiokafka._install import install
 from pykaf.compat.aiokafka.abc import ConsumerRebalanceListener
 from pykaf.compat.aiokafka.consumer import AIOKafkaConsumer
 from pykaf.compat.aiokafka.errors import ConsumerStoppedError, IllegalOperation
@@ -35,5 +36,6 @@ __all__ = [
     "abc",
     "admin",
     "errors",
+    "install",
     "structs",
 ]

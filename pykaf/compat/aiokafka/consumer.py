@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -44,13 +45,47 @@ from pykaf.compat.aiokafka.structs import (
     TopicPartition,
 )
 
+log = logging.getLogger(__name__)
+
 _RESETS = {"earliest": OLDEST, "latest": NEWEST}
 
 
-async def _call(result: Any) -> None:
-    """Await a listener's result if it is awaitable (aiokafka takes both kinds)."""
-    if inspect.isawaitable(result):
-        await result
+async def _call(listener: Any, method: str, partitions: set[TopicPartition]) -> None:
+    """Call a listener's method, awaiting it if it is a coroutine (aiokafka takes both kinds).
+
+    An exception it raises is logged and the rebalance goes on, as in aiokafka.
+    """
+    try:
+        result = getattr(listener, method)(partitions)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:
+        log.exception("User provided listener %s failed on %s", listener, method)
+
+
+class _SubscriptionView:
+    """``consumer._subscription``: aiokafka's private state that some frameworks read."""
+
+    def __init__(self, consumer: AIOKafkaConsumer) -> None:
+        self._consumer = consumer
+
+    @property
+    def topics(self) -> frozenset[str]:
+        """The subscribed topics."""
+        return self._consumer.subscription()
+
+
+class _CoordinatorView:
+    """``consumer._coordinator``: aiokafka's private coordinator, for its ``member_id``."""
+
+    def __init__(self, consumer: AIOKafkaConsumer) -> None:
+        self._consumer = consumer
+
+    @property
+    def member_id(self) -> str:
+        """The member id in the current generation ("" outside one)."""
+        state = self._consumer._session
+        return "" if state is None else state.session.member_id
 
 
 async def _close(part: Part) -> None:
@@ -142,7 +177,7 @@ class AIOKafkaConsumer:
         self._group_held: Held[aio.ConsumerGroup] | None = None
         self._group_task: asyncio.Task[None] | None = None
         self._listener: ConsumerRebalanceListener | None = None
-        self._subscription: set[str] = set()
+        self._wanted_topics: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._manual: set[TopicPartition] = set()
         self._records = Records()
@@ -151,6 +186,9 @@ class AIOKafkaConsumer:
         self._closed = False
         self._stopping = False
         self._failure: BaseException | None = None
+        # aiokafka's private attributes that frameworks read (FastStream's log lines).
+        self._subscription = _SubscriptionView(self)
+        self._coordinator = _CoordinatorView(self)
 
     # -- lifetime -------------------------------------------------------------------
 
@@ -174,7 +212,7 @@ class AIOKafkaConsumer:
         self._held = held
         if self._topics:
             self.subscribe(self._topics)
-        elif self._subscription or self._pattern is not None:
+        elif self._wanted_topics or self._pattern is not None:
             self._restart_group()
         elif self._manual:
             self._restart_manual()
@@ -264,7 +302,7 @@ class AIOKafkaConsumer:
             )
         if pattern is not None and self._group_id is None:
             raise ValueError("Pattern subscription requires a group_id")
-        self._subscription = names
+        self._wanted_topics = names
         self._pattern = re.compile(pattern) if pattern is not None else None
         self._listener = listener
         self._topics = []
@@ -275,13 +313,13 @@ class AIOKafkaConsumer:
         """The subscribed topics (those matching the pattern once the group assigned them)."""
         if self._pattern is not None:
             return frozenset(tp.topic for tp in self._records.parts)
-        return frozenset(self._subscription)
+        return frozenset(self._wanted_topics)
 
     def unsubscribe(self) -> None:
         """Stop consuming every topic and partition (a group member leaves its group)."""
         if self._closed:
             raise ConsumerStoppedError()
-        self._subscription = set()
+        self._wanted_topics = set()
         self._pattern = None
         self._manual = set()
         if self._held is not None:
@@ -298,7 +336,7 @@ class AIOKafkaConsumer:
         """
         if self._closed:
             raise ConsumerStoppedError()
-        if self._subscription or self._pattern is not None:
+        if self._wanted_topics or self._pattern is not None:
             raise IllegalStateError(
                 "Subscription to topics, partitions and pattern are mutually exclusive"
             )
@@ -323,12 +361,12 @@ class AIOKafkaConsumer:
         if previous is not None:
             await self._stop_group(previous)
         await self._stop_manual()
-        if not self._subscription and self._pattern is None:
+        if not self._wanted_topics and self._pattern is None:
             return
         if self._group_id is None:
             client = self._parts()[0]
             wanted = set()
-            for topic in self._subscription:
+            for topic in self._wanted_topics:
                 for partition in await client.partitions(topic):
                     wanted.add(TopicPartition(topic, partition))
             await self._open_readers(self._set_parts(wanted))
@@ -337,7 +375,7 @@ class AIOKafkaConsumer:
 
     async def _run_group(self) -> None:
         client = self._parts()[0]
-        topics: Any = self._pattern if self._pattern is not None else sorted(self._subscription)
+        topics: Any = self._pattern if self._pattern is not None else sorted(self._wanted_topics)
         held: Held[aio.ConsumerGroup] = Held()
         self._group_held = held
         group_id = self._group_id
@@ -765,7 +803,7 @@ class _Handler:
             consumer._records.add(tp)
         listener = consumer._listener
         if listener is not None:
-            await _call(listener.on_partitions_assigned(set(assigned)))
+            await _call(listener, "on_partitions_assigned", set(assigned))
 
     async def consume_claim(self, session: aio.GroupSession, claim: aio.Claim) -> None:
         consumer = self._consumer
@@ -794,7 +832,7 @@ class _Handler:
         if state.revoking is None:
             revoked = set(consumer._records.parts)
             state.revoking = asyncio.get_running_loop().create_task(
-                _call(listener.on_partitions_revoked(revoked))
+                _call(listener, "on_partitions_revoked", revoked)
             )
         await asyncio.shield(state.revoking)
 
