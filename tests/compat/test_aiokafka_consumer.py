@@ -251,3 +251,33 @@ def test_bad_use_gets_aiokafkas_errors() -> None:
         await consumer.stop()
 
     asyncio.run(main())
+
+
+def test_assigned_partitions_of_a_group_are_committed_as_aiokafka_does(any_broker: Any) -> None:
+    topic = bc.unique("aiok-assign-commit")
+    group = bc.unique("aiok-g")
+    any_broker.create(topic, 1)
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> tuple[int | None, int | None]:
+        await _produce(any_broker.bootstrap, topic, {0: 3})
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=any_broker.bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            auto_commit_interval_ms=100,
+        )
+        await consumer.start()
+        consumer.assign([tp])
+        await _drain(consumer, 3)
+        await asyncio.sleep(0.2)
+        await consumer.getmany(timeout_ms=0)  # the interval has passed: commits
+        while_reading = await consumer.committed(tp)
+        consumer.seek(tp, 1)
+        await consumer.stop()  # commits the position on stop
+        async with AIOKafkaConsumer(
+            bootstrap_servers=any_broker.bootstrap, group_id=group
+        ) as checker:
+            return while_reading, await checker.committed(tp)
+
+    assert asyncio.run(main()) == (3, 1)

@@ -186,6 +186,10 @@ class AIOKafkaConsumer:
         self._closed = False
         self._stopping = False
         self._failure: BaseException | None = None
+        # Assigned partitions (no group session) of a group_id with auto commit are
+        # committed every auto_commit_interval_ms while reading, and on stop, as in aiokafka.
+        self._committed_at = 0.0
+        self._last_commit: dict[TopicPartition, int] = {}
         # aiokafka's private attributes that frameworks read (FastStream's log lines).
         self._subscription = _SubscriptionView(self)
         self._coordinator = _CoordinatorView(self)
@@ -234,6 +238,8 @@ class AIOKafkaConsumer:
         """Leave the group (committing what was handed out, with auto commit) and close."""
         if self._closed:
             return
+        if self._held is not None and self._held.alive:
+            await self._auto_commit_assigned(force=True)
         self._closed = True
         self._stopping = True
         self._records.arrived.set()  # wakes getmany, which then raises ConsumerStoppedError
@@ -490,6 +496,7 @@ class AIOKafkaConsumer:
             if TopicPartition(tp[0], tp[1]) not in self._records.parts:
                 raise IllegalStateError(f"No current assignment for partition {tp}")
         limit = max_records or self._max_records
+        await self._auto_commit_assigned()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         arrived = self._records.arrived
@@ -694,6 +701,28 @@ class AIOKafkaConsumer:
                 )
         except pykaf_errors.PykafError as exc:
             raise from_pykaf(exc, ConsumerStoppedError) from exc
+
+    async def _auto_commit_assigned(self, force: bool = False) -> None:
+        """Commit assigned partitions' positions (interval due, or ``force``), with auto commit."""
+        if (
+            self._session is not None
+            or self._group_id is None
+            or not self._group_options["auto_commit"]
+            or not self._manual
+        ):
+            return
+        now = asyncio.get_running_loop().time()
+        if not force and now - self._committed_at < self._group_options["auto_commit_interval"]:
+            return
+        self._committed_at = now
+        changed = {}
+        for tp, part in self._records.parts.items():
+            position = part.position() if part.reader is not None else -1
+            if position >= 0 and self._last_commit.get(tp) != position:
+                changed[tp] = position
+        if changed:
+            await self.commit(changed)
+            self._last_commit.update(changed)
 
     async def committed(self, partition: TopicPartition) -> int | None:
         """The group's committed offset of ``partition`` (None: none committed).
