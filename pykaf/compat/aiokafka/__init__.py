@@ -1,9 +1,20 @@
 """aiokafka's API on pykaf: change ``import aiokafka`` to ``from pykaf.compat import aiokafka``.
 
-``AIOKafkaProducer`` on :func:`pykaf.aio.open_producer`; the structs,
-``aiokafka.errors``' names, ``ConsumerRebalanceListener`` and the
-partitioner and assignor names. What is and is not supported:
-``docs/migrating.md``.
+::
+
+    from pykaf.compat.aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers="localhost:9092")
+    await producer.start()
+    metadata = await producer.send_and_wait("my-topic", b"raw_bytes")
+    await producer.stop()
+
+``AIOKafkaProducer``, ``AIOKafkaConsumer`` and ``admin.AIOKafkaAdminClient``
+run on :mod:`pykaf.aio` (the trio core inside the asyncio loop); the structs,
+``errors``' names, ``ConsumerRebalanceListener``, the partitioner and the
+assignor names are aiokafka's. :func:`install` puts the shim under
+aiokafka's module names for code that imports aiokafka itself (FastStream).
+What is and is not supported: ``docs/migrating.md``.
 """
 
 from __future__ import annotations
