@@ -83,7 +83,7 @@ def test_options_translate_to_pykaf_names_and_units() -> None:
         "request_timeout": 1.5,
         "linger": 0.01,
         "compression": "zstd",
-        "batch_bytes": 32768,
+        "flush_bytes": 32768,
         "idempotence": True,
     }
 

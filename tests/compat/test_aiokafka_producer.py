@@ -138,7 +138,23 @@ def test_errors_are_aiokafkas() -> None:
     asyncio.run(main())
     with pytest.raises(ValueError, match="acks=1 not supported"):
         AIOKafkaProducer(enable_idempotence=True, acks=1)
-    with pytest.raises(errors.KafkaConfigurationError, match="compression_type"):
+    with pytest.raises(ValueError, match="Invalid compression type"):  # aiokafka's own check
         AIOKafkaProducer(compression_type="brotli")
+    with pytest.raises(ValueError, match="security_protocol"):
+        AIOKafkaProducer(security_protocol="SOME")
+    with pytest.raises(ValueError, match="ssl_context"):
+        AIOKafkaProducer(security_protocol="SSL")
     with pytest.raises(TypeError, match="lingr_ms"):
         AIOKafkaProducer(lingr_ms=5)
+
+
+def test_acks_0_futures_resolve_to_none_as_aiokafka(fake_cluster: Any) -> None:
+    topic = bc.unique("aiok-acks0")
+    fake_cluster.create_topic(topic, 1)
+
+    async def main() -> Any:
+        async with AIOKafkaProducer(bootstrap_servers=fake_cluster.bootstrap, acks=0) as producer:
+            future = await producer.send(topic, b"fire and forget")
+            return await future
+
+    assert asyncio.run(main()) is None

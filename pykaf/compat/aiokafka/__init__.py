@@ -33,6 +33,9 @@ from pykaf.compat.aiokafka.structs import (
     TopicPartition,
 )
 
+#: The aiokafka release whose API the shim follows (``aiokafka.__version__``).
+__version__ = "0.14.0"
+
 __all__ = [
     "AIOKafkaConsumer",
     "AIOKafkaProducer",

@@ -81,7 +81,8 @@ PRODUCER: dict[str, tuple[str, Converter]] = {
         "transactional_id",
         "transaction_timeout_ms",
     ),
-    "max_batch_size": ("batch_bytes", count),
+    # A batch is sent once this full (a larger record still goes, in a batch of its own).
+    "max_batch_size": ("flush_bytes", count),
     "enable_idempotence": ("idempotence", flag),
 }
 
@@ -155,6 +156,8 @@ def translate(
     Raises:
         KafkaConfigurationError: an unsupported option at a value other than
             aiokafka's default, or a bad value.
+        ValueError: a ``security_protocol`` aiokafka does not know, or SSL
+            without an ``ssl_context`` (aiokafka's own checks).
         TypeError: an unknown name.
     """
     known: dict[str, Any] = {}
@@ -170,6 +173,12 @@ def translate(
             raise KafkaConfigurationError(f"{kind}: {name} is not supported: {reason}")
     # Every name left is in the tables, whose converters raise this shim's errors.
     options = _kafka_python.translate(known, tables, frozenset(), kind)
+    # aiokafka checks these in every client's constructor, with a ValueError.
+    protocol = configs.get("security_protocol", "PLAINTEXT")
+    if protocol not in ("SSL", "PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise ValueError("`security_protocol` should be SSL or PLAINTEXT")
+    if protocol in ("SSL", "SASL_SSL") and configs.get("ssl_context") is None:
+        raise ValueError("`ssl_context` is mandatory if security_protocol=='SSL'")
     mechanism = configs.get("sasl_mechanism")
     if "SASL" in str(options.get("security_protocol", "")).upper():
         options["sasl_mechanism"] = mechanism or "PLAIN"

@@ -158,6 +158,8 @@ class AIOKafkaConsumer:
             "AIOKafkaConsumer",
         )
         options.setdefault("isolation_level", "read_uncommitted")
+        # aiokafka's metadata requests let the broker create a subscribed topic.
+        options["allow_auto_create_topics"] = True
         options["auto_offset_reset"] = auto_offset_reset
         self._isolation = options["isolation_level"]
         group_names = {option for option, _ in _config.GROUP.values()}
@@ -231,7 +233,8 @@ class AIOKafkaConsumer:
             yield client, consumer, admin
 
     def _client_options(self) -> dict[str, Any]:
-        client_names = {option for option, _ in _config.CLIENT.values()} | {"sasl_mechanism"}
+        client_names = {option for option, _ in _config.CLIENT.values()}
+        client_names |= {"sasl_mechanism", "allow_auto_create_topics"}
         return {k: v for k, v in self._options.items() if k in client_names}
 
     async def stop(self) -> None:

@@ -209,6 +209,8 @@ class AIOKafkaProducer:
     ) -> None:
         if acks not in (0, 1, -1, "all", _missing) or isinstance(acks, bool):
             raise ValueError("Invalid ACKS parameter")
+        if configs.get("compression_type") not in ("gzip", "snappy", "lz4", "zstd", None):
+            raise ValueError("Invalid compression type!")  # as aiokafka: a ValueError
         serializers = {"key_serializer": key_serializer, "value_serializer": value_serializer}
         for name, fn in serializers.items():
             if fn is not None and not callable(fn):
@@ -227,10 +229,14 @@ class AIOKafkaProducer:
         elif acks is _missing:
             acks = 1
         options["acks"] = "all" if acks in ("all", -1) else acks
+        # With acks=0 the broker answers nothing: aiokafka's futures resolve to None.
+        self._no_acks = options["acks"] == 0
         options["idempotence"] = idempotent
         options["partitioner"] = pykaf_partitioner(partitioner)
+        # aiokafka's metadata requests let the broker create a topic a record is sent to.
+        options["allow_auto_create_topics"] = True
         self._options = options
-        self._max_batch = int(options.get("batch_bytes", 16384))
+        self._max_batch = int(options.get("flush_bytes", 16384))
         self._max_message = int(options.get("max_message_bytes", 1048576))
         self._key_serializer = key_serializer
         self._value_serializer = value_serializer
@@ -338,6 +344,8 @@ class AIOKafkaProducer:
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         stamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
 
+        no_acks = self._no_acks
+
         def delivered(error: BaseException | None, metadata: Any) -> None:
             if future.done():
                 return
@@ -346,6 +354,9 @@ class AIOKafkaProducer:
                 if translated is not error:
                     translated.__cause__ = error
                 future.set_exception(translated)
+                return
+            if no_acks:
+                future.set_result(None)  # type: ignore[arg-type]  # aiokafka's acks=0 answer
                 return
             future.set_result(
                 _metadata(
