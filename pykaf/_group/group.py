@@ -148,6 +148,10 @@ class ConsumerGroup:
         self._consume_done = trio.Event()
         self._consume_done.set()
         self._iter_receive: trio.MemoryReceiveChannel[tuple[Claim, list[Record]]] | None = None
+        # ``async for``'s cursor: the claim and batch it hands out, and the next index.
+        self._iter_claim: Claim | None = None
+        self._iter_batch: list[Record] = []
+        self._iter_next = 0
         # The record ``async for`` handed out last, not yet marked: it counts
         # as done when the loop asks for the next one, or when the group's
         # block is left normally (after a ``break``).
@@ -195,19 +199,50 @@ class ConsumerGroup:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[Record]:
+        next_nowait = self.next_nowait
+        while True:
+            record = next_nowait()
+            if record is None:
+                record = await self.next_record()
+                if record is None:
+                    return
+            yield record
+
+    def next_nowait(self) -> Record | None:
+        """The next record of ``async for``'s stream if one is fetched, else None (no wait).
+
+        Like asking ``async for`` for the next record, it marks the one handed
+        out before. For a caller outside trio (``pykaf.aio``) that reads the
+        stream one record at a time without crossing into trio for each.
+        """
+        self._settle_handed()
+        i, batch = self._iter_next, self._iter_batch
+        if i >= len(batch):
+            return None
+        claim = self._iter_claim
+        if claim is not None and claim.revoked:  # the rest of the batch is no longer ours
+            self._iter_batch, self._iter_next = [], 0
+            return None
+        record = batch[i]
+        self._iter_next = i + 1
+        self._handed = (record.topic, record.partition, record.offset + 1)
+        return record
+
+    async def next_record(self) -> Record | None:
+        """The next record of ``async for``'s stream, waiting for one; None once the group stops."""
         if self._iter_receive is None:
             send, receive = trio.open_memory_channel[tuple[Claim, list[Record]]](1)
             self._iter_receive = receive
             self._nursery.start_soon(self.consume, _ForwardingHandler(send))
-        receive = self._iter_receive
-        self._settle_handed()
-        async for claim, batch in receive:
-            for record in batch:
-                if claim.revoked:
-                    break
-                self._handed = (record.topic, record.partition, record.offset + 1)
-                yield record
-                self._settle_handed()
+        while True:
+            record = self.next_nowait()
+            if record is not None:
+                return record
+            try:
+                claim, batch = await self._iter_receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                return None
+            self._iter_claim, self._iter_batch, self._iter_next = claim, batch, 0
 
     def _settle_handed(self) -> None:
         """Mark the record ``async for`` handed out last as done.

@@ -96,7 +96,7 @@ async def call(runner: Runner, fn: Callable[..., Awaitable[T]], *args: Any, **kw
     if asyncio.get_running_loop() is not loop:
         wrong_loop(loop)
     nursery = runner.nursery
-    if nursery is None:
+    if nursery is None or runner.stopping:
         raise errors.ClosedError("the pykaf.aio object is closed (its trio run has ended)")
     fut: asyncio.Future[T] = loop.create_future()
     job = _Call(fut)

@@ -56,7 +56,7 @@ class Runner:
         self.users = 0
         #: Whether the run was told to stop (a new user then waits for a new run).
         self.stopping = False
-        self._stop: trio.Event | None = None
+        self._stop = trio.Event()  # set from the asyncio side: the run ends
         self._started: asyncio.Future[None] = loop.create_future()
         self._done: asyncio.Future[None] = loop.create_future()
 
@@ -73,7 +73,6 @@ class Runner:
 
     async def _main(self) -> None:
         async with trio.open_nursery() as nursery:
-            self._stop = trio.Event()
             self.nursery = nursery
             if not self._started.done():
                 self._started.set_result(None)
@@ -92,8 +91,6 @@ class Runner:
                     fut.set_result(None)
                 else:
                     fut.set_exception(error)
-        if error is not None and self._done.done() and not self._done.cancelled():
-            self._done.exception()  # retrieved: a waiter, if any, gets it from close()
 
     async def wait_started(self) -> None:
         """Wait until the run's nursery is up."""
@@ -104,8 +101,7 @@ class Runner:
     async def close(self) -> None:
         """Stop the run (its users all gone) and wait until trio has finished in this thread."""
         self.stopping = True
-        if self._stop is not None:
-            self._stop.set()
+        self._stop.set()
         done = self._done
         while not done.done():
             try:

@@ -161,24 +161,20 @@ class ConsumerGroup(Wrapper[pykaf.ConsumerGroup]):
         """
         await call(self._runner, self._trio.consume, _TrioHandler(handler, self._runner))
 
-    def __aiter__(self) -> AsyncIterator[Record]:
-        return self._iterate()
+    def __aiter__(self) -> ConsumerGroup:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[Record]:
-        records = self._trio.__aiter__()
-        runner = self._runner
-        try:
-            while True:
-                try:
-                    record = await call(runner, records.__anext__)
-                except StopAsyncIteration:
-                    return
-                yield record
-        finally:
-            aclose = getattr(records, "aclose", None)
-            if aclose is not None:
-                await call(runner, aclose)
+    async def __anext__(self) -> Record:
+        # The records already fetched are handed out (and marked) without crossing into trio.
+        record = self._trio.next_nowait()
+        if record is None:
+            record = await call(self._runner, self._trio.next_record)
+            if record is None:
+                raise StopAsyncIteration
+        return record
 
+    next_nowait = direct(pykaf.ConsumerGroup.next_nowait)
+    next_record = awaits(pykaf.ConsumerGroup.next_record)
     commit = awaits(pykaf.ConsumerGroup.commit)
     aclose = awaits(pykaf.ConsumerGroup.aclose)
     assignment = direct(pykaf.ConsumerGroup.assignment)

@@ -60,6 +60,31 @@ def test_async_for_commits_as_it_goes(aio_broker: Any) -> None:
     asyncio.run(main())
 
 
+def test_a_new_async_for_goes_on_where_a_break_left(aio_broker: Any) -> None:
+    topic, group = unique("aio-again"), unique("aio-a")
+    aio_broker.create(topic, 1)
+
+    async def main() -> None:
+        await produce(aio_broker.bootstrap, topic, 1, 10)
+        offsets: list[int] = []
+
+        async def consume(g: pykaf.aio.ConsumerGroup) -> None:
+            for stop in (3, 9):  # the first loop stops inside the one fetched batch
+                async for record in g:
+                    offsets.append(record.offset)
+                    if record.offset == stop:
+                        break
+
+        async with pykaf.aio.open_consumer_group(
+            aio_broker.bootstrap, group, [topic], **GROUP
+        ) as g:
+            await asyncio.wait_for(consume(g), 60)
+        assert offsets == list(range(10))
+        assert await committed(aio_broker.bootstrap, group) == {(topic, 0): 10}
+
+    asyncio.run(main())
+
+
 def test_a_handler_of_asyncio_coroutines(aio_broker: Any) -> None:
     topic, group = unique("aio-handler"), unique("aio-h")
     aio_broker.create(topic, 2)
@@ -153,5 +178,37 @@ def test_share_consumer(share_broker: Any) -> None:
             assert consumer.member_id
         expected = [b"0-%d" % i for i in range(10)] + [b"more-%d" % i for i in range(5)]
         assert sorted(values) == sorted(expected)
+
+    asyncio.run(main())
+
+
+def test_consumed_offsets_committed_by_a_transaction(aio_broker: Any) -> None:
+    src, dst, group = unique("aio-src"), unique("aio-dst"), unique("aio-t")
+    aio_broker.create(src, 1)
+    aio_broker.create(dst, 1)
+
+    async def main() -> None:
+        await produce(aio_broker.bootstrap, src, 1, 10)
+        seen: list[Any] = []
+
+        async def consume(g: pykaf.aio.ConsumerGroup) -> None:
+            async for record in g:
+                seen.append(record)
+                if len(seen) == 10:
+                    break
+
+        async with (
+            pykaf.aio.open_consumer_group(
+                aio_broker.bootstrap, group, [src], auto_commit=False, **GROUP
+            ) as g,
+            pykaf.aio.open_producer(
+                aio_broker.bootstrap, transactional_id=unique("aio-tid")
+            ) as txn,
+        ):
+            await asyncio.wait_for(consume(g), 60)
+            async with txn.transaction():
+                await txn.send(dst, b"sum", partition=0)
+                await txn.send_offsets_to_transaction({(src, 0): 10}, g.group_metadata())
+            assert await committed(aio_broker.bootstrap, group) == {(src, 0): 10}
 
     asyncio.run(main())

@@ -6,9 +6,11 @@ import asyncio
 from typing import Any
 
 import pytest
+import trio
 
 import pykaf
 import pykaf.aio
+from pykaf import errors
 
 bc = pytest.importorskip("broker_clients", reason="needs confluent-kafka")
 unique = bc.unique
@@ -139,5 +141,50 @@ def test_admin_and_client(aio_broker: Any) -> None:
             assert await client.get_offset(topic, 1, -1) == 1
             assert client.statistics() is not None
             assert not client.closed
+
+    asyncio.run(main())
+
+
+def test_leaving_the_block_delivers_what_is_buffered_and_leaves_no_run(aio_broker: Any) -> None:
+    topic = unique("aio-close")
+    aio_broker.create(topic, 1)
+
+    async def produce_and_return() -> None:
+        async with pykaf.aio.open_producer(aio_broker.bootstrap, linger=1.0) as producer:
+            for i in range(1000):
+                producer.send_nowait(topic, b"%d" % i)
+            assert producer.buffered_records == 1000  # nothing acknowledged yet
+
+    asyncio.run(produce_and_return())
+    assert not trio.lowlevel.in_trio_run()  # the loop's trio run ended with it
+    records = asyncio.run(read(aio_broker.bootstrap, topic, 0, 1000))
+    assert [r.value for r in records] == [b"%d" % i for i in range(1000)]
+
+
+def test_purge_wait_for_space_and_send_now(aio_broker: Any) -> None:
+    topic = unique("aio-purge")
+    aio_broker.create(topic, 1)
+
+    async def main() -> None:
+        failures: list[Any] = []
+
+        def on_delivery(error: Any, metadata: Any) -> None:
+            failures.append(error)
+
+        config = {"linger": 30.0, "buffer_records": 100}
+        async with pykaf.aio.open_producer(aio_broker.bootstrap, **config) as producer:
+            for i in range(100):
+                producer.send_nowait(topic, b"%d" % i, key=b"k", on_delivery=on_delivery)
+            with pytest.raises(errors.BufferFullError):
+                producer.send_nowait(topic, b"one too many", key=b"k")
+            assert producer.purge() == 100
+            await asyncio.wait_for(producer.wait_for_space(), 30)  # room again
+            assert len(failures) == 100
+            assert all(isinstance(e, errors.PurgedError) for e in failures)
+            producer.send_nowait(topic, b"now")
+            producer.send_now()  # not after the 30 s linger
+            await asyncio.wait_for(producer.flush(), 20)
+        records = await read(aio_broker.bootstrap, topic, 0, 1)
+        assert [r.value for r in records] == [b"now"]
 
     asyncio.run(main())

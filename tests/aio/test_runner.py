@@ -270,3 +270,90 @@ def test_a_handler_coroutine_is_cancelled_with_its_trio_call(run: Run) -> None:
 
     run(main)
     assert events[:3] == ["setup", "claim", "cancelled"]
+
+
+def test_a_user_cancelled_while_the_run_starts_stops_it(run: Run) -> None:
+    async def main() -> None:
+        starting = asyncio.create_task(acquire())
+        await asyncio.sleep(0)  # the run is starting
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(starting, 10)  # not left waiting for a run that never stops
+        assert current_runner() is None
+        async with open_fake_cluster() as cluster:  # and a new run starts
+            cluster.create_topic("t", 1)
+
+    run(main)
+
+
+def test_every_plain_method_works_when_called_from_asyncio(run: Run) -> None:
+    """The direct calls that touch trio's state (scopes, events, tasks) from outside a tick."""
+
+    class Handler:
+        def __init__(self) -> None:
+            self.done = asyncio.Event()
+
+        async def setup(self, session: pykaf.aio.GroupSession) -> None:
+            pass
+
+        async def consume_claim(
+            self, session: pykaf.aio.GroupSession, claim: pykaf.aio.Claim
+        ) -> None:
+            batch = await claim.next_batch()
+            assert claim.epoch_before(batch[-1].offset + 1) >= -1
+            session.mark_offset(claim.topic, claim.partition, 2)
+            session.reset_offset(claim.topic, claim.partition, 1)
+            claim.seek(0)
+            again = await claim.next_batch()
+            assert again[0].offset == 0
+            assert session.group_metadata().group_id == "g"
+            self.done.set()
+            await asyncio.Event().wait()  # until the group closes
+
+        async def cleanup(self, session: pykaf.aio.GroupSession) -> None:
+            pass
+
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_client(cluster.bootstrap) as client:
+                async with pykaf.aio.open_producer(client) as producer:
+                    await (await producer.send_batch("t", [b"a", b"b", b"c"])).wait()
+                client.rebootstrap("a test")  # every connection closed from asyncio
+                client.forget_coordinator(0, "g")
+                assert await client.topics() == ["t"]  # and connected again
+                client.newest_features()
+                async with pykaf.aio.open_consumer(client, fetch_max_wait=0.05) as consumer:
+                    pc = await consumer.consume_partition("t", 0, pykaf.OLDEST)
+                    pc.pause()
+                    assert pc.paused
+                    pc.resume()
+                    assert [r.value for r in await pc.next_batch()] == [b"a", b"b", b"c"]
+                async with pykaf.aio.open_consumer_group(
+                    client, "g", ["t"], heartbeat_interval=0.1
+                ) as group:
+                    handler = Handler()
+                    consuming = asyncio.create_task(group.consume(handler))
+                    await asyncio.wait_for(handler.done.wait(), 30)
+                    assert group.assignment() == {"t": [0]}
+                    consuming.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await consuming
+
+    run(main)
+
+
+def test_an_object_used_after_its_block_is_closed(run: Run) -> None:
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap) as producer:
+                pass
+            with pytest.raises(errors.ClosedError):
+                await producer.send("t", b"v")  # the run still serves the cluster
+            with pytest.raises(errors.ClosedError):
+                producer.send_nowait("t", b"v")
+        with pytest.raises(errors.ClosedError):
+            await producer.send("t", b"v")  # and now the run has ended too
+
+    run(main)

@@ -263,6 +263,24 @@ async def test_async_for_break_commits_the_record_it_stopped_at_unless_an_error_
     assert await committed(normal) == 10
 
 
+async def test_a_new_async_for_goes_on_where_a_break_left_the_batch(group_broker: Any) -> None:
+    """The loop's place in a fetched batch is the group's, not one loop's: none is skipped."""
+    broker = group_broker
+    topic, group_id = unique("grp-again"), unique("g")
+    broker.create(topic, 1)
+    async with pykaf.open_producer(broker.bootstrap) as producer:
+        await (await producer.send_batch(topic, [b"%d" % i for i in range(10)], partition=0)).wait()
+    offsets: list[int] = []
+    async with pykaf.open_consumer_group(broker.bootstrap, group_id, [topic], **FAST) as group:
+        with trio.fail_after(30):
+            for stop in (3, 9):  # the first loop stops inside the one fetched batch
+                async for record in group:
+                    offsets.append(record.offset)
+                    if record.offset == stop:
+                        break
+    assert offsets == list(range(10))
+
+
 async def test_marks_only_move_forward_and_reset_offset_moves_back(real_broker: Any) -> None:
     topic, group_id = unique("grp-marks"), unique("g")
     real_broker.create(topic, 1)
