@@ -281,3 +281,24 @@ def test_assigned_partitions_of_a_group_are_committed_as_aiokafka_does(any_broke
             return while_reading, await checker.committed(tp)
 
     assert asyncio.run(main()) == (3, 1)
+
+
+def test_topics_given_without_a_group_are_assigned_when_start_returns(fake_cluster: Any) -> None:
+    topic = bc.unique("aiok-start")
+    fake_cluster.create_topic(topic, 2)
+    tp = TopicPartition(topic, 1)
+
+    async def main() -> None:
+        await _produce(fake_cluster.bootstrap, topic, {1: 3})
+        consumer = AIOKafkaConsumer(
+            topic, bootstrap_servers=fake_cluster.bootstrap, auto_offset_reset="earliest"
+        )
+        await consumer.start()
+        consumer.seek(tp, 2)  # at once, as aiokafka allows
+        record = await consumer.getone(tp)
+        assert (record.partition, record.offset) == (1, 2)
+        await consumer.stop()
+        with pytest.raises(errors.ConsumerStoppedError):
+            consumer.__aiter__()  # a new iteration of a stopped consumer, as aiokafka
+
+    asyncio.run(main())

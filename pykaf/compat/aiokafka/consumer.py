@@ -215,9 +215,13 @@ class AIOKafkaConsumer:
             raise KafkaConnectionError(f"Unable to bootstrap from {self._servers}: {exc}") from exc
         except pykaf_errors.PykafError as exc:
             raise from_pykaf(exc) from exc
-        self._held = held
         if self._topics:
-            self.subscribe(self._topics)
+            self.subscribe(self._topics)  # recorded only: the consumer is not held yet
+        self._held = held
+        if self._wanted_topics and self._group_id is None:
+            # Assigned before start() returns, as aiokafka: a seek may follow at once.
+            dropped = self._set_parts(await self._all_partitions())
+            self._assigning = asyncio.get_running_loop().create_task(self._open_readers(dropped))
         elif self._wanted_topics or self._pattern is not None:
             self._restart_group()
         elif self._manual:
@@ -373,14 +377,18 @@ class AIOKafkaConsumer:
         if not self._wanted_topics and self._pattern is None:
             return
         if self._group_id is None:
-            client = self._parts()[0]
-            wanted = set()
-            for topic in self._wanted_topics:
-                for partition in await client.partitions(topic):
-                    wanted.add(TopicPartition(topic, partition))
-            await self._open_readers(self._set_parts(wanted))
+            await self._open_readers(self._set_parts(await self._all_partitions()))
             return
         await self._run_group()
+
+    async def _all_partitions(self) -> set[TopicPartition]:
+        """Every partition of the subscribed topics (a subscription without a group)."""
+        client = self._parts()[0]
+        wanted = set()
+        for topic in self._wanted_topics:
+            for partition in await client.partitions(topic):
+                wanted.add(TopicPartition(topic, partition))
+        return wanted
 
     async def _run_group(self) -> None:
         client = self._parts()[0]
@@ -555,6 +563,8 @@ class AIOKafkaConsumer:
                 return records[0]
 
     def __aiter__(self) -> AIOKafkaConsumer:
+        if self._closed:
+            raise ConsumerStoppedError()
         return self
 
     async def __anext__(self) -> ConsumerRecord[Any, Any]:
