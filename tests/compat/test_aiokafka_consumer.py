@@ -302,3 +302,26 @@ def test_topics_given_without_a_group_are_assigned_when_start_returns(fake_clust
             consumer.__aiter__()  # a new iteration of a stopped consumer, as aiokafka
 
     asyncio.run(main())
+
+
+def test_a_pattern_subscription_reads_the_matching_topics(fake_cluster: Any) -> None:
+    prefix = bc.unique("aiok-pat")
+    for name in ("a", "b"):
+        fake_cluster.create_topic(f"{prefix}-{name}", 1)
+    fake_cluster.create_topic(bc.unique("aiok-other"), 1)
+
+    async def main() -> set[str]:
+        for name in ("a", "b"):
+            await _produce(fake_cluster.bootstrap, f"{prefix}-{name}", {0: 1})
+        async with AIOKafkaConsumer(
+            bootstrap_servers=fake_cluster.bootstrap,
+            group_id=bc.unique("aiok-g"),
+            auto_offset_reset="earliest",
+        ) as consumer:
+            consumer.subscribe(pattern=f"{prefix}-.*")
+            records = await _drain(consumer, 2)
+            assert consumer.subscription() == {f"{prefix}-a", f"{prefix}-b"}
+            assert records[0].headers == ()
+            return {r.topic for r in records}
+
+    assert asyncio.run(main()) == {f"{prefix}-a", f"{prefix}-b"}

@@ -391,8 +391,15 @@ class AIOKafkaConsumer:
         return wanted
 
     async def _run_group(self) -> None:
-        client = self._parts()[0]
-        topics: Any = self._pattern if self._pattern is not None else sorted(self._wanted_topics)
+        client, _consumer, admin = self._parts()
+        topics = sorted(self._wanted_topics)
+        pattern = self._pattern
+        while pattern is not None and not topics:
+            # Matched here, against the topics there are now (pykaf's classic group takes
+            # names; the broker matches patterns only for group_protocol="consumer").
+            topics = sorted(t for t in await admin.list_topics() if pattern.match(t))
+            if not topics:
+                await asyncio.sleep(1.0)
         held: Held[aio.ConsumerGroup] = Held()
         self._group_held = held
         group_id = self._group_id
@@ -548,7 +555,7 @@ class AIOKafkaConsumer:
             None,
             -1 if key is None else len(key),
             -1 if value is None else len(value),
-            [(name, data or b"") for name, data in record.headers],
+            tuple((name, data or b"") for name, data in record.headers),
         )
 
     async def getone(self, *partitions: TopicPartition) -> ConsumerRecord[Any, Any]:
