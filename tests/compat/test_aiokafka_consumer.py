@@ -325,3 +325,28 @@ def test_a_pattern_subscription_reads_the_matching_topics(fake_cluster: Any) -> 
             return {r.topic for r in records}
 
     assert asyncio.run(main()) == {f"{prefix}-a", f"{prefix}-b"}
+
+
+def test_seeks_without_partitions_wait_for_the_groups_assignment(fake_cluster: Any) -> None:
+    topic = bc.unique("aiok-wait")
+    fake_cluster.create_topic(topic, 2)
+    tp0 = TopicPartition(topic, 0)
+
+    async def main() -> None:
+        await _produce(fake_cluster.bootstrap, topic, {0: 2})
+        async with AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=fake_cluster.bootstrap,
+            group_id=bc.unique("aiok-g"),
+            auto_offset_reset="earliest",
+        ) as consumer:
+            assert await consumer.seek_to_committed() == {}  # nothing committed yet
+            assert consumer.assignment() == {tp0, TopicPartition(topic, 1)}
+            await consumer.seek_to_end()
+            assert await consumer.position(tp0) == 2
+            await consumer.seek_to_beginning()
+            assert (await consumer.getone(tp0)).offset == 0
+            stamp = consumer.last_poll_timestamp(tp0)
+            assert stamp is not None and stamp > 0
+
+    asyncio.run(main())

@@ -15,6 +15,7 @@ before a seek is ever handed out after it.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -75,6 +76,7 @@ class Part:
         "drained",
         "generation",
         "paused",
+        "polled_at",
         "reader",
         "records",
         "seek_to",
@@ -94,6 +96,8 @@ class Part:
         #: The offset of the last seek (applied when the reader comes, if it had not yet).
         self.seek_to: int | None = None
         self.paused = False
+        #: When the last fetch answer for the partition came (ms since the epoch; None: none).
+        self.polled_at: int | None = None
         #: The pump task of a partition consumer (a claim's pump is its consume_claim).
         self.task: asyncio.Task[None] | None = None
 
@@ -156,6 +160,7 @@ class Records:
                 break
             generation = part.generation
             batch = await reader.next_batch()
+            part.polled_at = int(time.time() * 1000)
             if generation != part.generation:
                 reader.seek(part.seek_to)  # fetched across a seek: fetch again from there
                 continue

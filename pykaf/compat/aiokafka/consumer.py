@@ -607,17 +607,26 @@ class AIOKafkaConsumer:
             if session is not None and offset >= 0:
                 session.session.reset_offset(part.tp.topic, part.tp.partition, offset)
 
+    async def _assigned(self) -> list[TopicPartition]:
+        """The assigned partitions; a subscription waits for its first assignment, as aiokafka."""
+        subscribed = bool(self._wanted_topics) or self._pattern is not None
+        while subscribed and not self._records.parts:
+            self._parts()
+            self._raise_failure()
+            await self._records.arrived.wait(0.1)
+        return list(self._records.parts)
+
     async def seek_to_beginning(self, *partitions: TopicPartition) -> None:
         """Continue these partitions (none named: all assigned) from their oldest record."""
-        self._seek(partitions or list(self._records.parts), OLDEST)
+        self._seek(partitions or await self._assigned(), OLDEST)
 
     async def seek_to_end(self, *partitions: TopicPartition) -> None:
         """Continue these partitions (none named: all assigned) from their end."""
-        self._seek(partitions or list(self._records.parts), NEWEST)
+        self._seek(partitions or await self._assigned(), NEWEST)
 
     async def seek_to_committed(self, *partitions: TopicPartition) -> dict[TopicPartition, int]:
         """Continue these partitions (none: all) from the group's committed offsets."""
-        targets = list(partitions) or list(self._records.parts)
+        targets = list(partitions) or await self._assigned()
         out = {}
         for tp in targets:
             offset = await self.committed(tp)
@@ -651,6 +660,11 @@ class AIOKafkaConsumer:
         part = self._part(partition)
         hwm = -1 if part.reader is None else part.reader.high_water_mark
         return None if hwm < 0 else hwm
+
+    def last_poll_timestamp(self, partition: TopicPartition) -> int | None:
+        """When the partition's last fetch answer came (ms since the epoch); None before one."""
+        polled_at: int | None = self._part(partition).polled_at
+        return polled_at
 
     def last_stable_offset(self, partition: TopicPartition) -> int | None:
         """The partition's last stable offset from the last fetch; None before one."""
