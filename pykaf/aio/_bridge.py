@@ -104,8 +104,9 @@ async def call(runner: Runner, fn: Callable[..., Awaitable[T]], *args: Any, **kw
     try:
         return await fut
     except asyncio.CancelledError:
-        if not job.ended:
-            # The trio side gets the cancellation and finishes before this goes on.
+        if not job.ended and (not fut.done() or fut.cancelled()):
+            # The trio side gets the cancellation and finishes before this goes on
+            # (unless it finished already, in the loop pass that cancelled this task).
             job.finished = loop.create_future()
             job.cancel()
             await _uncancellable(job.finished)
