@@ -199,7 +199,14 @@ class ClientConfig(BaseConfig):
     allow_auto_create_topics: bool = opt(
         False, "Ask the broker to create unknown topics when metadata is requested for them."
     )
-    retry_backoff: float = opt(0.1, "Seconds to wait before retrying a failed metadata call.")
+    retry_backoff: float = opt(
+        0.1,
+        "Seconds to wait before the first retry of a failed request or attach; the wait "
+        "doubles per consecutive failure up to retry_backoff_max, with 20% jitter (KIP-580).",
+    )
+    retry_backoff_max: float = opt(
+        1.0, "Upper bound, seconds, of the exponential backoff between retries."
+    )
     reconnect_backoff: float = opt(
         0.05, "Initial seconds to wait before reconnecting to a broker (doubles per failure)."
     )
@@ -273,6 +280,7 @@ class ClientConfig(BaseConfig):
         ):
             positive(name, getattr(self, name))
         positive("retry_backoff", self.retry_backoff, allow_zero=True)
+        positive("retry_backoff_max", self.retry_backoff_max)
         positive("reconnect_backoff", self.reconnect_backoff, allow_zero=True)
         check(
             self.on_request is None or callable(self.on_request),

@@ -59,6 +59,8 @@ from pykaf import (
     open_consumer,
     open_producer,
 )
+from pykaf._cluster.backoff import Backoff
+from pykaf._cluster.request import wait_until
 from pykaf._columns import BinaryColumn
 from pykaf._output import Progress, fixed_columns, print_table, rich_console
 
@@ -227,18 +229,19 @@ async def create_topic(client: Client, topic: str, partitions: int) -> None:
             await admin.create_topic(topic, partitions)
         except errors.PykafError as exc:
             raise DemoError(f"creating topic {topic!r} failed: {exc}") from exc
-    with trio.move_on_after(30):
-        while True:
-            await client.refresh_metadata(topic)
-            info = client.metadata.topics.get(topic)
-            if (
-                info is not None
-                and info.error is None
-                and len(info.partitions) == partitions
-                and all(p.leader >= 0 for p in info.partitions.values())
-            ):
-                return
-            await trio.sleep(0.1)
+
+    async def led() -> bool:
+        await client.refresh_metadata(topic)
+        info = client.metadata.topics.get(topic)
+        return (
+            info is not None
+            and info.error is None
+            and len(info.partitions) == partitions
+            and all(p.leader >= 0 for p in info.partitions.values())
+        )
+
+    if await wait_until(led, 30, Backoff.of(client.config)):
+        return
     raise DemoError(f"topic {topic!r} was created but its {partitions} partitions have no leaders")
 
 

@@ -6,7 +6,15 @@ import importlib
 
 import pytest
 
-PUBLIC_MODULES = ["pykaf", "pykaf.codec", "pykaf.errors", "pykaf.sync", "pykaf.testing"]
+PUBLIC_MODULES = [
+    "pykaf",
+    "pykaf.aio",
+    "pykaf.aio.testing",
+    "pykaf.codec",
+    "pykaf.errors",
+    "pykaf.sync",
+    "pykaf.testing",
+]
 
 
 @pytest.mark.parametrize("modname", PUBLIC_MODULES)

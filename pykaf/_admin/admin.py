@@ -39,6 +39,7 @@ from pykaf._admin.results import (
 )
 from pykaf._admin.share_groups import ShareGroupOffset
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.ends import list_offsets
 from pykaf._config import ClientConfig
@@ -162,7 +163,7 @@ class Admin:
         codes count. NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE look the coordinator up
         again; COORDINATOR_LOAD_IN_PROGRESS (a coordinator still reading its
         offsets partition: Kafka answers it on a group's first use) waits
-        ``retry_backoff`` and asks again. Both until ``request_timeout``; then
+        the retry backoff and asks again. Both until ``request_timeout``; then
         the last answer is returned for the caller to raise.
         """
 
@@ -221,24 +222,25 @@ class Admin:
             log.debug("metadata refresh after a topic change failed: %s", exc)
 
     async def _await_topics(self, expected: Mapping[str, int | None]) -> None:
-        deadline = rq.Deadline(self.client.config.request_timeout)
-        while True:
+        seen: dict[str, int | None] = {}
+
+        async def shown() -> bool:
             response = await self._metadata(list(expected))
-            seen: dict[str, int | None] = {
-                t.name: None
-                if t.error_code
-                else sum(1 for p in t.partitions if p.leader_id >= 0 and not p.error_code)
-                for t in response.topics
-            }
-            if all(
-                seen.get(name) == count or (count == -1 and seen.get(name))
+            seen.clear()
+            for t in response.topics:
+                seen[t.name] = (
+                    None
+                    if t.error_code
+                    else sum(1 for p in t.partitions if p.leader_id >= 0 and not p.error_code)
+                )
+            return all(
+                seen.get(name) == count or (count == -1 and bool(seen.get(name)))
                 for name, count in expected.items()
-            ):
-                return
-            if deadline.passed:
-                log.debug("the metadata shows %s, not yet %s", seen, dict(expected))
-                return
-            await rq.backoff(self.client)
+            )
+
+        config = self.client.config
+        if not await rq.wait_until(shown, config.request_timeout, Backoff.of(config)):
+            log.debug("the metadata shows %s, not yet %s", seen, dict(expected))
 
     # -- topics -------------------------------------------------------------------
 
@@ -913,13 +915,14 @@ class Admin:
             KafkaError: the broker's error for the group or a partition.
         """
         deadline = rq.Deadline(self.client.config.request_timeout)
+        retries = Retries(Backoff.of(self.client.config))
         while True:
             try:
                 return await self._list_group_offsets(group_id, partitions, require_stable)
             except errors.UnstableOffsetCommitError:
                 if deadline.passed:
                     raise
-            await rq.backoff(self.client)
+            await retries.wait()
 
     async def _list_group_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition] | None, require_stable: bool

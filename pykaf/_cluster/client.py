@@ -30,6 +30,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.metadata import BrokerInfo, Metadata, PartitionInfo
 from pykaf._cluster.pool import ConnectionPool
 from pykaf._config import ClientConfig
@@ -351,6 +352,7 @@ class Client:
         deadline = rq.Deadline(self.config.request_timeout)
         creating = self.config.allow_auto_create_topics
         creation_deadline = rq.Deadline(min(self.config.request_timeout, AUTO_CREATE_WAIT))
+        retries = Retries(Backoff.of(self.config))
         while t is None and not deadline.passed:
             known = self.metadata.topic_errors.get(topic)
             if known is None or not known.retriable:
@@ -359,7 +361,7 @@ class Client:
                 not creating or creation_deadline.passed
             ):
                 break
-            await rq.backoff(self)
+            await retries.wait()
             await self.refresh_metadata(topic)
             t = self.metadata.topics.get(topic)
         if t is None:

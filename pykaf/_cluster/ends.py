@@ -100,7 +100,7 @@ async def _fetched_end(
 
     The partition's leader is asked for at most one byte (only the watermarks
     are read); a leader change or another retriable error is followed after
-    ``retry_backoff``. -1 if the Fetch reports no end (``offset`` out of range).
+    the retry backoff. -1 if the Fetch reports no end (``offset`` out of range).
 
     Raises:
         UnknownTopicOrPartitionError, and the leader's other non-retriable errors.

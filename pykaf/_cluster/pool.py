@@ -8,10 +8,10 @@ so a dead broker is not hammered and a restarted one is found again quickly.
 from __future__ import annotations
 
 import logging
-import random
 
 import trio
 
+from pykaf._cluster.backoff import delay
 from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
 from pykaf.errors import ClosedError, KafkaConnectionError
@@ -42,13 +42,8 @@ class ConnectionPool:
 
     def backoff(self, failures: int) -> float:
         """Seconds to wait before the next attempt after ``failures`` failures."""
-        if failures <= 0:
-            return 0.0
-        base: float = min(
-            self.config.reconnect_backoff_max,
-            self.config.reconnect_backoff * (2 ** min(failures - 1, 30)),
-        )
-        return base * random.uniform(0.8, 1.2)
+        cfg = self.config
+        return delay(failures, cfg.reconnect_backoff, cfg.reconnect_backoff_max)
 
     async def get(self, host: str, port: int, node_id: int = -1) -> BrokerConnection:
         """A live connection to ``host:port`` (opened or reopened as needed).

@@ -5,11 +5,13 @@ through :func:`call` (or :func:`request`, which also picks the version and
 builds the request): the broker is chosen by a :class:`Target` (any broker, a
 node, a partition's leader, a group's or a transactional id's coordinator),
 the answer is turned into the typed error of :mod:`pykaf.errors` by the
-caller's ``check``, and a failure the caller retries waits ``retry_backoff``
-and asks again until a deadline (``request_timeout`` unless the caller gives
-its own). An answer saying the broker was the wrong one (NOT_COORDINATOR,
-COORDINATOR_NOT_AVAILABLE, a lost connection to the coordinator, a retriable
-error from a leader) makes the next attempt look the broker up again.
+caller's ``check``, and a failure the caller retries waits the one backoff
+(:mod:`pykaf._cluster.backoff`: ``retry_backoff`` doubling per attempt up to
+``retry_backoff_max``, with jitter) and asks again until a deadline
+(``request_timeout`` unless the caller gives its own). An answer saying the
+broker was the wrong one (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, a lost
+connection to the coordinator, a retriable error from a leader) makes the next
+attempt look the broker up again.
 
 The clock is trio's (:func:`now`), so that ``trio.testing.MockClock`` drives
 every backoff and deadline.
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import trio
 
 from pykaf import errors
+from pykaf._cluster.backoff import Backoff, Retries
 
 if TYPE_CHECKING:
     from pykaf._cluster.metadata import BrokerInfo, Metadata
@@ -86,13 +89,29 @@ class Deadline:
         return max(0.0, self.at - now())
 
 
-async def backoff(client: Client, seconds: float | None = None) -> None:
-    """Wait the one retry backoff: ``seconds``, by default the client's ``retry_backoff``.
+async def backoff(client: Client, failures: int = 1, policy: Backoff | None = None) -> None:
+    """Wait the one retry backoff after ``failures`` consecutive failures.
 
-    A role passes its own ``retry_backoff`` when its options may differ from
-    a shared client's.
+    ``policy`` is the role's own (:meth:`Backoff.of` its options) when they may
+    differ from a shared client's; by default the client's.
     """
-    await trio.sleep(client.config.retry_backoff if seconds is None else seconds)
+    await (Backoff.of(client.config) if policy is None else policy).wait(failures)
+
+
+async def wait_until(holds: Callable[[], Awaitable[bool]], timeout: float, policy: Backoff) -> bool:
+    """Ask ``holds`` until it answers True (True) or ``timeout`` seconds pass (False).
+
+    The asks are the one backoff apart (``policy``); ``holds`` is asked at
+    least once, and once more after the last wait.
+    """
+    deadline = Deadline(timeout)
+    retries = Retries(policy)
+    while True:
+        if await holds():
+            return True
+        if deadline.passed:
+            return False
+        await retries.wait()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,10 +179,14 @@ def transaction_coordinator(transactional_id: str) -> Target:
 
 
 async def retry_later(
-    client: Client, target: Target, failure: BaseException, seconds: float | None = None
+    client: Client,
+    target: Target,
+    failure: BaseException,
+    policy: Backoff | None = None,
+    failures: int = 1,
 ) -> None:
     """The pause between two attempts: :func:`backoff`, then forget a broker that moved."""
-    await backoff(client, seconds)
+    await backoff(client, failures, policy)
     target.forget(client, failure)
 
 
@@ -188,7 +211,7 @@ async def call(
     check: Callable[[R], errors.KafkaError | None] = _no_error,
     retry_raised: tuple[type[BaseException], ...] = (),
     timeout: float | None = None,
-    retry_backoff: float | None = None,
+    policy: Backoff | None = None,
     min_attempts: int = 1,
     max_attempts: int | None = None,
     refused: Callable[[errors.KafkaError], BaseException] | None = None,
@@ -209,7 +232,7 @@ async def call(
             exchanging that are asked again too (default: none, they propagate).
         timeout: seconds after which a failure is no longer retried
             (default ``request_timeout``; ``math.inf`` for none).
-        retry_backoff: seconds between attempts (default: the client's).
+        policy: the backoff between attempts (default: the client's).
         min_attempts: attempts made before the deadline counts.
         max_attempts: attempts after which a failure is no longer retried.
         refused: what to raise for an answered error that is not retried
@@ -249,7 +272,7 @@ async def call(
             on_retry(failure)
         else:
             log.debug("%s: %s; retrying", what, failure)
-        await retry_later(client, target, failure, retry_backoff)
+        await retry_later(client, target, failure, policy, attempts)
 
 
 def version_for(conn: BrokerConnection, api: Any, max_version: int | None = None) -> int:
@@ -298,4 +321,5 @@ __all__ = [
     "retry_later",
     "transaction_coordinator",
     "version_for",
+    "wait_until",
 ]

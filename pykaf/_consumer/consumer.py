@@ -35,6 +35,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.config import ConsumerConfig
@@ -98,6 +99,8 @@ class Consumer:
     def __init__(self, client: Client, config: ConsumerConfig, nursery: trio.Nursery) -> None:
         self.client = client
         self.config = config
+        #: the one retry backoff, after a partition's failed start or leader lookup
+        self._backoff = Backoff.of(config)
         self._nursery = nursery
         self._partitions: dict[tuple[str, int], PartitionConsumer] = {}
         self._fetchers: dict[int, BrokerFetcher] = {}
@@ -226,12 +229,10 @@ class Consumer:
     # -- partition tasks --------------------------------------------------------
 
     async def _partition_task(self, pc: PartitionConsumer) -> None:
-        cfg = self.config
         while not pc.stopped:
             if pc.fetcher is None:
                 if pc.failures:
-                    backoff = min(cfg.retry_backoff * 2 ** (pc.failures - 1), 5.0)
-                    await trio.sleep(backoff)
+                    await self._backoff.wait(pc.failures)
                 try:
                     if pc.fetch_offset < 0:
                         await self._resolve_start(pc)

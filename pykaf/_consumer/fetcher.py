@@ -30,6 +30,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._consumer.fetch_session import SESSION_ERRORS, FetchSession
 from pykaf._consumer.fetched import Fetched, scan_record_set
@@ -96,6 +97,8 @@ class BrokerFetcher:
         self.batch_hook: Callable[[BatchEvent], object] | None = consumer.config.on_batch
         #: the KIP-227 fetch session with this broker
         self.session = FetchSession(enabled=consumer.config.fetch_sessions)
+        #: failed Fetch answers in a row, and the backoff they earn
+        self._retries = Retries(Backoff.of(consumer.config))
         self._in_flight = False
         consumer.budget.on_room(self.wake)
 
@@ -223,11 +226,12 @@ class BrokerFetcher:
         if top is not None:
             self.errors += 1
             log.warning("Fetch from broker %d: %s", self.node_id, top.description)
-            await trio.sleep(cfg.retry_backoff)
+            await self._retries.wait()
             return
         if not usable:
             log.info("Fetch from broker %d: an answer for another session, dropped", self.node_id)
             return
+        self._retries.reset()
         # Record sets are views of the whole answer: with more than one, each is
         # copied, so that reading one partition frees its bytes whatever the others do.
         shared = sum(1 for rt in response.responses for rp in rt.partitions if rp.records) > 1

@@ -37,6 +37,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import NEWEST, OLDEST, Client
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._consumer.consumer import Consumer
@@ -121,6 +122,8 @@ class ConsumerGroup:
     ) -> None:
         self.client = client
         self.config = config
+        #: failed coordinator round trips in a row, and the backoff they earn
+        self._retries = Retries(Backoff.of(config))
         self.group_id = group_id
         self.topics = sorted(set(topics))
         self._consumer = consumer
@@ -325,7 +328,7 @@ class ConsumerGroup:
         # The request path's pause: the next _coordinator() looks the
         # coordinator up again after NOT_COORDINATOR or a lost connection.
         target = rq.group_coordinator(self.group_id)
-        await rq.retry_later(self.client, target, error, self.config.retry_backoff)
+        await rq.retry_later(self.client, target, error, self._retries.policy, self._retries.fail())
 
     async def _join_and_sync(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
         """Join and sync until this member holds an assignment of a generation."""
@@ -338,6 +341,7 @@ class ConsumerGroup:
                 log.info("group %s: %s; joining again", self.group_id, exc)
                 await self._retry_later(exc)
                 continue
+            self._retries.reset()
             self.rebalances += 1
             assigned = {(t, p) for t, ps in assignment.items() for p in ps}
             revoked = [tp for tp in self._claims if tp not in assigned]
@@ -391,7 +395,7 @@ class ConsumerGroup:
                 self._lose_membership()
                 raise _Rejoin
             if issubclass(err, errors.RebalanceInProgressError):
-                await rq.backoff(self.client, cfg.retry_backoff)
+                await self._retries.wait()
                 raise _Rejoin
             raise err(f"JoinGroup {self.group_id!r}: {err.description}")
         self.member_id = response.member_id
@@ -638,6 +642,7 @@ class ConsumerGroup:
                 continue
             if err is None:
                 last_ok = trio.current_time()
+                self._retries.reset()
                 continue
             if issubclass(err, errors.RebalanceInProgressError):
                 log.info("group %s: rebalance", self.group_id)

@@ -285,6 +285,7 @@ class HeartbeatMember(ConsumerGroup):
 
     def _answered(self, response: Any, acked: bool) -> None:
         """A heartbeat answered without error: the epoch, the interval, maybe an assignment."""
+        self._retries.reset()
         if self._fenced or self._closed:
             return
         if response.member_id:
@@ -407,7 +408,7 @@ class HeartbeatMember(ConsumerGroup):
         return names
 
     async def _wake_later(self) -> None:
-        await trio.sleep(self.config.retry_backoff)
+        await self._retries.policy.wait()
         self._wake.set()
 
     # -- leaving --------------------------------------------------------------------

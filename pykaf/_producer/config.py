@@ -76,9 +76,6 @@ class ProducerConfig(ClientConfig):
     retries: int = opt(
         2_147_483_647, "Times a retriable failure is retried (bounded by delivery_timeout)."
     )
-    retry_backoff_max: float = opt(
-        1.0, "Upper bound, seconds, of the exponential backoff between produce retries."
-    )
     delivery_timeout: float = opt(
         120.0, "Seconds from send() until a record is acknowledged or fails for good."
     )
@@ -126,7 +123,6 @@ class ProducerConfig(ClientConfig):
             check(False, "acks", self.acks, 'must be 0, 1, -1 or "all"')
         positive("linger", self.linger, allow_zero=True)
         positive("delivery_timeout", self.delivery_timeout)
-        positive("retry_backoff_max", self.retry_backoff_max)
         positive("transaction_timeout", self.transaction_timeout)
         for name in (
             "batch_bytes",

@@ -20,6 +20,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.client import COORDINATOR_TRANSACTION
 from pykaf._producer.batch import ProducerBatch, restamp
 from pykaf._producer.config import ProducerConfig
@@ -126,7 +127,7 @@ class Idempotence:
 
         Asked on the request path (``pykaf._cluster.request``): the transaction
         coordinator (or any broker without a transactional id), retriable
-        answers and lost connections asked again ``retry_backoff`` apart
+        answers and lost connections asked again after the retry backoff
         until ``request_timeout``.
 
         Raises:
@@ -200,7 +201,7 @@ class Idempotence:
             check=lambda r: rq.error_of(r.error_code, "InitProducerId"),
             retry_raised=(errors.KafkaConnectionError, errors.RetriableError),
             timeout=max(deadline.at - rq.now(), 0.0),
-            retry_backoff=cfg.retry_backoff,
+            policy=Backoff.of(cfg),
             refused=refused,
             exhausted=exhausted,
             on_retry=forget,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from pykaf import errors
+from pykaf._cluster.backoff import Retries
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.delivery import Reports
@@ -146,6 +147,7 @@ class Router:
     async def _lookup_topic(self, topic: str) -> list[int]:
         cfg = self._config
         deadline = trio.current_time() + min(cfg.delivery_timeout, 60.0)
+        retries = Retries(self._sinks.policy)
         while True:
             try:
                 return await self._client.partitions(topic)
@@ -157,7 +159,7 @@ class Router:
             except errors.RetriableError:
                 if trio.current_time() >= deadline:
                     raise
-            await trio.sleep(cfg.retry_backoff)
+            await retries.wait()
             await self._client.refresh_metadata(topic)
 
     def _update_available(self, t: TopicState) -> None:
@@ -188,7 +190,7 @@ class Router:
         while True:
             if p.broker is None:
                 if p.failures:
-                    await trio.sleep(self._sinks.backoff(p))
+                    await self._sinks.policy.wait(p.failures)
                 await self._ids.wait_bump()
                 leader = await self._find_leader(p)
                 if leader is None:

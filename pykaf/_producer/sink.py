@@ -29,6 +29,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.backoff import Backoff
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.batch import ProducerBatch
 from pykaf._producer.config import ProducerConfig
@@ -81,6 +82,8 @@ class Sinks:
     ) -> None:
         self.client = client
         self.config = config
+        #: the one retry backoff (exponential, jittered) of every detached partition
+        self.policy = Backoff.of(config)
         self.acc = accumulator
         self.reports = reports
         self.ids = ids
@@ -307,9 +310,8 @@ class Sinks:
         self.expire_queued(p, now)
 
     def backoff(self, p: PartitionState) -> float:
-        """Seconds before a detached partition is attached again (exponential, capped)."""
-        cfg = self.config
-        return min(cfg.retry_backoff * 2.0 ** (p.failures - 1), cfg.retry_backoff_max)
+        """Seconds before a detached partition is attached again (the one retry backoff)."""
+        return self.policy.delay(p.failures)
 
     def partition_unreachable(self, p: PartitionState, error: BaseException) -> None:
         """The leader could not be reached: look the leader up again, then retry."""

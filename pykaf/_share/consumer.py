@@ -33,6 +33,7 @@ import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import Client
 from pykaf._share.config import ShareConsumerConfig
 from pykaf._share.membership import ShareMembership, TopicPartition
@@ -101,6 +102,8 @@ class ShareConsumer:
         self.config = config
         self.group_id = group_id
         self.membership = ShareMembership(client, config, group_id, topics)
+        #: failed share fetches in a row, and the backoff they earn
+        self._retries = Retries(Backoff.of(config))
         self._sessions: dict[int, _Session] = {}
         self._pending = PendingAcks()
         self._handed: dict[TopicPartition, set[int]] = {}  # handed out, not acknowledged
@@ -255,7 +258,7 @@ class ShareConsumer:
         for node_id in self._sessions:
             by_leader.setdefault(node_id, set())
         if not any(by_leader.values()):
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.wait()
             return []
         found: list[ShareRecord] = []
 
@@ -320,13 +323,14 @@ class ShareConsumer:
             log.info("share group %s: ShareFetch to %s: %s", self.group_id, node_id, exc)
             session.reset()
             self._requeue(acks)
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.wait()
             # The node may be gone for good: ask where its partitions lead now.
             await self._refresh_metadata()
             return []
         err = errors.error_for_code(response.error_code)
         if err is not None:
             return await self._session_failed(session, err, response.error_message, acks)
+        self._retries.reset()
         session.advance()
         session.partitions = set(fetch)
         if response.acquisition_lock_timeout_ms > 0:
@@ -371,11 +375,11 @@ class ShareConsumer:
             log.info("share group %s: share session lost (%s)", self.group_id, err.name)
             for tp in acks:
                 self._handed.pop(tp, None)
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.wait()
             return []
         if err.retriable:
             self._requeue(acks)
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.wait()
             return []
         raise err(f"ShareFetch {self.group_id!r}: {message or err.description}")
 

@@ -27,6 +27,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import Client
 from pykaf._share.config import ShareConsumerConfig
 
@@ -49,6 +50,8 @@ class ShareMembership:
     ) -> None:
         self.client = client
         self.config = config
+        #: failed heartbeats in a row, and the backoff they earn
+        self._retries = Retries(Backoff.of(config))
         self.group_id = group_id
         self.topics = list(topics)
         # Made by the member and kept for its life (KIP-1082): a random UUID, base64url.
@@ -107,7 +110,7 @@ class ShareMembership:
 
     async def _retry_later(self, exc: BaseException) -> None:
         target = rq.group_coordinator(self.group_id)
-        await rq.retry_later(self.client, target, exc, self.config.retry_backoff)
+        await rq.retry_later(self.client, target, exc, self._retries.policy, self._retries.fail())
 
     async def _heartbeats(self) -> None:
         last_ok = trio.current_time()
@@ -133,6 +136,7 @@ class ShareMembership:
             err = errors.error_for_code(response.error_code)
             if err is None:
                 last_ok = trio.current_time()
+                self._retries.reset()
                 await self._answered(response)
                 continue
             if issubclass(err, _FENCED):
@@ -192,7 +196,7 @@ class ShareMembership:
                 log.info("share group %s: metadata: %s", self.group_id, exc)
             names = self.client.metadata.names_of(ids)
         if len(names) < len(ids):
-            await trio.sleep(self.config.retry_backoff)
+            await self._retries.policy.wait()
             return None
         return names
 

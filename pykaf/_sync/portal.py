@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import inspect
 import logging
 import os
 import sys
 import threading
 import time
+import warnings
+from asyncio import _get_running_loop as _running_asyncio_loop
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, suppress
 from typing import Any, Generic, TypeVar
@@ -159,6 +162,8 @@ class Portal:
 
     def _ensure_started(self) -> trio.lowlevel.TrioToken:
         self.check_caller()
+        if not _warned_asyncio and _running_asyncio_loop() is not None:
+            _warn_asyncio()
         if not self._ready.is_set():
             with self._lock:
                 if self._closed:
@@ -628,6 +633,34 @@ def _timeout_error(fn: Callable[..., object] | None, timeout: float | None) -> K
 
 _shared_lock = threading.Lock()
 _shared: Portal | None = None
+
+
+#: Whether :func:`_warn_asyncio` has spoken (once per process).
+_warned_asyncio = False
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _warn_asyncio() -> None:
+    """Warn, once, that a blocking call was made inside a running asyncio loop.
+
+    A warning, not an error: Jupyter runs every cell inside a running loop,
+    and blocking code is at home in a notebook.
+    """
+    global _warned_asyncio
+    _warned_asyncio = True
+    # Point at the caller's line: the first frame outside pykaf.
+    level = 1
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(
+        "pykaf.sync blocks the running asyncio loop while it waits; in asyncio code use "
+        "pykaf.aio instead (async with pykaf.aio.open_producer(...), the same API awaited). "
+        "This warning is shown once.",
+        RuntimeWarning,
+        stacklevel=level,
+    )
 
 
 def get_portal() -> Portal:

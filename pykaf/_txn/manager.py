@@ -36,6 +36,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._txn.host import TxnHost, TxnPartition
 from pykaf._txn.states import INITIAL, TxnEvent, TxnStatus, allowed, transition
@@ -607,7 +608,7 @@ class TransactionManager:
             check=checked,
             retry_raised=(errors.RetriableError,),
             timeout=cfg.request_timeout,
-            retry_backoff=cfg.retry_backoff,
+            policy=Backoff.of(cfg),
             refused=refused,
             exhausted=exhausted,
         )

@@ -14,13 +14,15 @@ import trio.testing
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster import request as rq
+from pykaf._cluster.backoff import JITTER
 from pykaf._cluster.client import Client, open_client
 from pykaf.testing import FakeCluster, open_fake_cluster
 
 OFFSET_FETCH = P.OffsetFetchRequest.API_KEY
 LOADING = errors.CoordinatorLoadInProgressError.code
 MOVED = errors.NotCoordinatorError.code
-BACKOFF = 5.0
+BACKOFF = 5.0  # the first wait; it doubles per failure up to CAP, with JITTER either way
+CAP = 4 * BACKOFF
 
 
 def offset_fetch(version: int) -> Any:
@@ -41,7 +43,9 @@ async def fake_client(
     """A fake cluster in this trio run (so on its clock) with topic t, and a client of it."""
     async with open_fake_cluster(brokers) as cluster:
         cluster.create_topic("t", 1)
-        async with open_client(cluster.bootstrap, retry_backoff=BACKOFF, **options) as client:
+        async with open_client(
+            cluster.bootstrap, retry_backoff=BACKOFF, retry_backoff_max=CAP, **options
+        ) as client:
             yield cluster, client
 
 
@@ -67,7 +71,9 @@ async def test_a_retriable_answer_is_asked_again_after_the_backoff(
         response = await fetch_offsets(client)
         assert first_error(response) is None
         assert cluster.count_requests(OFFSET_FETCH) == 3
-        assert 2 * BACKOFF <= trio.current_time() - started < 3 * BACKOFF
+        # Two waits, the second twice the first (the one backoff of pykaf._cluster.backoff).
+        waited = trio.current_time() - started
+        assert 3 * BACKOFF * (1 - JITTER) <= waited <= 3 * BACKOFF * (1 + JITTER)
 
 
 async def test_the_deadline_raises_the_last_typed_error(
@@ -78,12 +84,12 @@ async def test_the_deadline_raises_the_last_typed_error(
         started = trio.current_time()
         with pytest.raises(errors.CoordinatorLoadInProgressError, match="OffsetFetch"):
             await fetch_offsets(client)
-        assert 60 <= trio.current_time() - started < 60 + 2 * BACKOFF
+        assert 60 <= trio.current_time() - started <= 60 + CAP * (1 + JITTER)
         # A caller's own deadline instead of request_timeout.
         started = trio.current_time()
         with pytest.raises(errors.CoordinatorLoadInProgressError):
             await fetch_offsets(client, timeout=20)
-        assert 20 <= trio.current_time() - started < 20 + 2 * BACKOFF
+        assert 20 <= trio.current_time() - started <= 20 + CAP * (1 + JITTER)
 
 
 async def test_a_non_retriable_answer_is_raised_at_once(
@@ -174,7 +180,7 @@ async def test_raised_failures_are_retried_only_when_asked(
             == 3
         )
         assert len(seen) == 2
-        assert calls[2] - calls[0] >= 2 * BACKOFF
+        assert calls[2] - calls[0] >= 3 * BACKOFF * (1 - JITTER)
 
 
 async def test_deadline_and_clock_follow_the_mock_clock(

@@ -1,0 +1,272 @@
+"""pykaf.aio's trio guest run and its bridge: one run per loop, cancellation both ways, errors.
+
+No broker but the fake cluster, run inside the loop's own trio run. Each
+test runs on asyncio's loop and on uvloop's (the ``run`` fixture).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+
+import pykaf
+import pykaf.aio
+from pykaf import errors
+from pykaf.aio._bridge import hold
+from pykaf.aio._runner import acquire, current_runner, release
+from pykaf.aio.testing import open_fake_cluster
+
+if sys.version_info < (3, 11):  # pragma: no cover - trio installs the backport there
+    from exceptiongroup import BaseExceptionGroup  # type: ignore[import-not-found]
+
+Run = Callable[[Callable[[], Any]], Any]
+
+
+class Boom(Exception):
+    pass
+
+
+def children() -> int:
+    """How many tasks the loop's trio run has going (holders and calls)."""
+    runner = current_runner()
+    assert runner is not None and runner.nursery is not None
+    return len(runner.nursery.child_tasks)
+
+
+def test_a_loops_objects_share_one_run_that_ends_with_the_last(run: Run) -> None:
+    async def main() -> None:
+        assert current_runner() is None
+        async with open_fake_cluster() as cluster:
+            first = current_runner()
+            assert first is not None
+            cluster.create_topic("t", 1)
+            async with (
+                pykaf.aio.open_producer(cluster.bootstrap) as producer,
+                pykaf.aio.open_admin(cluster.bootstrap) as admin,
+            ):
+                assert current_runner() is first
+                await producer.send("t", b"v")
+                assert await admin.list_topics() == ["t"]
+            assert current_runner() is first
+        assert current_runner() is None
+        assert not trio.lowlevel.in_trio_run()  # nothing of trio is left in the thread
+
+    run(main)
+    run(main)  # the thread hosts a new run for a new loop
+
+
+def test_a_call_without_a_running_loop_names_the_entry_points() -> None:
+    async def under_trio() -> None:
+        async with pykaf.aio.open_producer("127.0.0.1:1"):
+            pass
+
+    with pytest.raises(RuntimeError, match=r"pykaf.aio needs a running asyncio loop.*trio API"):
+        trio.run(under_trio)
+
+
+def test_a_plain_call_from_a_worker_thread_is_refused(run: Run) -> None:
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap) as producer:
+                with pytest.raises(RuntimeError, match="running asyncio loop"):
+                    await asyncio.to_thread(producer.statistics)
+                with pytest.raises(RuntimeError, match="another asyncio loop"):
+                    await asyncio.to_thread(asyncio.run, producer.send("t", b"v"))
+
+    run(main)
+
+
+def test_an_object_used_from_another_loop_is_refused(run: Run) -> None:
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with (
+                pykaf.aio.open_producer(cluster.bootstrap) as producer,
+                pykaf.aio.open_client(cluster.bootstrap) as client,
+            ):
+
+                async def elsewhere() -> None:
+                    with pytest.raises(RuntimeError, match="another asyncio loop"):
+                        await producer.send("t", b"v")
+                    with pytest.raises(RuntimeError, match="another asyncio loop"):
+                        producer.statistics()
+                    with pytest.raises(RuntimeError, match="another asyncio loop"):
+                        async with pykaf.aio.open_producer(client):
+                            pass
+
+                await asyncio.to_thread(asyncio.run, elsewhere())
+                # and the objects still work on their own loop
+                await producer.send("t", b"v")
+                assert await client.topics() == ["t"]
+
+    run(main)
+
+
+def test_cancelling_the_asyncio_side_cancels_the_trio_call(run: Run) -> None:
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_consumer(cluster.bootstrap, fetch_max_wait=0.05) as consumer:
+                pc = await consumer.consume_partition("t", 0, pykaf.OLDEST)
+                before = children()
+                with pytest.raises(asyncio.TimeoutError):
+                    await asyncio.wait_for(pc.next_batch(), 0.1)
+                assert children() == before  # the trio call ended with the asyncio one
+                if sys.version_info >= (3, 11):
+                    with pytest.raises(TimeoutError):
+                        async with asyncio.timeout(0.1):
+                            await pc.next_batch()
+                    assert children() == before
+                task = asyncio.create_task(pc.next_batch())
+                await asyncio.sleep(0)
+                assert children() == before + 1
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert children() == before
+                async with pykaf.aio.open_producer(cluster.bootstrap) as producer:
+                    await producer.send("t", b"after")
+                batch = await pc.next_batch()  # nothing was lost by the cancelled calls
+                assert [r.value for r in batch] == [b"after"]
+
+    run(main)
+
+
+def test_trio_errors_come_out_as_the_same_classes(run: Run) -> None:
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 2)
+            async with (
+                pykaf.aio.open_producer(cluster.bootstrap) as producer,
+                pykaf.aio.open_admin(cluster.bootstrap) as admin,
+            ):
+                with pytest.raises(errors.UnknownTopicOrPartitionError):
+                    await producer.send("t", b"v", partition=7)
+                with pytest.raises(TypeError):
+                    producer.send_nowait("t", "not bytes")  # type: ignore[arg-type]
+                with pytest.raises(errors.TopicExistsError):
+                    await admin.create_topic("t", 1)
+                with pytest.raises(errors.ConfigError, match="transactional_id"):
+                    producer.begin_transaction()
+
+    run(main)
+
+
+def test_plain_calls_that_wake_trio_work_from_asyncio(run: Run) -> None:
+    """Channel sends and keyed records wake trio tasks from outside a trio tick."""
+
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 3)
+            config = {"return_successes": True, "linger": 0}
+            async with pykaf.aio.open_producer(cluster.bootstrap, **config) as producer:
+                producer.input().send_nowait(pykaf.ProducerMessage("t", b"in", key=b"k"))
+                message = await producer.successes().receive()
+                assert (message.value, message.key) == (b"in", b"k")
+                for i in range(50):
+                    producer.send_nowait("t", b"%d" % i, key=b"%d" % i)
+                await asyncio.wait_for(producer.flush(), 20)  # not left waiting for a trio tick
+                assert producer.buffered_records == 0
+
+    run(main)
+
+
+@asynccontextmanager
+async def failing_later() -> AsyncIterator[str]:
+    async def boom() -> None:
+        await trio.sleep(0.01)
+        raise Boom
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(boom)
+        yield "entered"
+
+
+def test_a_trio_failure_cancels_the_block_and_is_raised(run: Run) -> None:
+    async def main() -> None:
+        runner = await acquire()
+        try:
+            with pytest.raises(BaseExceptionGroup) as info:
+                async with hold(runner, failing_later()) as value:
+                    assert value == "entered"
+                    await asyncio.sleep(60)
+            assert info.group_contains(Boom)
+            task = asyncio.current_task()
+            if sys.version_info >= (3, 11):
+                assert task is not None and task.cancelling() == 0  # the cancel was taken back
+        finally:
+            await release(runner)
+
+    run(main)
+
+
+def test_the_blocks_exception_reaches_the_trio_context(run: Run) -> None:
+    seen: list[Any] = []
+
+    @asynccontextmanager
+    async def recording() -> AsyncIterator[None]:
+        try:
+            yield
+        except BaseException as exc:
+            seen.append(type(exc))
+            raise
+        seen.append(None)
+
+    async def main() -> None:
+        runner = await acquire()
+        try:
+            with pytest.raises(Boom):
+                async with hold(runner, recording()):
+                    raise Boom
+            async with hold(runner, recording()):
+                pass
+        finally:
+            await release(runner)
+
+    run(main)
+    assert seen == [Boom, None]
+
+
+def test_a_handler_coroutine_is_cancelled_with_its_trio_call(run: Run) -> None:
+    """Trio cancelling a handler's call cancels the asyncio task running it."""
+    events: list[str] = []
+
+    class Waits:
+        async def setup(self, session: pykaf.aio.GroupSession) -> None:
+            events.append("setup")
+
+        async def consume_claim(
+            self, session: pykaf.aio.GroupSession, claim: pykaf.aio.Claim
+        ) -> None:
+            events.append("claim")
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                events.append("cancelled")
+                raise
+
+        async def cleanup(self, session: pykaf.aio.GroupSession) -> None:
+            events.append("cleanup")
+
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_consumer_group(
+                cluster.bootstrap, "g", ["t"], heartbeat_interval=0.1
+            ) as group:
+                consuming = asyncio.create_task(group.consume(Waits()))
+                while "claim" not in events:
+                    await asyncio.sleep(0.01)
+                consuming.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await consuming
+
+    run(main)
+    assert events[:3] == ["setup", "claim", "cancelled"]
