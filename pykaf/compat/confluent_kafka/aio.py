@@ -36,7 +36,7 @@ from pykaf.compat.aiokafka._lifetime import Held
 from pykaf.compat.confluent_kafka._config import client_options, translate
 from pykaf.compat.confluent_kafka._consumer import Consumer
 from pykaf.compat.confluent_kafka._error import LOCAL_CODES, KafkaError, KafkaException, from_pykaf
-from pykaf.compat.confluent_kafka._producer import _bytes, _delivery_error, _headers
+from pykaf.compat.confluent_kafka._producer import _delivery_error, checked_record
 from pykaf.compat.confluent_kafka._types import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -60,6 +60,13 @@ def _seconds(timeout: float | None) -> float | None:
     if timeout is None or timeout < 0:
         return None
     return float(timeout)
+
+
+def _no_sasl_update() -> KafkaException:
+    return _fail(
+        "_NOT_IMPLEMENTED",
+        "set_sasl_credentials is not supported: give sasl.username and sasl.password in the conf",
+    )
 
 
 async def _within(timeout: float | None, call: Awaitable[T], what: str) -> T:
@@ -168,28 +175,14 @@ class AIOProducer:
         producer = self._producer if self._held.alive else None
         if producer is None:
             producer = await self._open()
-        if not isinstance(topic, str):
-            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-        if not isinstance(partition, int) or isinstance(partition, bool):
-            raise TypeError(f"partition must be an int, not {partition!r}")
-        value_bytes = _bytes("value", value)
-        key_bytes = _bytes("key", key)
-        header_list = _headers(headers)
-        size = (0 if value_bytes is None else len(value_bytes)) + (
-            0 if key_bytes is None else len(key_bytes)
+        value_bytes, key_bytes, header_list, too_large = checked_record(
+            topic, value, key, partition, headers, self._largest
         )
-        if header_list:
-            size += sum(len(k) + (0 if v is None else len(v)) for k, v in header_list)
         user = on_delivery or callback or self._default_callback
         future: asyncio.Future[Message] = self._loop.create_future()
-        if size > self._largest:
+        if too_large is not None:
             # As confluent-kafka's AIOProducer: the record's future fails.
-            error = KafkaError(
-                KafkaError.MSG_SIZE_TOO_LARGE,  # type: ignore[attr-defined]
-                f"Broker: Message size too large ({size} bytes of key, value and headers "
-                f"exceed message.max.bytes {self._largest})",
-            )
-            future.set_exception(KafkaException(error))
+            future.set_exception(KafkaException(too_large))
             return future
         created = timestamp or time.time_ns() // 1_000_000
         started = time.monotonic()
@@ -367,11 +360,7 @@ class AIOProducer:
         Raises:
             KafkaException: ``_NOT_IMPLEMENTED``, always.
         """
-        raise _fail(
-            "_NOT_IMPLEMENTED",
-            "set_sasl_credentials is not supported: give sasl.username and sasl.password "
-            "in the conf",
-        )
+        raise _no_sasl_update()
 
     async def close(self) -> None:
         """Deliver what is staged and close; idempotent."""
@@ -563,11 +552,7 @@ class AIOConsumer:
         Raises:
             KafkaException: ``_NOT_IMPLEMENTED``, always.
         """
-        raise _fail(
-            "_NOT_IMPLEMENTED",
-            "set_sasl_credentials is not supported: give sasl.username and sasl.password "
-            "in the conf",
-        )
+        raise _no_sasl_update()
 
     async def close(self) -> None:
         """Leave the group (committing, with auto commit on) and close; idempotent."""
