@@ -94,6 +94,41 @@ class _Report:
         self.user(kafka_error, msg)
 
 
+def checked_record(
+    topic: object,
+    value: object,
+    key: object,
+    partition: object,
+    headers: object,
+    largest: int,
+) -> tuple[bytes | None, bytes | None, Headers | None, KafkaError | None]:
+    """A record's value, key and headers as bytes, and ``MSG_SIZE_TOO_LARGE`` if it is.
+
+    Raises:
+        TypeError: a topic, partition, value, key or header of the wrong type.
+    """
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, not {type(topic).__name__}")
+    if not isinstance(partition, int) or isinstance(partition, bool):
+        raise TypeError(f"partition must be an int, not {partition!r}")
+    value_bytes = _bytes("value", value)
+    key_bytes = _bytes("key", key)
+    header_list = _headers(headers)
+    size = (0 if value_bytes is None else len(value_bytes)) + (
+        0 if key_bytes is None else len(key_bytes)
+    )
+    if header_list:
+        size += sum(len(k) + (0 if v is None else len(v)) for k, v in header_list)
+    if size <= largest:
+        return value_bytes, key_bytes, header_list, None
+    error = KafkaError(
+        KafkaError.MSG_SIZE_TOO_LARGE,  # type: ignore[attr-defined]
+        f"Broker: Message size too large ({size} bytes of key, value and headers "
+        f"exceed message.max.bytes {largest})",
+    )
+    return value_bytes, key_bytes, header_list, error
+
+
 def _delivery_error(error: BaseException, partition: int) -> KafkaError:
     """A failed record's error; a partition or topic the client does not know, as librdkafka's."""
     if isinstance(error, errors.UnknownTopicOrPartitionError):
@@ -217,26 +252,11 @@ class Producer:
             except errors.PykafError as exc:
                 raise KafkaException(from_pykaf(exc, self._names)) from exc
             return
-        if not isinstance(topic, str):
-            raise TypeError(f"topic must be a str, not {type(topic).__name__}")
-        if not isinstance(partition, int) or isinstance(partition, bool):
-            raise TypeError(f"partition must be an int, not {partition!r}")
-        value_bytes = _bytes("value", value)
-        key_bytes = _bytes("key", key)
-        header_list = _headers(headers)
-        size = (0 if value_bytes is None else len(value_bytes)) + (
-            0 if key_bytes is None else len(key_bytes)
+        value_bytes, key_bytes, header_list, too_large = checked_record(
+            topic, value, key, partition, headers, self._largest
         )
-        if header_list:
-            size += sum(len(k) + (0 if v is None else len(v)) for k, v in header_list)
-        if size > self._largest:
-            raise KafkaException(
-                KafkaError(
-                    KafkaError.MSG_SIZE_TOO_LARGE,  # type: ignore[attr-defined]
-                    f"Broker: Message size too large ({size} bytes of key, value and headers "
-                    f"exceed message.max.bytes {self._largest})",
-                )
-            )
+        if too_large is not None:
+            raise KafkaException(too_large)
         deliver = None
         sent = timestamp or None
         if user is not None:
