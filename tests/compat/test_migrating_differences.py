@@ -53,7 +53,7 @@ def page_rows() -> dict[str, str]:
     """id -> the row's text, from every "Differences that remain" table of the page."""
     rows: dict[str, str] = {}
     for line in DOC.read_text().splitlines():
-        found = re.match(r"^\| `((?:ck|kp)-[a-z0-9-]+)` \|(.*)\|$", line)
+        found = re.match(r"^\| `((?:cka|ck|kp)-[a-z0-9-]+)` \|(.*)\|$", line)
         if found:
             assert found.group(1) not in rows, f"{found.group(1)} is listed twice"
             rows[found.group(1)] = found.group(2)
@@ -706,6 +706,110 @@ def test_kp_metrics(fake: Any) -> None:
         producer.close(T)
 
 
+# -- confluent_kafka.aio ----------------------------------------------------------------
+
+
+def _aio(main: Callable[[], Any]) -> None:
+    import asyncio
+
+    asyncio.run(main())
+
+
+def test_cka_poll(fake: Any) -> None:
+    from pykaf.compat.confluent_kafka.aio import AIOProducer
+
+    topic = _filled(fake, records=0)
+
+    async def main() -> None:
+        async with AIOProducer(_ck_conf(fake)) as producer:
+            delivered = await producer.produce(topic, value=b"x")
+            await delivered
+            assert await producer.poll(0) == 0  # nothing was left for it to serve
+
+    _aio(main)
+
+
+def test_cka_unused_arguments(fake: Any) -> None:
+    from pykaf.compat.confluent_kafka.aio import AIOProducer
+
+    topic = _filled(fake, records=0)
+    params = inspect.signature(AIOProducer).parameters
+    assert {"batch_size", "buffer_timeout", "max_workers", "executor"} <= set(params)
+
+    async def main() -> None:
+        before = threading.active_count()
+        async with AIOProducer(_ck_conf(fake), batch_size=1, buffer_timeout=0.001) as producer:
+            futures = [await producer.produce(topic, value=b"%d" % i) for i in range(100)]
+            assert len(producer) == 100  # nothing flushed per batch_size record
+            for future in futures:
+                await future
+            assert threading.active_count() <= before + 1  # no pool (trio's one helper)
+
+    _aio(main)
+
+
+def test_cka_headers(fake: Any) -> None:
+    from confluent_kafka.aio import AIOProducer as RealAIOProducer
+
+    from pykaf.compat.confluent_kafka.aio import AIOProducer
+
+    topic = _filled(fake, records=0)
+    seen: list[Any] = []
+
+    async def main() -> None:
+        real = RealAIOProducer(_ck_conf(fake))
+        with pytest.raises(NotImplementedError):
+            await real.produce(topic, value=b"x", headers=[("h", b"1")])
+        await real.close()
+        async with AIOProducer(_ck_conf(fake)) as producer:
+            delivered = await producer.produce(
+                topic,
+                value=b"x",
+                headers=[("h", b"1")],
+                on_delivery=lambda err, msg: seen.append(err),
+            )
+            await delivered
+        assert seen == [None]
+
+    _aio(main)
+
+
+def test_cka_sasl_credentials(fake: Any) -> None:
+    from pykaf.compat.confluent_kafka.aio import AIOConsumer, AIOProducer
+
+    async def main() -> None:
+        producer = AIOProducer(_ck_conf(fake))
+        consumer = AIOConsumer(_ck_conf(fake, **{"group.id": bc.unique("g")}))
+        for client in (producer, consumer):
+            with pytest.raises(ck.KafkaException) as info:
+                await client.set_sasl_credentials("u", "p")
+            assert _ck_code(info) == ck_error_code("_NOT_IMPLEMENTED")
+        await producer.close()
+        await consumer.close()
+
+    _aio(main)
+
+
+def test_cka_consumer(fake: Any) -> None:
+    from pykaf.compat.confluent_kafka.aio import AIOConsumer
+
+    async def main() -> None:
+        consumer = AIOConsumer(_ck_conf(fake, **{"group.id": bc.unique("g")}))
+        assert isinstance(consumer._consumer, ck.Consumer)
+        with pytest.raises(ck.KafkaException) as info:  # ck-on-lost, through the thread
+            await consumer.subscribe(["t"], on_lost=lambda c, ps: None)
+        assert _ck_code(info) == ck_error_code("_NOT_IMPLEMENTED")
+        await consumer.close()
+
+    _aio(main)
+
+
+def ck_error_code(name: str) -> int:
+    from pykaf.compat.confluent_kafka._error import LOCAL_CODES
+
+    return LOCAL_CODES[name]
+
+
 CHECKS: dict[str, Callable[..., None]] = {
     "ck-defaults": test_ck_defaults,
     "ck-missing-calls": test_ck_missing_calls,
@@ -738,6 +842,11 @@ CHECKS: dict[str, Callable[..., None]] = {
     "kp-callback-thread": test_kp_callback_thread,
     "kp-close-timeout": test_kp_close_timeout,
     "kp-metrics": test_kp_metrics,
+    "cka-poll": test_cka_poll,
+    "cka-unused-arguments": test_cka_unused_arguments,
+    "cka-headers": test_cka_headers,
+    "cka-sasl-credentials": test_cka_sasl_credentials,
+    "cka-consumer": test_cka_consumer,
 }
 
 

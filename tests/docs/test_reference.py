@@ -61,6 +61,7 @@ COVERED_BY = {
     "pykaf.compat.kafka.consumer": "pykaf.compat.kafka",
     "pykaf.compat.kafka.producer": "pykaf.compat.kafka",
     "pykaf.compat.kafka.serializer": "pykaf.compat.kafka",
+    "pykaf.compat.aiokafka.consumer": "pykaf.compat.aiokafka",
 }
 
 
@@ -124,7 +125,7 @@ def test_the_reference_pages_are_found() -> None:
     assert {"pykaf", "pykaf.sync", "pykaf.codec", "pykaf.errors"} <= set(DOCUMENTED)
     for module in DOCUMENTED:
         importlib.import_module(module)  # a typo in a directive is no module
-    assert {"pykaf.compat.kafka.errors"} == INSPECTED_MODULES
+    assert {"pykaf.compat.kafka.errors", "pykaf.compat.aiokafka.errors"} == INSPECTED_MODULES
 
 
 def test_every_public_module_has_a_page_or_a_reason() -> None:

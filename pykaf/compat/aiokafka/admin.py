@@ -18,8 +18,8 @@ from typing import Any
 import pykaf
 from pykaf import aio
 from pykaf import errors as pykaf_errors
+from pykaf.compat._lifetime import Held
 from pykaf.compat.aiokafka import _config
-from pykaf.compat.aiokafka._lifetime import Held
 from pykaf.compat.aiokafka.errors import (
     IllegalStateError,
     KafkaConnectionError,

@@ -24,9 +24,9 @@ from typing import Any
 from pykaf import NEWEST, OLDEST, aio
 from pykaf import errors as pykaf_errors
 from pykaf.codec import Record
+from pykaf.compat._lifetime import Held
 from pykaf.compat.aiokafka import _config
 from pykaf.compat.aiokafka._fetch import Part, Records
-from pykaf.compat.aiokafka._lifetime import Held
 from pykaf.compat.aiokafka.abc import ConsumerRebalanceListener
 from pykaf.compat.aiokafka.assignors import RoundRobinPartitionAssignor, assignor_names
 from pykaf.compat.aiokafka.errors import (

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import pykaf.sync
 from pykaf import aio
 from pykaf import errors as pykaf_errors
-from pykaf.compat.aiokafka._lifetime import Held
+from pykaf.compat._lifetime import Held
 from pykaf.compat.confluent_kafka._config import client_options, translate
 from pykaf.compat.confluent_kafka._consumer import Consumer
 from pykaf.compat.confluent_kafka._error import LOCAL_CODES, KafkaError, KafkaException, from_pykaf

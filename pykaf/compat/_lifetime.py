@@ -1,4 +1,4 @@
-"""A ``pykaf.aio`` object held open between aiokafka's ``start()`` and ``stop()``.
+"""A ``pykaf.aio`` object held open between a drop-in's ``start()`` and ``stop()``.
 
 ``pykaf.aio``'s openers are async context managers; aiokafka's objects are
 started and stopped, often from different tasks (a FastAPI lifespan, a
