@@ -17,6 +17,7 @@ work from asyncio (and the reverse) is ``_bridge.py``'s job.
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from typing import Any
 
@@ -27,6 +28,9 @@ from pykaf import errors
 
 #: The guest run of each loop that has one (or is starting or stopping one).
 _runners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Runner] = weakref.WeakKeyDictionary()
+
+#: The guest run alive in this thread (``.runner``), if any: trio allows one per thread.
+_in_thread = threading.local()
 
 
 def running_loop(what: str = "pykaf.aio") -> asyncio.AbstractEventLoop:
@@ -63,6 +67,7 @@ class Runner:
     def start(self) -> None:
         """Start the guest run; :meth:`wait_started` waits until its nursery is up."""
         loop = self.loop
+        _in_thread.runner = self
         trio.lowlevel.start_guest_run(
             self._main,
             run_sync_soon_threadsafe=loop.call_soon_threadsafe,
@@ -84,6 +89,8 @@ class Runner:
     def _finished(self, result: outcome.Outcome[None]) -> None:
         if _runners.get(self.loop) is self:
             del _runners[self.loop]
+        if getattr(_in_thread, "runner", None) is self:
+            _in_thread.runner = None
         error = result.error if isinstance(result, outcome.Error) else None
         for fut in (self._started, self._done):
             if not fut.done():
@@ -137,6 +144,14 @@ async def acquire() -> Runner:
         await asyncio.wait([runner._done])
         runner = _runners.get(loop)
     if runner is None:
+        stranded: Runner | None = getattr(_in_thread, "runner", None)
+        if stranded is not None and stranded.loop.is_closed():
+            raise RuntimeError(
+                "pykaf.aio cannot start: a loop closed earlier in this thread left its trio run "
+                f"behind ({stranded.users} pykaf.aio object(s) of it never closed). Close every "
+                "pykaf.aio object (leave its 'async with', or stop() a drop-in) before the "
+                "loop closes; asyncio.run() does so for objects in its tasks"
+            )
         if trio.lowlevel.in_trio_run():
             raise RuntimeError(
                 "pykaf.aio cannot start inside a trio run: use pykaf's trio API "

@@ -379,3 +379,38 @@ def test_a_cancellation_as_the_trio_call_ends_does_not_wait_for_it_again(run: Ru
             await release(runner)
 
     run(main)
+
+
+def test_a_loop_closed_with_objects_open_is_named_by_the_next_one() -> None:
+    """A loop closed with a pykaf.aio object still open strands its trio run in the thread.
+
+    Trio's run cannot move on without its host loop, and only one run fits in a
+    thread; the next loop's first object says what happened instead of failing
+    somewhere in trio. Run in a thread of its own, which the stranded run spoils.
+    """
+    import threading
+
+    seen: list[BaseException] = []
+
+    def scenario() -> None:
+        async def leave_open() -> None:
+            await acquire()  # a user that never releases: an object never closed
+
+        loop = asyncio.new_event_loop()
+        loop.run_until_complete(leave_open())
+        loop.close()
+
+        async def next_loop() -> None:
+            await acquire()
+
+        try:
+            asyncio.run(next_loop())
+        except BaseException as exc:  # the thread's result, checked below
+            seen.append(exc)
+
+    thread = threading.Thread(target=scenario)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert len(seen) == 1 and isinstance(seen[0], RuntimeError), seen
+    assert "left its trio run behind" in str(seen[0]) and "1 pykaf.aio object" in str(seen[0])
