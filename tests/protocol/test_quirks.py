@@ -56,3 +56,16 @@ def test_mock_is_recognised_by_its_cluster_id() -> None:
     assert quirks.is_librdkafka_mock("mockCluster1a2b")
     assert not quirks.is_librdkafka_mock("MkU3OEVBNTcwNTJENDM2Qk")
     assert not quirks.is_librdkafka_mock(None)
+
+
+def test_the_design_page_lists_every_entry_as_it_is() -> None:
+    """docs/design.md's quirk table is the registry, row for row."""
+    page = (PKG.parent / "docs" / "design.md").read_text()
+    head = "| quirk | broker | departure | workaround |\n|---|---|---|---|\n"
+    assert head in page
+    table = page[page.index(head) + len(head) :].split("\n\n", 1)[0]
+    expected = "\n".join(
+        f"| `{name}` | {q.broker} | {q.departure} | {q.workaround} |"
+        for name, q in quirks.QUIRKS.items()
+    )
+    assert table == expected, "docs/design.md's quirk table is not pykaf.protocol.quirks.QUIRKS"
