@@ -42,10 +42,14 @@ def _closed() -> errors.ClosedError:
 class _Call:
     """One trio call awaited from asyncio."""
 
-    __slots__ = ("cancelled", "ended", "finished", "fut", "scope")
+    __slots__ = ("cancelled", "ended", "finished", "fut", "orphaned", "scope")
 
-    def __init__(self, fut: asyncio.Future[Any]) -> None:
+    def __init__(
+        self, fut: asyncio.Future[Any], orphaned: Callable[[Any], None] | None = None
+    ) -> None:
         self.fut = fut
+        #: Takes a value the trio side returned after its caller was cancelled.
+        self.orphaned = orphaned
         self.scope: trio.CancelScope | None = None
         self.cancelled = False
         #: Whether the trio task has finished (it may before the asyncio side hears of it).
@@ -77,6 +81,9 @@ async def _run_call(
             else:
                 if not fut.done():
                     fut.set_result(value)
+                elif call.orphaned is not None:
+                    # The caller was cancelled while this was on its way: not lost.
+                    call.orphaned(value)
     finally:
         call.ended = True
         if not fut.done():
@@ -92,6 +99,33 @@ async def call(runner: Runner, fn: Callable[..., Awaitable[T]], *args: Any, **kw
         RuntimeError: called from another loop than the object's, or with none.
         ClosedError: the object's run has closed.
     """
+    return await _call(runner, None, fn, args, kwargs)
+
+
+async def call_keeping(
+    runner: Runner,
+    orphaned: Callable[[T], None],
+    fn: Callable[..., Awaitable[T]],
+    *args: Any,
+    **kwargs: Any,
+) -> T:
+    """:func:`call` for a trio function that takes something (records, a channel's value).
+
+    When the caller is cancelled in the loop pass in which ``fn`` returned,
+    the value it took would be lost with the cancellation: ``orphaned(value)``
+    gets it instead (to hand it out again, or to seek back to it), and the
+    caller is cancelled as asked.
+    """
+    return await _call(runner, orphaned, fn, args, kwargs)
+
+
+async def _call(
+    runner: Runner,
+    orphaned: Callable[[T], None] | None,
+    fn: Callable[..., Awaitable[T]],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> T:
     loop = runner.loop
     if asyncio.get_running_loop() is not loop:
         wrong_loop(loop)
@@ -99,7 +133,7 @@ async def call(runner: Runner, fn: Callable[..., Awaitable[T]], *args: Any, **kw
     if nursery is None or runner.stopping:
         raise errors.ClosedError("the pykaf.aio object is closed (its trio run has ended)")
     fut: asyncio.Future[T] = loop.create_future()
-    job = _Call(fut)
+    job = _Call(fut, orphaned)
     nursery.start_soon(_run_call, job, fn, args, kwargs)
     try:
         return await fut
@@ -110,6 +144,8 @@ async def call(runner: Runner, fn: Callable[..., Awaitable[T]], *args: Any, **kw
             job.finished = loop.create_future()
             job.cancel()
             await _uncancellable(job.finished)
+        if orphaned is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
+            orphaned(fut.result())
         raise
 
 

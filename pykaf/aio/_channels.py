@@ -10,7 +10,7 @@ from typing import Generic, TypeVar
 
 import trio
 
-from pykaf.aio._bridge import call
+from pykaf.aio._bridge import call, call_keeping
 from pykaf.aio._runner import Runner
 
 T = TypeVar("T")
@@ -37,18 +37,24 @@ class SendChannel(Generic[T]):
 class ReceiveChannel(Generic[T]):
     """The receiving end of a trio memory channel, for asyncio (``async for`` works)."""
 
-    __slots__ = ("_channel", "_runner")
+    __slots__ = ("_channel", "_kept", "_runner")
 
     def __init__(self, channel: trio.MemoryReceiveChannel[T], runner: Runner) -> None:
         self._channel = channel
         self._runner = runner
+        #: A value received for a caller cancelled in that loop pass.
+        self._kept: list[T] = []
 
     async def receive(self) -> T:
         """The next value, waiting for one (``trio.EndOfChannel`` once closed and empty)."""
-        return await call(self._runner, self._channel.receive)
+        if self._kept:
+            return self._kept.pop()
+        return await call_keeping(self._runner, self._kept.append, self._channel.receive)
 
     def receive_nowait(self) -> T:
         """The next value if one is there (``trio.WouldBlock`` if not)."""
+        if self._kept:
+            return self._kept.pop()
         return self._channel.receive_nowait()
 
     def __aiter__(self) -> ReceiveChannel[T]:
@@ -56,7 +62,7 @@ class ReceiveChannel(Generic[T]):
 
     async def __anext__(self) -> T:
         try:
-            return self._channel.receive_nowait()
+            return self.receive_nowait()
         except trio.WouldBlock:
             pass
         except trio.EndOfChannel:

@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, TypeVar, overload
 import trio
 
 from pykaf._column_batch import ColumnBatch
-from pykaf.aio._bridge import call
+from pykaf.aio._bridge import call_keeping
 from pykaf.aio._channels import ReceiveChannel
 from pykaf.aio._wrap import Wrapper
 from pykaf.codec import Record
@@ -68,10 +68,11 @@ class RecordReader(Wrapper[R]):
         return self
 
     async def __anext__(self) -> Record:
+        self._check_loop()
         record = self._trio.next_nowait()
         if record is not None:
             return record
-        return await call(self._runner, self._trio.__anext__)
+        return await call_keeping(self._runner, self._unread, self._trio.__anext__)
 
     @overload
     async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
@@ -87,7 +88,20 @@ class RecordReader(Wrapper[R]):
         Raises:
             ClosedError: the partition consumer was closed.
         """
-        return await call(self._runner, self._trio.next_batch, columnar=columnar)
+        return await call_keeping(
+            self._runner, self._unread, self._trio.next_batch, columnar=columnar
+        )
+
+    def _unread(self, taken: Record | list[Record] | ColumnBatch) -> None:
+        """Records a cancelled caller never got: read them again (seek back to the first)."""
+        if isinstance(taken, ColumnBatch):
+            first = taken.offsets[0] if len(taken) else -1
+        elif isinstance(taken, list):
+            first = taken[0].offset if taken else -1
+        else:
+            first = taken.offset
+        if first >= 0:
+            self._trio.seek(first)
 
     def next_nowait(self) -> Record | None:
         """The next record if one is decoded and waiting, else None (no wait, no fetch)."""

@@ -15,7 +15,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
 import pykaf
-from pykaf.aio._bridge import call, open_in_run, run_asyncio
+from pykaf.aio._bridge import call, call_keeping, open_in_run, run_asyncio
 from pykaf.aio._reader import RecordReader
 from pykaf.aio._runner import Runner
 from pykaf.aio._wrap import Wrapper, awaits, direct
@@ -127,7 +127,12 @@ class ConsumerGroup(Wrapper[pykaf.ConsumerGroup]):
     whose methods are asyncio coroutines. See :class:`pykaf.ConsumerGroup`.
     """
 
-    __slots__ = ()
+    __slots__ = ("_kept",)
+
+    def __init__(self, group: pykaf.ConsumerGroup, runner: Runner) -> None:
+        super().__init__(group, runner)
+        #: A record trio handed out to a caller cancelled in that loop pass.
+        self._kept: list[Record] = []
 
     @property
     def group_id(self) -> str:
@@ -165,13 +170,21 @@ class ConsumerGroup(Wrapper[pykaf.ConsumerGroup]):
         return self
 
     async def __anext__(self) -> Record:
+        self._check_loop()
+        if self._kept:
+            # Handed out by trio to a caller cancelled as it came: this caller's now.
+            return self._kept.pop()
         # The records already fetched are handed out (and marked) without crossing into trio.
         record = self._trio.next_nowait()
         if record is None:
-            record = await call(self._runner, self._trio.next_record)
+            record = await call_keeping(self._runner, self._keep, self._trio.next_record)
             if record is None:
                 raise StopAsyncIteration
         return record
+
+    def _keep(self, record: Record | None) -> None:
+        if record is not None:
+            self._kept.append(record)
 
     next_nowait = direct(pykaf.ConsumerGroup.next_nowait)
     next_record = awaits(pykaf.ConsumerGroup.next_record)

@@ -7,7 +7,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import pykaf
-from pykaf.aio._bridge import open_in_run
+from pykaf.aio._bridge import call_keeping, open_in_run
 from pykaf.aio._runner import Runner
 from pykaf.aio._wrap import Wrapper, awaits, direct
 from pykaf.aio.client import Client, unwrap_client
@@ -21,7 +21,12 @@ class ShareConsumer(Wrapper[pykaf.ShareConsumer]):
     ``commit()``: see :class:`pykaf.ShareConsumer`.
     """
 
-    __slots__ = ()
+    __slots__ = ("_kept",)
+
+    def __init__(self, consumer: pykaf.ShareConsumer, runner: Runner) -> None:
+        super().__init__(consumer, runner)
+        #: A record trio handed out to a caller cancelled in that loop pass.
+        self._kept: list[pykaf.ShareRecord] = []
 
     @property
     def group_id(self) -> str:
@@ -52,13 +57,16 @@ class ShareConsumer(Wrapper[pykaf.ShareConsumer]):
         return self
 
     async def __anext__(self) -> pykaf.ShareRecord:
+        self._check_loop()
+        if self._kept:
+            # Handed out by trio to a caller cancelled as it came: this caller's now.
+            return self._kept.pop()
         # The rest of the current batch is handed out without crossing into trio.
         record = self._trio.next_nowait()
         if record is not None:
             return record
-        return await self._anext()
+        return await call_keeping(self._runner, self._kept.append, self._trio.__anext__)
 
-    _anext = awaits(pykaf.ShareConsumer.__anext__)
     next_batch = awaits(pykaf.ShareConsumer.next_batch)
     next_record = awaits(pykaf.ShareConsumer.next_record)
     commit = awaits(pykaf.ShareConsumer.commit)

@@ -414,3 +414,91 @@ def test_a_loop_closed_with_objects_open_is_named_by_the_next_one() -> None:
     assert not thread.is_alive()
     assert len(seen) == 1 and isinstance(seen[0], RuntimeError), seen
     assert "left its trio run behind" in str(seen[0]) and "1 pykaf.aio object" in str(seen[0])
+
+
+def test_a_value_taken_for_a_cancelled_caller_is_kept(run: Run) -> None:
+    """A trio call that took something (a record, a channel's value) as its caller was cancelled.
+
+    Both orders: the caller cancelled before the value came back (its future is
+    cancelled, the value arrives after) and after (the value is in its future
+    when the cancellation wakes it). Either way the next receive gets it.
+    """
+    from pykaf.aio._bridge import call_keeping
+    from pykaf.aio._channels import ReceiveChannel
+
+    async def main() -> None:
+        runner = await acquire()
+        try:
+            send, receive = trio.open_memory_channel[int](10)
+            channel = ReceiveChannel(receive, runner)
+            loop = asyncio.get_running_loop()
+
+            # 1. The value is sent and the waiting caller cancelled in one go.
+            task = asyncio.create_task(channel.receive())
+            await asyncio.sleep(0.05)  # the trio receive waits
+            send.send_nowait(1)
+            task.cancel()
+            await asyncio.wait({task})
+            assert task.cancelled()
+            assert await channel.receive() == 1
+
+            # 2. The value is in the caller's future when its cancellation wakes it.
+            kept: list[int] = []
+            caller: list[asyncio.Task[int]] = []
+
+            async def takes_then_cancels_its_caller() -> int:
+                loop.call_soon(caller[0].cancel)
+                return 2
+
+            task2 = asyncio.create_task(
+                call_keeping(runner, kept.append, takes_then_cancels_its_caller)
+            )
+            caller.append(task2)
+            await asyncio.wait({task2})
+            assert task2.cancelled() and kept == [2]
+
+            # 3. The caller cancelled from inside the call, before it returns.
+            caller.clear()
+
+            async def cancels_its_caller_then_takes() -> int:
+                caller[0].cancel()
+                return 3
+
+            task3 = asyncio.create_task(
+                call_keeping(runner, kept.append, cancels_its_caller_then_takes)
+            )
+            caller.append(task3)
+            await asyncio.wait({task3})
+            assert task3.cancelled() and kept == [2, 3]
+        finally:
+            await release(runner)
+
+    run(main)
+
+
+def test_records_taken_for_a_cancelled_reader_are_read_again(run: Run) -> None:
+    """asyncio.wait_for around next_batch / async for: a timeout never loses records."""
+
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap) as producer:
+                for i in range(50):
+                    producer.send_nowait("t", b"%d" % i, partition=0)
+                await producer.flush()
+            async with pykaf.aio.open_consumer(cluster.bootstrap, fetch_max_wait=0.01) as consumer:
+                pc = await consumer.consume_partition("t", 0, pykaf.OLDEST)
+                task = asyncio.create_task(pc.next_batch())
+                # Cancel as the first batch comes back: the records it took are read again.
+                while not task.done() and pc.position <= 0:
+                    await asyncio.sleep(0)
+                task.cancel()
+                await asyncio.wait({task})
+                got: list[bytes | None] = []
+                if not task.cancelled():
+                    got.extend(r.value for r in task.result())
+                while len(got) < 50:  # a record lost would time out here
+                    got.extend(r.value for r in await asyncio.wait_for(pc.next_batch(), 10))
+                assert got == [b"%d" % i for i in range(50)]
+
+    run(main)

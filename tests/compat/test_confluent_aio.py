@@ -199,3 +199,49 @@ def test_pykaf_refuses_what_it_cannot_do(kafka_broker: Any) -> None:
         await consumer.close()
 
     asyncio.run(main())
+
+
+def test_pykaf_settles_the_future_when_a_callback_raises(fake_cluster: Any) -> None:
+    from pykaf.compat.confluent_kafka.aio import AIOProducer
+
+    topic = bc.unique("cfaio")
+    fake_cluster.create_topic(topic, 1)
+
+    def broken(err: Any, msg: Any) -> None:
+        raise ValueError("the user's callback fails")
+
+    async def main() -> None:
+        async with AIOProducer({"bootstrap.servers": fake_cluster.bootstrap}) as producer:
+            delivered = await producer.produce(topic, value=b"x", on_delivery=broken)
+            msg = await asyncio.wait_for(delivered, 10)
+            assert msg.offset() == 0
+
+    asyncio.run(main())
+
+
+def test_pykaf_keeps_what_a_cancelled_consume_took(fake_cluster: Any) -> None:
+    """asyncio.wait_for around consume: the thread's messages go to the next call, in order."""
+    from pykaf.compat.confluent_kafka import TopicPartition
+    from pykaf.compat.confluent_kafka.aio import AIOConsumer, AIOProducer
+
+    topic = bc.unique("cfaio")
+    fake_cluster.create_topic(topic, 1)
+
+    async def main() -> None:
+        consumer = AIOConsumer({"bootstrap.servers": fake_cluster.bootstrap, "group.id": "g"})
+        await consumer.assign([TopicPartition(topic, 0, 0)])
+        assert await consumer.consume(5, timeout=0.2) == []  # assigned, nothing there yet
+        # A consume waiting in its thread is cancelled; the records come while it waits.
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(consumer.consume(5, timeout=3), 0.2)
+        async with AIOProducer({"bootstrap.servers": fake_cluster.bootstrap}) as producer:
+            for i in range(20):
+                await producer.produce(topic, value=b"%d" % i)
+            await producer.flush()
+        got: list[bytes] = []
+        while len(got) < 20:
+            got.extend(m.value() for m in await consumer.consume(5, timeout=5))
+        assert got == [b"%d" % i for i in range(20)]
+        await consumer.close()
+
+    asyncio.run(main())

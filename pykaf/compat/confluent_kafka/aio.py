@@ -21,10 +21,12 @@ and rebalance callbacks that are coroutine functions run in the loop.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextvars
 import functools
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -46,6 +48,8 @@ from pykaf.compat.confluent_kafka._types import (
 from pykaf.compat.confluent_kafka.admin import ClusterMetadata, cluster_metadata
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 #: librdkafka's default ``message.max.bytes``, checked at ``produce`` as librdkafka does.
 _LARGEST = 1_000_000
@@ -203,14 +207,16 @@ class AIOProducer:
                 (kind, stamp),
                 time.monotonic() - started,
             )
+            if not future.done():
+                if kafka_error is not None:
+                    future.set_exception(KafkaException(kafka_error))
+                else:
+                    future.set_result(msg)
             if user is not None:
-                user(kafka_error, msg)
-            if future.done():
-                return
-            if kafka_error is not None:
-                future.set_exception(KafkaException(kafka_error))
-            else:
-                future.set_result(msg)
+                try:
+                    user(kafka_error, msg)
+                except Exception:  # the future is settled; the callback's fault is logged
+                    log.exception("delivery callback of %s/%s failed", msg.topic(), partition)
 
         while True:
             try:
@@ -418,6 +424,8 @@ class AIOConsumer:
         self._owns_executor = executor is None
         self._consumer = Consumer(dict(consumer_conf))
         self._lock = asyncio.Lock()
+        #: Messages a cancelled poll or consume took: handed out before any other.
+        self._unread: collections.deque[Message] = collections.deque()
         self._closed = False
 
     async def __aenter__(self) -> AIOConsumer:
@@ -431,7 +439,26 @@ class AIOConsumer:
         if _IN_CALLBACK.get():
             return await self._loop.run_in_executor(self._executor, task)
         async with self._lock:
-            return await self._loop.run_in_executor(self._executor, task)
+            running = self._loop.run_in_executor(self._executor, task)
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                # The thread goes on: hold the lock until it is done (one call at a
+                # time), and keep what a poll or consume took for the next one.
+                while not running.done():
+                    try:
+                        await asyncio.shield(running)
+                    except asyncio.CancelledError:
+                        continue
+                    except Exception:
+                        break
+                if not running.cancelled() and running.exception() is None:
+                    taken = running.result()
+                    if isinstance(taken, Message):
+                        self._unread.append(taken)
+                    elif isinstance(taken, list):
+                        self._unread.extend(m for m in taken if isinstance(m, Message))
+                raise
 
     def _in_loop(self, callback: Callable[..., Any]) -> Callable[..., Any]:
         """A rebalance callback as the worker thread calls it: with this object, in the loop."""
@@ -448,11 +475,22 @@ class AIOConsumer:
         return run
 
     async def poll(self, timeout: float | None = None) -> Message | None:
-        """One message (or error event), or None after ``timeout`` seconds (-1/None: no limit)."""
+        """One message (or error event), or None after ``timeout`` seconds (-1/None: no limit).
+
+        A message a cancelled ``poll`` or ``consume`` took is handed out first.
+        """
+        if self._unread:
+            return self._unread.popleft()
         return await self._call(self._consumer.poll, timeout)
 
     async def consume(self, num_messages: int = 1, timeout: float | None = -1) -> list[Message]:
-        """Up to ``num_messages`` messages, waiting at most ``timeout`` s for a first."""
+        """Up to ``num_messages`` messages, waiting at most ``timeout`` s for a first.
+
+        Messages a cancelled ``poll`` or ``consume`` took are handed out first.
+        """
+        if self._unread:
+            count = min(num_messages, len(self._unread))
+            return [self._unread.popleft() for _ in range(count)]
         return await self._call(self._consumer.consume, num_messages, timeout)
 
     async def subscribe(
