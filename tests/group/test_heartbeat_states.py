@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 import trio
@@ -77,6 +78,13 @@ class _Idle:
         pass
 
 
+def _member(bootstrap: str, topic: str, **options: Any) -> Any:
+    """A consumer-protocol member of group ``{topic}-g`` reading ``topic``."""
+    return pykaf.open_consumer_group(
+        bootstrap, f"{topic}-g", [topic], group_protocol="consumer", retry_backoff=0.05, **options
+    )
+
+
 async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -93,13 +101,7 @@ async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
     async with open_fake_cluster(1) as fake:
         fake.create_topic("hb-states", 2)
         async with (
-            pykaf.open_consumer_group(
-                fake.bootstrap,
-                "hb-states-g",
-                ["hb-states"],
-                group_protocol="consumer",
-                retry_backoff=0.05,
-            ) as group,
+            _member(fake.bootstrap, "hb-states") as group,
             trio.open_nursery() as nursery,
         ):
             assert isinstance(group, heartbeat_member.HeartbeatMember)
@@ -135,14 +137,7 @@ async def test_commit_of_given_offsets_without_an_epoch_or_fenced_raises() -> No
     async with open_fake_cluster(1) as fake:
         fake.create_topic("hb-given", 1)
         async with (
-            pykaf.open_consumer_group(
-                fake.bootstrap,
-                "hb-given-g",
-                ["hb-given"],
-                group_protocol="consumer",
-                auto_commit=False,
-                retry_backoff=0.05,
-            ) as group,
+            _member(fake.bootstrap, "hb-given", auto_commit=False) as group,
             trio.open_nursery() as nursery,
         ):
             assert isinstance(group, heartbeat_member.HeartbeatMember)
