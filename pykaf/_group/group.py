@@ -264,13 +264,29 @@ class ConsumerGroup:
 
         With ``offsets`` (the next offset to consume by ``(topic, partition)``),
         commit exactly those and nothing else: the marks stay as they are.
+        Without a generation (the group is joining or rebalancing) the marks
+        wait for the next commit, but ``offsets`` cannot: that raises.
 
         Raises:
             CommitError: the coordinator refused some partitions (they stay marked).
+            RebalanceInProgressError: ``offsets`` given while the member has no
+                generation; nothing was committed.
+            ClosedError: ``offsets`` given after the group closed.
         """
         if self.generation_id < 0:
+            if offsets:
+                raise self._not_committed(offsets, "it has no generation (joining or rebalancing)")
             return
         await self.offsets.commit(self.generation_id, self.member_id, offsets)
+
+    def _not_committed(self, offsets: Mapping[tuple[str, int], int], why: str) -> errors.PykafError:
+        """The error for ``commit(offsets=)`` that the member cannot send now."""
+        names = ", ".join(f"{t}/{p}" for t, p in sorted(offsets))
+        if self._closed:
+            return errors.ClosedError(f"group {self.group_id!r} is closed: {names} not committed")
+        return errors.RebalanceInProgressError(
+            f"group {self.group_id!r}: {names} not committed: {why}"
+        )
 
     def group_metadata(self) -> GroupMetadata:
         """The member and its generation, for ``producer.send_offsets_to_transaction``.

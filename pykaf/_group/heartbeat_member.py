@@ -154,11 +154,25 @@ class HeartbeatMember(ConsumerGroup):
         With ``offsets`` (the next offset to consume by ``(topic, partition)``),
         commit exactly those and nothing else: the marks stay as they are.
 
+        Without a member epoch (joining, or fenced and about to join again)
+        the marks wait for the next commit, but ``offsets`` cannot: that raises.
+
         Raises:
             CommitError: the coordinator refused some partitions (they stay marked);
                 STALE_MEMBER_EPOCH among them when the epoch moved meanwhile.
+            RebalanceInProgressError: ``offsets`` given while the member has no
+                epoch (joining); nothing was committed.
+            FencedMemberEpochError: ``offsets`` given while the member is fenced.
+            ClosedError: ``offsets`` given after the group closed.
         """
+        if self._fenced and offsets and not self._closed:
+            names = ", ".join(f"{t}/{p}" for t, p in sorted(offsets))
+            raise errors.FencedMemberEpochError(
+                f"group {self.group_id!r}: {names} not committed: the member is fenced"
+            )
         if self.member_epoch <= 0 or self._fenced:
+            if offsets:
+                raise self._not_committed(offsets, "it has no member epoch (joining)")
             return
         await self.offsets.commit(self.member_epoch, self.member_id, offsets)
 

@@ -254,6 +254,9 @@ class OffsetManager:
                 if tp in entries:
                     self._committed[tp] = entries[tp][0]
                     self._committed_epochs[tp] = entries[tp][2]
+                    marked = self._marked.get(tp)
+                    if offsets is not None and marked is not None and marked != entries[tp]:
+                        self._dirty.add(tp)  # the mark goes with the next commit
                 done += 1
         self.commits += 1
         if failures:

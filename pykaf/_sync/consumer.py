@@ -1063,6 +1063,9 @@ class ConsumerGroup(_Reader):
 
         Raises:
             CommitError: the coordinator refused some partitions.
+            RebalanceInProgressError: ``offsets`` given while the member is
+                joining or rebalancing (FencedMemberEpochError while fenced,
+                with ``group_protocol="consumer"``); nothing was committed.
             KafkaTimeoutError: ``timeout`` passed first.
             ClosedError: the group is closed.
         """

@@ -25,7 +25,7 @@ that lacks one with a :class:`BrokerFeatureError` naming its release
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pykaf import errors
 from pykaf.protocol._messages.add_partitions_to_txn import AddPartitionsToTxnRequest
@@ -322,6 +322,10 @@ class BrokerFeatureError(errors.UnsupportedVersionError):
         self.broker = broker
         self.needs = needs
         super().__init__(f"{feature} need {needs}; the broker is {broker}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # ``args`` holds the message only: rebuild from the three fields instead.
+        return (type(self), (self.feature, self.broker, self.needs))
 
 
 @dataclass(frozen=True)

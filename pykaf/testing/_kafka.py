@@ -50,7 +50,10 @@ from pykaf._util import require_trio
 from pykaf.testing._certs import TLSCertificates
 from pykaf.testing._kafka_dist import (
     KafkaRelease,
+    KafkaUnavailableError,
     find_java,
+    home_kafka_version,
+    jars_kafka_version,
     kafka_classpath,
     kafka_home,
     kafka_release,
@@ -238,7 +241,9 @@ class KafkaCluster:
             :data:`~pykaf.testing.DEFAULT_KAFKA_VERSION`). Each release gets
             the logging config (log4j 1 properties on 3.x, log4j 2 YAML on
             4.x) and the server settings it knows. Another release is refused
-            at once (:class:`~pykaf.testing.KafkaUnavailableError`).
+            at once (:class:`~pykaf.testing.KafkaUnavailableError`). With
+            ``$PYKAF_KAFKA_HOME`` set, the release of its jars
+            (``kafka_2.13-X.Y.Z.jar``) is run and configured instead.
         users: SASL users and their passwords; adds the SASL listeners, where
             each user can log in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
         certificates: a :class:`~pykaf.testing.TLSCertificates` whose server
@@ -296,7 +301,8 @@ class KafkaCluster:
         if racks is not None and len(racks) != brokers:
             raise ValueError(f"{len(racks)} racks given for {brokers} brokers")
         # A release pykaf cannot run is refused here, before any download or JVM.
-        self._release: KafkaRelease = kafka_release(version)
+        # $PYKAF_KAFKA_HOME's jars are what runs: their release decides the config.
+        self._release: KafkaRelease = kafka_release(home_kafka_version() or version)
         if features and not self._release.storage_features:
             raise KafkaClusterError(
                 f"Apache Kafka {self._release.version} cannot format a cluster with feature "
@@ -380,9 +386,11 @@ class KafkaCluster:
     @property
     def version(self) -> str:
         """The Apache Kafka release the nodes run (from the jar's name)."""
-        lib = kafka_classpath(kafka_home(self._version))  # "<home>/lib/*"
-        jar = next(Path(lib[:-1]).glob("kafka_2.13-*.jar"))
-        return jar.stem.removeprefix("kafka_2.13-")
+        home = kafka_home(self._version)
+        found = jars_kafka_version(home)
+        if found is None:
+            raise KafkaUnavailableError(f"{home} holds no kafka_2.13-X.Y.Z.jar")
+        return found
 
     @property
     def release(self) -> KafkaRelease:

@@ -287,6 +287,28 @@ def _jar_dir(home: Path) -> Path | None:
     return None
 
 
+def home_kafka_version() -> str | None:
+    """The release of the jars in ``$PYKAF_KAFKA_HOME`` (from ``kafka_2.13-X.Y.Z.jar``).
+
+    None when ``$PYKAF_KAFKA_HOME`` is unset, or holds no such jar (then
+    :func:`kafka_home` says what is wrong with it).
+    """
+    override = os.environ.get("PYKAF_KAFKA_HOME")
+    return jars_kafka_version(Path(override)) if override else None
+
+
+def jars_kafka_version(home: Path) -> str | None:
+    """The release of the distribution at ``home``, from its ``kafka_2.13-X.Y.Z.jar``."""
+    directory = _jar_dir(home)
+    if directory is None:
+        return None
+    for jar in sorted(directory.glob("kafka_2.13-*.jar")):
+        match = re.fullmatch(r"kafka_2\.13-(\d+\.\d+\.\d+)\.jar", jar.name)
+        if match is not None:
+            return match.group(1)
+    return None
+
+
 def kafka_home(version: str | None = None) -> Path:
     """The directory of a usable Kafka distribution, fetching it on first use.
 

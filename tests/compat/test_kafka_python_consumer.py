@@ -257,3 +257,32 @@ def test_client_rack_is_the_consumers_rack() -> None:
     )
     assert options == {"client_rack": "use1-az2", "fetch_max_wait": 0.1}
     pykaf.ConsumerConfig(**options)  # a valid pykaf configuration
+
+
+def test_a_partition_error_that_is_a_closed_error_is_raised_not_the_end(
+    fake_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Iteration ends quietly when the consumer closes, not on a partition's
+    ConsumerError whose cause is a ClosedError (it is a ClosedError too)."""
+    topic = unique("compat-closed")
+    fake_cluster.create_topic(topic, 1)
+    consumer = kafka.KafkaConsumer(bootstrap_servers=fake_cluster.bootstrap)
+    consumer.assign([TP(topic, 0)])
+    reader = consumer._active()
+    partition_error = pykaf.errors.ConsumerError(topic, 0, pykaf.errors.ClosedError("gone"))
+    assert isinstance(partition_error, pykaf.errors.ClosedError)
+
+    def failing(timeout: float | None = None) -> Any:
+        raise partition_error
+
+    monkeypatch.setattr(reader, "poll", failing)
+    with pytest.raises(errors.IllegalStateError, match="gone") as caught:
+        next(consumer)
+    assert caught.value.__cause__ is partition_error
+
+    def closed(timeout: float | None = None) -> Any:
+        raise pykaf.errors.ClosedError("the consumer is closed")
+
+    monkeypatch.setattr(reader, "poll", closed)
+    assert list(consumer) == []
+    consumer.close()

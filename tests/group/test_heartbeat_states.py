@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 import trio
@@ -77,6 +78,13 @@ class _Idle:
         pass
 
 
+def _member(bootstrap: str, topic: str, **options: Any) -> Any:
+    """A consumer-protocol member of group ``{topic}-g`` reading ``topic``."""
+    return pykaf.open_consumer_group(
+        bootstrap, f"{topic}-g", [topic], group_protocol="consumer", retry_backoff=0.05, **options
+    )
+
+
 async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -93,13 +101,7 @@ async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
     async with open_fake_cluster(1) as fake:
         fake.create_topic("hb-states", 2)
         async with (
-            pykaf.open_consumer_group(
-                fake.bootstrap,
-                "hb-states-g",
-                ["hb-states"],
-                group_protocol="consumer",
-                retry_backoff=0.05,
-            ) as group,
+            _member(fake.bootstrap, "hb-states") as group,
             trio.open_nursery() as nursery,
         ):
             assert isinstance(group, heartbeat_member.HeartbeatMember)
@@ -127,3 +129,27 @@ async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
     assert path[:4] == [E.JOIN, E.ASSIGNED, E.RECONCILED, E.ACKED]
     assert path[-2:] == [E.LEAVE, E.LEFT]
     assert E.FENCE in path and path[path.index(E.FENCE) + 1] == E.JOIN
+
+
+async def test_commit_of_given_offsets_without_an_epoch_or_fenced_raises() -> None:
+    """On the fake cluster: marks wait for the member epoch; ``commit(offsets=)``
+    joining raises REBALANCE_IN_PROGRESS, fenced FENCED_MEMBER_EPOCH, and commits nothing."""
+    async with open_fake_cluster(1) as fake:
+        fake.create_topic("hb-given", 1)
+        async with (
+            _member(fake.bootstrap, "hb-given", auto_commit=False) as group,
+            trio.open_nursery() as nursery,
+        ):
+            assert isinstance(group, heartbeat_member.HeartbeatMember)
+            await group.commit()  # no epoch yet: the marks (none) wait quietly
+            with pytest.raises(errors.RebalanceInProgressError, match="hb-given/0"):
+                await group.commit({("hb-given", 0): 4})
+            nursery.start_soon(group.consume, _Idle())
+            with trio.fail_after(30):
+                while group.state is not S.STABLE:
+                    await trio.sleep(0.01)
+            group._fence("a test")
+            with pytest.raises(errors.FencedMemberEpochError, match="hb-given/0"):
+                await group.commit({("hb-given", 0): 4})
+            assert fake.groups.committed("hb-given-g", ("hb-given", 0)) is None
+            nursery.cancel_scope.cancel()

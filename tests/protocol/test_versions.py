@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 from pathlib import Path
 
 import pytest
@@ -110,3 +112,13 @@ def test_share_groups_need_the_api_and_share_version() -> None:
         KAFKA_4_1.ranges, KAFKA_4_1.chosen, {"metadata.version": 27, "share.version": 1}
     )
     versions.require(on, versions.SHARE_GROUPS)
+
+
+def test_broker_feature_error_survives_pickle_and_copy() -> None:
+    """Its fields come back (``args`` alone holds only the message)."""
+    err = versions.BrokerFeatureError("consumer groups (KIP-848)", "Kafka 3.9", "Kafka 4.0+")
+    for back in (pickle.loads(pickle.dumps(err)), copy.copy(err), copy.deepcopy(err)):
+        assert type(back) is versions.BrokerFeatureError
+        assert (back.feature, back.broker, back.needs) == (err.feature, err.broker, err.needs)
+        assert str(back) == str(err)
+        assert isinstance(back, errors.UnsupportedVersionError)

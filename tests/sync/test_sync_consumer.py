@@ -556,6 +556,8 @@ def test_commit_of_given_offsets_commits_those_and_leaves_the_marks(fake: Any) -
         assert _committed(fake, "given") == 6
         group.commit(offsets={("t", 0): 1}, timeout=T)  # any offset, backwards too
         assert _committed(fake, "given") == 1
+        group.commit(timeout=T)  # the mark, committed before, goes again
+        assert _committed(fake, "given") == 6
 
 
 # -- columnar=True: fetched pieces handed out as ColumnBatch ---------------------------

@@ -1017,3 +1017,38 @@ async def test_a_join_answered_before_a_new_rebalance_keeps_its_answer() -> None
     assert answers["a"].error_code == 0 and answers["b"].error_code == 0
     assert answers["a"].generation_id == answers["b"].generation_id
     assert "a" in g.members
+
+
+async def test_commit_of_given_offsets_without_a_generation_raises(fake: FakeCluster) -> None:
+    """Marks wait for the generation; ``commit(offsets=)`` cannot, so it says so."""
+    topic, group_id = unique("t"), unique("g")
+    fake.create_topic(topic, 1)
+    async with pykaf.open_consumer_group(fake.bootstrap, group_id, [topic], **FAST) as g:
+        assert g.generation_id < 0  # not consuming: never joined
+        await g.commit()  # the marks (none) wait quietly
+        with pytest.raises(errors.RebalanceInProgressError, match=f"{topic}/0 not committed"):
+            await g.commit({(topic, 0): 3})
+    with pytest.raises(errors.ClosedError):
+        await g.commit({(topic, 0): 3})
+    assert call(fake.groups.committed, group_id, (topic, 0)) is None
+
+
+async def test_a_mark_goes_again_after_a_lower_explicit_commit(fake: FakeCluster) -> None:
+    """After ``commit(offsets=)`` below a committed mark, the next plain commit sends the mark."""
+    topic, group_id = unique("t"), unique("g")
+    fake.create_topic(topic, 1)
+    async with (
+        pykaf.open_consumer_group(
+            fake.bootstrap, group_id, [topic], **{**FAST, "auto_commit": False}
+        ) as g,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(g.consume, Idle())
+        await wait_for(lambda: (topic, 0) in g._claims, what="the claim")
+        g.offsets.mark(topic, 0, 8, None, -1)
+        await g.commit()
+        await g.commit({(topic, 0): 2})
+        assert call(fake.groups.committed, group_id, (topic, 0)).offset == 2
+        await g.commit()
+        assert call(fake.groups.committed, group_id, (topic, 0)).offset == 8
+        nursery.cancel_scope.cancel()

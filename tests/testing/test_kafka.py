@@ -141,7 +141,27 @@ def test_each_release_line_gets_its_logging_and_tools() -> None:
     assert "4.3.1" in _kafka_dist.KAFKA_RELEASES
 
 
+def test_a_kafka_home_decides_the_release_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3.x jars in $PYKAF_KAFKA_HOME get 3.x config, whatever version was asked for."""
+    (tmp_path / "libs").mkdir()
+    for name in ("kafka_2.13-3.9.1-test.jar", "kafka_2.13-3.9.1.jar", "kafka-clients-3.9.1.jar"):
+        (tmp_path / "libs" / name).write_bytes(b"")
+    monkeypatch.setenv("PYKAF_KAFKA_HOME", str(tmp_path))
+    monkeypatch.setenv("PYKAF_KAFKA_VERSION", "4.3.1")
+    assert _kafka_dist.home_kafka_version() == "3.9.1"
+    for cluster in (KafkaCluster(1), KafkaCluster(1, version="4.4.0")):
+        assert cluster.release.version == "3.9.1"
+        assert not cluster.release.log4j2  # log4j 1 properties, as 3.x reads
+        assert cluster.version == "3.9.1"
+    monkeypatch.delenv("PYKAF_KAFKA_HOME")
+    assert _kafka_dist.home_kafka_version() is None
+    assert KafkaCluster(1).release.version == "4.3.1"
+
+
 def test_pykaf_kafka_version_picks_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYKAF_KAFKA_HOME", raising=False)
     monkeypatch.setenv("PYKAF_KAFKA_VERSION", "3.9.1")
     assert _kafka_dist.default_kafka_version() == "3.9.1"
     assert KafkaCluster(1).release.version == "3.9.1"

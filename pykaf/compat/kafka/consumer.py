@@ -374,9 +374,13 @@ class KafkaConsumer:
         self._auto_commit_assigned()
         try:
             record = reader.poll(self._iter_timeout)
-        except pykaf_errors.ClosedError:
-            raise StopIteration from None
         except pykaf_errors.PykafError as exc:
+            # The consumer closed ends the iteration; a partition's error that
+            # is a ClosedError too (a ConsumerError for one) is raised as any other.
+            if isinstance(exc, pykaf_errors.ClosedError) and not isinstance(
+                exc, pykaf_errors.ConsumerError
+            ):
+                raise StopIteration from None
             raise from_pykaf(exc, self._names) from exc
         if record is None:
             raise StopIteration
