@@ -395,7 +395,7 @@ def test_a_fatal_fetch_error_is_raised_by_the_next_read(fake_cluster: Any) -> No
             assert len(await _drain(consumer, 2)) == 2
             fake_cluster.push_request_errors(1, 29)  # Fetch: TOPIC_AUTHORIZATION_FAILED
             with pytest.raises(errors.TopicAuthorizationFailedError):
-                await consumer.getone()
+                await consumer.getmany(timeout_ms=20_000)
 
     asyncio.run(main())
 
