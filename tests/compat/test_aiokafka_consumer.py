@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pykaf.aio._reader import RecordReader
 from pykaf.compat.aiokafka import (
     AIOKafkaConsumer,
     AIOKafkaProducer,
@@ -348,5 +349,118 @@ def test_seeks_without_partitions_wait_for_the_groups_assignment(fake_cluster: A
             assert (await consumer.getone(tp0)).offset == 0
             stamp = consumer.last_poll_timestamp(tp0)
             assert stamp is not None and stamp > 0
+
+    asyncio.run(main())
+
+
+@pytest.fixture(params=["fake", "kafka"])
+def oor_broker(request: pytest.FixtureRequest) -> Any:
+    """A fresh fake cluster, then Apache Kafka (Tansu answers a fetch past the end with nothing)."""
+    return bc.broker_from(request, request.param)
+
+
+def test_an_offset_out_of_range_with_no_reset_is_raised_then_a_seek_goes_on(
+    oor_broker: Any,
+) -> None:
+    topic = bc.unique("aiok-oor")
+    oor_broker.create(topic, 1)
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> None:
+        await _produce(oor_broker.bootstrap, topic, {0: 3})
+        async with AIOKafkaConsumer(
+            bootstrap_servers=oor_broker.bootstrap, auto_offset_reset="none"
+        ) as consumer:
+            consumer.assign([tp])
+            consumer.seek(tp, 1000)
+            with pytest.raises(errors.OffsetOutOfRangeError):
+                await consumer.getmany(timeout_ms=20_000)
+            consumer.seek(tp, 1)
+            assert [r.offset for r in await _drain(consumer, 2)] == [1, 2]
+
+    asyncio.run(main())
+
+
+def test_a_fatal_fetch_error_is_raised_by_the_next_read(fake_cluster: Any) -> None:
+    topic = bc.unique("aiok-auth")
+    fake_cluster.create_topic(topic, 1)
+    tp = TopicPartition(topic, 0)
+
+    async def main() -> None:
+        await _produce(fake_cluster.bootstrap, topic, {0: 2})
+        async with AIOKafkaConsumer(
+            bootstrap_servers=fake_cluster.bootstrap, auto_offset_reset="earliest"
+        ) as consumer:
+            consumer.assign([tp])
+            assert len(await _drain(consumer, 2)) == 2
+            fake_cluster.push_request_errors(1, 29)  # Fetch: TOPIC_AUTHORIZATION_FAILED
+            with pytest.raises(errors.TopicAuthorizationFailedError):
+                await consumer.getmany(timeout_ms=20_000)
+
+    asyncio.run(main())
+
+
+def test_a_pump_that_dies_makes_the_next_read_raise(
+    fake_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = bc.unique("aiok-dies")
+    fake_cluster.create_topic(topic, 1)
+    tp = TopicPartition(topic, 0)
+
+    async def broken(self: Any, *, columnar: bool = False) -> Any:
+        raise RuntimeError("the pump broke")
+
+    monkeypatch.setattr(RecordReader, "next_batch", broken)
+
+    async def main() -> None:
+        async with AIOKafkaConsumer(
+            bootstrap_servers=fake_cluster.bootstrap, auto_offset_reset="earliest"
+        ) as consumer:
+            consumer.assign([tp])
+            with pytest.raises(RuntimeError, match="the pump broke"):
+                await consumer.getmany(timeout_ms=20_000)
+
+    asyncio.run(main())
+
+
+def test_a_batch_fetched_but_not_handed_out_is_neither_reported_nor_committed(
+    fake_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    topic = bc.unique("aiok-ahead")
+    fake_cluster.create_topic(topic, 1)
+    tp = TopicPartition(topic, 0)
+    fetched = asyncio.Event()
+    release = asyncio.Event()
+    next_batch = RecordReader.next_batch
+
+    async def held(self: Any, *, columnar: bool = False) -> Any:
+        # The trio reader has handed the batch over (its position is past it);
+        # the pump gets it only once the test says so.
+        batch = await next_batch(self, columnar=columnar)
+        if batch:
+            fetched.set()
+            await release.wait()
+        return batch
+
+    monkeypatch.setattr(RecordReader, "next_batch", held)
+
+    async def main() -> None:
+        await _produce(fake_cluster.bootstrap, topic, {0: 4})
+        async with AIOKafkaConsumer(
+            bootstrap_servers=fake_cluster.bootstrap,
+            group_id=bc.unique("aiok-g"),
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        ) as consumer:
+            consumer.assign([tp])
+            await asyncio.wait_for(fetched.wait(), 20)
+            assert await consumer.position(tp) == 0
+            await consumer.commit()
+            assert await consumer.committed(tp) in (None, 0)
+            release.set()
+            assert [r.offset for r in await _drain(consumer, 4)] == [0, 1, 2, 3]
+            assert await consumer.position(tp) == 4
+            await consumer.commit()
+            assert await consumer.committed(tp) == 4
 
     asyncio.run(main())

@@ -10,6 +10,15 @@ and waits only when no partition has any.
 A seek bumps the partition's generation: a batch the pump was awaiting
 across the seek is dropped and the reader sought again, so no record from
 before a seek is ever handed out after it.
+
+The position reported and committed is the shim's own: the offset after
+what was handed to the pump (``fetched_to``), never the reader's live
+position, which a batch the pump has not taken yet has already moved.
+
+A partition's errors (``errors()``: offset out of range with no reset, a
+non-retriable broker error, a corrupt or oversized batch) pause it in
+pykaf; the pump passes each to ``Records.failed``, which the consumer
+raises from its next ``getmany``/``getone``, as aiokafka does.
 """
 
 from __future__ import annotations
@@ -20,11 +29,15 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import trio
+
 from pykaf.codec import Record
 from pykaf.compat.aiokafka.structs import TopicPartition
 
 #: How often a pump whose records wait to be handed out checks that its claim still runs.
 _REVOKE_CHECK = 0.1
+#: How often a pump checks whether its reader knows its start offset yet.
+_START_CHECK = 0.01
 
 
 class Signal:
@@ -74,6 +87,7 @@ class Part:
 
     __slots__ = (
         "drained",
+        "fetched_to",
         "generation",
         "paused",
         "polled_at",
@@ -93,6 +107,8 @@ class Part:
         #: Set when ``records`` runs empty: the pump may fetch again.
         self.drained = Signal()
         self.generation = 0
+        #: The offset after the records handed to the pump (None: not known yet).
+        self.fetched_to: int | None = None
         #: The offset of the last seek (applied when the reader comes, if it had not yet).
         self.seek_to: int | None = None
         self.paused = False
@@ -105,26 +121,37 @@ class Part:
         """The offset of the next record to hand out (-1 while the start is not known)."""
         if self.records:
             return self.records[0].offset
-        if self.reader is None:
-            return -1 if self.seek_to is None or self.seek_to < 0 else self.seek_to
-        position: int = self.reader.position
-        return position
+        if self.fetched_to is not None:
+            return self.fetched_to
+        if self.reader is None and self.seek_to is not None and self.seek_to >= 0:
+            return self.seek_to
+        return -1
 
     def seek(self, offset: int) -> None:
-        """Continue from ``offset`` (or ``OLDEST``/``NEWEST``): drops what was fetched."""
+        """Continue from ``offset`` (or ``OLDEST``/``NEWEST``): drops what was fetched.
+
+        A partition consumer that an error paused (and the user did not) fetches again.
+        """
         self.generation += 1
         self.seek_to = offset
+        self.fetched_to = offset if offset >= 0 else None
         self.records.clear()
         self.drained.set()
         if self.reader is not None:
             self.reader.seek(offset)
+            if not self.paused and hasattr(self.reader, "resume"):
+                # A fatal error (offset out of range, ...) paused the reader: a seek
+                # is how an aiokafka user goes on from one.
+                self.reader.resume()
 
 
 class Records:
     """The assigned partitions and the wait for any of them to have records."""
 
-    def __init__(self) -> None:
+    def __init__(self, failed: Callable[[BaseException], None]) -> None:
         self.parts: dict[TopicPartition, Part] = {}
+        #: Called with each partition's error (the consumer raises it from its next read).
+        self.failed = failed
         #: Set when a partition's records arrive (and when the consumer stops).
         self.arrived = Signal()
         self._start = 0  # where the next take starts: partitions take turns
@@ -153,23 +180,48 @@ class Records:
         reader = part.reader
         if part.seek_to is not None:
             reader.seek(part.seek_to)
+        watcher = asyncio.get_running_loop().create_task(self._report_errors(reader))
+        try:
+            await self._fetch(part, reader, ended)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            part.records.clear()
+            part.drained.set()
+
+    async def _fetch(self, part: Part, reader: Any, ended: Callable[[], bool]) -> None:
         while not ended():
             while part.records and not ended():
                 await part.drained.wait(_REVOKE_CHECK)
             if ended():
                 break
             generation = part.generation
+            if reader.position < 0:
+                # The start is not resolved yet: a next_batch now would move the
+                # reader past records before the pump knows where they began.
+                await asyncio.sleep(_START_CHECK)
+                continue
+            part.fetched_to = reader.position  # all handed out: the reader is where we are
             batch = await reader.next_batch()
             part.polled_at = int(time.time() * 1000)
             if generation != part.generation:
                 reader.seek(part.seek_to)  # fetched across a seek: fetch again from there
                 continue
+            part.fetched_to = reader.position
             if not batch:
                 continue
             part.records.extend(batch)
             self.arrived.set()
-        part.records.clear()
-        part.drained.set()
+
+    async def _report_errors(self, reader: Any) -> None:
+        """Pass each of the reader's errors to :attr:`failed` until the reader closes."""
+        channel = reader.errors()
+        while True:
+            try:
+                error = await channel.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                return
+            self.failed(error)
 
     def take(
         self, wanted: Iterable[TopicPartition], limit: int

@@ -182,7 +182,7 @@ class AIOKafkaConsumer:
         self._wanted_topics: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
         self._manual: set[TopicPartition] = set()
-        self._records = Records()
+        self._records = Records(self._fail)
         self._session: _Session | None = None
         self._assigning: asyncio.Task[None] | None = None
         self._closed = False
@@ -275,6 +275,21 @@ class AIOKafkaConsumer:
         if held.error is not None:
             raise from_pykaf(held.error, ConsumerStoppedError) from held.error
         return held.value
+
+    def _fail(self, error: BaseException) -> None:
+        """Keep ``error`` for the next read to raise (the first one kept wins); wake the reads."""
+        if self._failure is None:
+            self._failure = error
+        self._records.arrived.set()
+
+    async def _pump(self, part: Part) -> None:
+        """A partition consumer's pump: an error that ends it is raised by the next read."""
+        try:
+            await self._records.pump(part)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._fail(exc)
 
     def _raise_failure(self) -> None:
         failure = self._failure
@@ -483,7 +498,7 @@ class AIOKafkaConsumer:
             part.reader = await consumer.consume_partition(tp.topic, tp.partition, start)
             if part.paused:
                 part.reader.pause()
-            part.task = asyncio.get_running_loop().create_task(self._records.pump(part))
+            part.task = asyncio.get_running_loop().create_task(self._pump(part))
 
     async def _stop_manual(self) -> None:
         task, self._assigning = self._assigning, None
