@@ -58,8 +58,14 @@ def test_topics_configs_and_groups(admin_broker: Any) -> None:
             (found,) = configs.to_object()["resources"][0]["config_entries"]
             assert (found["config_names"], found["config_value"]) == ("retention.ms", "600000")
             await admin.alter_configs([ConfigResource("topic", topic, {"retention.ms": "700000"})])
-            (configs,) = await admin.describe_configs([resource])
-            assert configs.resources[0]["config_entries"][0]["config_value"] == "700000"
+            # Kafka's brokers see a config change once its metadata reaches them.
+            for _ in range(100):
+                (configs,) = await admin.describe_configs([resource])
+                value = configs.resources[0]["config_entries"][0]["config_value"]
+                if value == "700000":
+                    break
+                await asyncio.sleep(0.1)
+            assert value == "700000"
 
             async with AIOKafkaProducer(bootstrap_servers=admin_broker.bootstrap) as producer:
                 await producer.send_and_wait(topic, b"x", partition=0)
