@@ -36,9 +36,9 @@ from pykaf import aio
 from pykaf import errors as pykaf_errors
 from pykaf.compat._lifetime import Held
 from pykaf.compat.confluent_kafka._config import client_options, translate
-from pykaf.compat.confluent_kafka._consumer import Consumer
+from pykaf.compat.confluent_kafka._consumer import Consumer, _fail
 from pykaf.compat.confluent_kafka._error import LOCAL_CODES, KafkaError, KafkaException, from_pykaf
-from pykaf.compat.confluent_kafka._producer import _delivery_error, checked_record
+from pykaf.compat.confluent_kafka._producer import _delivery_error, _seconds, checked_record
 from pykaf.compat.confluent_kafka._types import (
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,
@@ -53,17 +53,6 @@ log = logging.getLogger(__name__)
 
 #: librdkafka's default ``message.max.bytes``, checked at ``produce`` as librdkafka does.
 _LARGEST = 1_000_000
-
-
-def _fail(code: str, message: str) -> KafkaException:
-    return KafkaException(KafkaError(LOCAL_CODES[code], message))
-
-
-def _seconds(timeout: float | None) -> float | None:
-    """confluent-kafka's timeouts: seconds, where -1 (or None) means no limit."""
-    if timeout is None or timeout < 0:
-        return None
-    return float(timeout)
 
 
 def _no_sasl_update() -> KafkaException:
