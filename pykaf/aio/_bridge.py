@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import trio
 
 from pykaf import errors
-from pykaf.aio._runner import Runner, acquire, release, running_loop
+from pykaf.aio._runner import Runner, acquire, release, running_loop, wait_uncancellable
 
 T = TypeVar("T")
 
@@ -143,19 +143,10 @@ async def _call(
             # (unless it finished already, in the loop pass that cancelled this task).
             job.finished = loop.create_future()
             job.cancel()
-            await _uncancellable(job.finished)
+            await wait_uncancellable(job.finished)
         if orphaned is not None and fut.done() and not fut.cancelled() and fut.exception() is None:
             orphaned(fut.result())
         raise
-
-
-async def _uncancellable(fut: asyncio.Future[Any]) -> None:
-    """Wait for ``fut`` even if cancelled meanwhile (the cancellation is raised by the caller)."""
-    while not fut.done():
-        try:
-            await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            continue
 
 
 def wrong_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -272,7 +263,7 @@ async def hold(runner: Runner, cm: AbstractAsyncContextManager[T]) -> AsyncItera
         value = await held.entered
     except asyncio.CancelledError:
         held.cancel()
-        await _uncancellable(held.done)
+        await wait_uncancellable(held.done)
         raise
     task = asyncio.current_task()
     failed = False

@@ -117,12 +117,13 @@ class Runner:
                 # Leaving trio running past the loop would leave the thread
                 # unable to host another run: finish first, then give way.
                 if not done.done():
-                    await _finish_uncancellable(done)
+                    await wait_uncancellable(done)
                 raise
         done.result()
 
 
-async def _finish_uncancellable(fut: asyncio.Future[Any]) -> None:
+async def wait_uncancellable(fut: asyncio.Future[Any]) -> None:
+    """Wait for ``fut`` even if cancelled meanwhile (the caller raises the cancellation)."""
     while not fut.done():
         try:
             await asyncio.shield(fut)
@@ -184,4 +185,11 @@ def current_runner() -> Runner | None:
     return _runners.get(loop)
 
 
-__all__ = ["Runner", "acquire", "current_runner", "release", "running_loop"]
+__all__ = [
+    "Runner",
+    "acquire",
+    "current_runner",
+    "release",
+    "running_loop",
+    "wait_uncancellable",
+]
