@@ -46,6 +46,7 @@ import itertools
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -101,21 +102,25 @@ AWAITED_CLIENTS: list[tuple[str, str]] = [
 _topic_ids = itertools.count()
 
 
+def run_loop(main: Callable[[], Coroutine[Any, Any, None]], *, uvloop: bool) -> None:
+    """Run ``main()`` in a new loop: asyncio's, or uvloop's."""
+    if not uvloop:
+        asyncio.run(main())
+        return
+    loop = importlib.import_module("uvloop").new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
 class PykafAioSendNowaitRound(PykafSendNowaitRound):
     """``pykaf.aio``: the trio round's loop (``produce``, inherited) on asyncio."""
 
     uvloop = False
 
     def loop_main(self) -> None:
-        if self.uvloop:
-            uvloop = importlib.import_module("uvloop")
-            loop = uvloop.new_event_loop()
-            try:
-                loop.run_until_complete(self._main_aio())
-            finally:
-                loop.close()
-        else:
-            asyncio.run(self._main_aio())
+        run_loop(self._main_aio, uvloop=self.uvloop)
 
     async def _main_aio(self) -> None:
         aio = importlib.import_module("pykaf.aio")
@@ -227,12 +232,14 @@ def child_main(argv: list[str]) -> None:
 
 
 class ProcessRound:
-    """A round run by a child process of its own (this file, run as a program)."""
+    """A round run by a child process of its own (``module``, run as a program)."""
 
-    def __init__(self, *argv: str) -> None:  # make_round's arguments
+    module = "bench.test_aio"
+
+    def __init__(self, *argv: str) -> None:  # the child's arguments (make_round's here)
         self.topic = argv[-1]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.test_aio", *argv],
+            [sys.executable, "-m", self.module, *argv],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -257,12 +264,16 @@ class ProcessRound:
         self.process.stdin.flush()
         self._expect("done")
 
-    def stop(self) -> int:
-        report = json.loads(self._expect("{"))
+    def finish(self) -> dict[str, Any]:
+        """The child's report, once it exited (0); its notes are kept."""
+        report: dict[str, Any] = json.loads(self._expect("{"))
         if self.process.wait(ROUND_TIMEOUT_S) != 0:
             raise AssertionError(f"the round's process exited {self.process.returncode}")
         self.notes = report["notes"]
-        return int(report["acknowledged"])
+        return report
+
+    def stop(self) -> int:
+        return int(self.finish()["acknowledged"])
 
 
 def _skip_missing(client: str, variant: str) -> None:

@@ -159,18 +159,37 @@ class PartitionConsumer:
         return local[i]
 
     def next_nowait(self) -> Record | None:
-        """The next record if one is decoded and waiting, else None (no wait, no fetch).
+        """The next record if one is fetched, else None (no wait, no fetch).
 
-        What ``async for`` hands out when it need not wait; for a caller outside
-        trio (``pykaf.aio``) that reads records one by one without crossing
-        into trio for each.
+        What ``async for`` hands out when it need not wait: the records decoded
+        and waiting, then the next pieces of the fetch answer at hand, decoded
+        now. For a caller outside trio (``pykaf.aio``) that reads records one
+        by one and crosses into trio only to wait for a fetch.
         """
         i = self._next
         local = self._local
         if i >= len(local):
-            return None
+            if not self._decode_buffered():
+                return None
+            i, local = 0, self._local
         self._next = i + 1
         return local[i]
+
+    def take_decoded(self) -> list[Record]:
+        """Every record fetched and not handed out yet, handed out now; [] if none (no wait).
+
+        :meth:`next_nowait` for a whole list: a reader outside trio
+        (``pykaf.aio``) keeps its own index into it and crosses into trio
+        only to wait for a fetch. :attr:`position` moves past the list.
+        """
+        i = self._next
+        local = self._local
+        if i >= len(local):
+            if not self._decode_buffered():
+                return []
+            i, local = 0, self._local
+        self._next = len(local)
+        return local[i:] if i else local
 
     @overload
     async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
@@ -204,19 +223,26 @@ class PartitionConsumer:
         return out
 
     async def _fill(self) -> None:
+        while not self._decode_buffered():
+            await self._receive_answer()
+
+    def _decode_buffered(self) -> bool:
+        """Decode the current answer's next pieces, until one has records; no wait.
+
+        True when the local list holds records again; False when the current
+        answer is read out and only a receive (a wait) can give more.
+        """
         if self._local:
             self._position = self._local_end  # the previous list was read out
             self._local, self._next = [], 0
-        while True:
-            answer = self._answer
-            if answer is None:
-                answer = await self._receive_answer()
+        while (answer := self._answer) is not None:
             records, end = self._decode_piece(answer)
             if records:
                 self._local, self._next, self._local_end = records, 0, end
-                return
+                return True
             if end >= 0:
                 self._position = end
+        return False
 
     async def _next_columns(self) -> ColumnBatch:
         local, i = self._local, self._next

@@ -7,13 +7,15 @@ through the bridge.
 
 from __future__ import annotations
 
+from asyncio import _get_running_loop
 from typing import Any, Literal, Protocol, TypeVar, overload
 
 import trio
 
 from pykaf._column_batch import ColumnBatch
-from pykaf.aio._bridge import call_keeping
+from pykaf.aio._bridge import call_keeping, wrong_loop
 from pykaf.aio._channels import ReceiveChannel
+from pykaf.aio._runner import Runner
 from pykaf.aio._wrap import Wrapper
 from pykaf.codec import Record
 
@@ -42,7 +44,13 @@ R = TypeVar("R", bound=TrioReader)
 class RecordReader(Wrapper[R]):
     """Reads one partition's records from asyncio (``async for``, ``next_batch``, ``seek``)."""
 
-    __slots__ = ()
+    # The per-record path's own: the loop and the trio reader's next_nowait, bound once.
+    __slots__ = ("_loop", "_next_nowait")
+
+    def __init__(self, trio_object: R, runner: Runner) -> None:
+        super().__init__(trio_object, runner)
+        self._loop = runner.loop
+        self._next_nowait = trio_object.next_nowait
 
     @property
     def topic(self) -> str:
@@ -68,8 +76,11 @@ class RecordReader(Wrapper[R]):
         return self
 
     async def __anext__(self) -> Record:
-        self._check_loop()
-        record = self._trio.next_nowait()
+        # ``_check_loop`` inline: this runs once a record. asyncio's own
+        # ``_get_running_loop`` answers None outside a loop instead of raising.
+        if _get_running_loop() is not self._loop:
+            wrong_loop(self._loop)
+        record = self._next_nowait()
         if record is not None:
             return record
         return await call_keeping(self._runner, self._unread, self._trio.__anext__)

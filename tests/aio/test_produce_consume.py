@@ -93,6 +93,41 @@ def test_partition_consumer_batches_columns_and_seek(aio_broker: Any) -> None:
     asyncio.run(main())
 
 
+def test_async_for_hands_out_what_it_took_and_the_positions_follow(aio_broker: Any) -> None:
+    """``async for`` takes every fetched record at once; the other calls see what it handed out."""
+    topic = unique("aio-taken")
+    aio_broker.create(topic, 1)
+
+    async def main() -> None:
+        async with pykaf.aio.open_producer(aio_broker.bootstrap) as producer:
+            await (await producer.send_batch(topic, [b"%d" % i for i in range(100)])).wait()
+        async with pykaf.aio.open_consumer(aio_broker.bootstrap, **FAST) as consumer:
+            pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
+            first = await asyncio.wait_for(pc.__anext__(), 30)
+            assert first.offset == 0
+            assert (pc.position, pc.lag) == (1, 99)
+            got = [first]
+            while len(got) < 10:
+                record = pc.next_nowait()
+                if record is None:
+                    record = await asyncio.wait_for(pc.__anext__(), 30)
+                got.append(record)
+            assert pc.position == 10 and pc.lag == 90
+            # next_batch hands out what async for took and left, then fetches on
+            while len(got) < 100:
+                got += await asyncio.wait_for(pc.next_batch(), 30)
+            assert [r.offset for r in got] == list(range(100))
+            assert (pc.position, pc.lag) == (100, 0)
+            pc.seek(5)
+            again = await asyncio.wait_for(pc.__anext__(), 30)
+            assert again.offset == 5 and pc.position == 6
+            pc.seek(50)
+            columns = await asyncio.wait_for(pc.next_batch(columnar=True), 30)
+            assert columns.offsets[0] == 50 and pc.position == columns.next_offset
+
+    asyncio.run(main())
+
+
 def test_transactions(aio_broker: Any) -> None:
     topic = unique("aio-txn")
     aio_broker.create(topic, 1)

@@ -1,0 +1,204 @@
+"""Reading on asyncio: ``pykaf.aio``'s ``async for`` against trio's and aiokafka's ``getmany``.
+
+One topic per broker, filled once by confluent-kafka (``bench/test_consumer.py``'s
+data: 1,000,000 records of 100 bytes, an equal share in each of 4 partitions,
+batched by librdkafka, so no client reads batches its own producer shaped).
+Every round runs in a process of its own: the child opens its consumer and
+learns the topic (untimed), says it is ready, and the timed part is from the
+parent's "go" to the child's "done": every record read from offset 0, each
+value's length summed. The parent checks the count and the bytes.
+
+Groups ``aio-consume-1M-tansu`` and ``aio-consume-1M-kafka`` (one Apache Kafka
+node), with ``bench/test_consumer.py``'s consumer settings (64 MiB a fetch,
+8 MiB a partition, 500 ms fetch wait, CRCs checked). Clients:
+
+* ``aiokafka[getmany]``: ``assign()``, ``seek_to_beginning()``, then
+  ``getmany(timeout_ms=1000, max_records=10000)`` until every record is in
+  (``test_consumer.py``'s aiokafka round).
+* ``pykaf[aio_iter]``: ``pykaf.aio.open_consumer`` inside ``asyncio.run()``,
+  a task per partition, ``async for record in pc`` from ``OLDEST`` to the
+  partition's end (``test_consumer.py``'s ``iter`` round on asyncio).
+* ``pykaf[aio_iter_uvloop]``: the same on uvloop's loop.
+* ``pykaf[iter]``: the same on trio, the reference for the asyncio paths.
+
+Run one group with ``pytest bench/test_aio_consume.py --benchmark-only -k tansu``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import itertools
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pytest
+
+from bench import test_aio as aio_bench
+from bench import test_consumer as cons
+from bench._support import AIOKAFKA, PYKAF, note_rate, tag
+
+ROUNDS = 5
+PARTITIONS = 4
+BROKERS = ("tansu", "kafka")
+CLIENTS: list[tuple[str, str]] = [
+    (AIOKAFKA, "getmany"),
+    (PYKAF, "iter"),
+    (PYKAF, "aio_iter"),
+    (PYKAF, "aio_iter_uvloop"),
+]
+
+_topic_ids = itertools.count()
+
+
+class _Bootstrap:
+    """What a round needs of its broker in the child: the address."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+
+class PykafAioIterRound(cons.PykafIterRound):
+    """``pykaf.aio``: a task per partition, ``async for`` to the end, on asyncio."""
+
+    uvloop = False
+
+    def loop_main(self) -> None:
+        aio_bench.run_loop(self._main_aio, uvloop=self.uvloop)
+
+    async def _main_aio(self) -> None:
+        aio = importlib.import_module("pykaf.aio")
+        async with aio.open_consumer(self.bootstrap, **self.options()) as consumer:
+            partitions = await consumer.partitions(self.topic)
+            assert sorted(partitions) == self.data.partitions, partitions
+            self.gate.ready.set()
+            await asyncio.to_thread(self.gate.go.wait)
+
+            async def one(partition: int) -> tuple[int, int]:
+                pc = await consumer.consume_partition(self.topic, partition, -2)  # OLDEST
+                return await self.read(pc, self.data.ends[partition])
+
+            reads = asyncio.gather(*(one(p) for p in self.data.partitions))
+            done = await asyncio.wait_for(reads, cons.ROUND_TIMEOUT_S)
+            self.result = (sum(c for c, _ in done), sum(s for _, s in done))
+            self.gate.done.set()
+            self.note_statistics(consumer.statistics())
+
+
+class PykafAioIterUvloopRound(PykafAioIterRound):
+    """The same on uvloop's loop."""
+
+    uvloop = True
+
+
+ROUNDS_OF: dict[str, type[cons.Round]] = {
+    "getmany": cons.AiokafkaRound,
+    "iter": cons.PykafIterRound,
+    "aio_iter": PykafAioIterRound,
+    "aio_iter_uvloop": PykafAioIterUvloopRound,
+}
+
+
+def child_main(argv: list[str]) -> None:
+    """The child's side: open, "ready"; on "go", read, "done"; close, report."""
+    variant, bootstrap, topic, ends = argv
+    broker = cast(Any, _Bootstrap(bootstrap))
+    data = cons.Dataset(broker, topic, {int(p): n for p, n in json.loads(ends).items()})
+    one = ROUNDS_OF[variant](data)
+    one.start()
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        raise SystemExit("the parent did not say go")
+    one.run()
+    print("done", flush=True)
+    count, size = one.stop()
+    print(json.dumps({"count": count, "size": size, "notes": one.notes}), flush=True)
+
+
+class ConsumeProcessRound(aio_bench.ProcessRound):
+    """A reading round in a child process of its own (this file, run as a program)."""
+
+    module = "bench.test_aio_consume"
+
+    def stop(self) -> int:
+        report = self.finish()
+        self.size = int(report["size"])
+        return int(report["count"])
+
+
+@pytest.fixture(scope="module")
+def datasets(request: pytest.FixtureRequest) -> Iterator[Callable[[str], cons.Dataset]]:
+    """The topic of each broker, filled on first use and deleted after the module."""
+    made: dict[str, cons.Dataset] = {}
+
+    def get(name: str) -> cons.Dataset:
+        if name not in made:
+            broker = request.getfixturevalue(f"bench_{name}")
+            topic = f"bench-aio-consume-{name}-{next(_topic_ids)}"
+            broker.create_topic(topic, PARTITIONS)
+            delivered, starts = cons._fill(broker.bootstrap, topic, PARTITIONS)
+            assert delivered == cons.RECORDS and starts == [0] * PARTITIONS, (delivered, starts)
+            marks = broker.high_watermarks(topic)
+            assert sum(marks.values()) == cons.RECORDS, marks
+            made[name] = cons.Dataset(broker, topic, marks)
+        return made[name]
+
+    yield get
+    for dataset in made.values():
+        dataset.broker.delete_topic(dataset.topic)
+
+
+@pytest.mark.parametrize(
+    ("broker_name", "client", "variant"),
+    [pytest.param(b, c, v, id=f"{b}-{c}-{v}") for b in BROKERS for c, v in CLIENTS],
+)
+def test_aio_consume(
+    benchmark: Any,
+    datasets: Callable[[str], cons.Dataset],
+    broker_name: str,
+    client: str,
+    variant: str,
+) -> None:
+    if client == AIOKAFKA:
+        pytest.importorskip("aiokafka")
+    elif variant.endswith("uvloop"):
+        pytest.importorskip("uvloop")
+    data = datasets(broker_name)
+    tag(
+        benchmark,
+        group=f"aio-consume-1M-{broker_name}",
+        client=client,
+        records=data.records,
+        variant=variant,
+        value_bytes=cons.VALUE_SIZE,
+        partitions=PARTITIONS,
+    )
+    current: list[ConsumeProcessRound] = []
+    read: list[tuple[int, int]] = []
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        ends = json.dumps({str(p): n for p, n in data.ends.items()})
+        one = ConsumeProcessRound(variant, data.broker.bootstrap, data.topic, ends)
+        current.append(one)
+        one.start()
+        return (one,), {}
+
+    def teardown(one: ConsumeProcessRound) -> None:
+        current.remove(one)
+        read.append((one.stop(), one.size))
+        benchmark.extra_info.update(one.notes)
+
+    benchmark.pedantic(
+        ConsumeProcessRound.run, setup=setup, teardown=teardown, rounds=ROUNDS, iterations=1
+    )
+    while current:  # --benchmark-disable runs the target once, without teardown
+        teardown(current[0])
+    expected = (data.records, data.value_bytes)
+    assert read and all(got == expected for got in read), (read, expected)
+    note_rate(benchmark, data.records)
+
+
+if __name__ == "__main__":  # a round's child process: python -m bench.test_aio_consume ...
+    child_main(sys.argv[1:])
