@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pykaf._properties import FLAG, Property
 from pykaf.compat.aiokafka.errors import KafkaConfigurationError
 from pykaf.compat.kafka import _config as _kafka_python
 from pykaf.compat.kafka.errors import KafkaConfigurationError as _KafkaPythonConfigError
@@ -39,16 +40,11 @@ def _checked(convert: Converter) -> Converter:
 same = _kafka_python.same
 seconds = _checked(_kafka_python.seconds)
 count = _checked(_kafka_python.count)
-compression = _checked(_kafka_python.compression)
-isolation = _checked(_kafka_python.isolation)
 servers = _checked(lambda name, value: _kafka_python.servers(value))
 
 
-def flag(name: str, value: Any) -> bool:
-    """A bool."""
-    if not isinstance(value, bool):
-        raise KafkaConfigurationError(f"{name} must be True or False, not {value!r}")
-    return value
+#: A bool (or "true"/"false"), as every client's flags.
+flag = _checked(_kafka_python.converter(Property("", FLAG)))
 
 
 def _shared(
