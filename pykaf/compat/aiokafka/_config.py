@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pykaf._properties import FLAG, Property
 from pykaf.compat.aiokafka.errors import KafkaConfigurationError
 from pykaf.compat.kafka import _config as _kafka_python
 from pykaf.compat.kafka.errors import KafkaConfigurationError as _KafkaPythonConfigError
@@ -43,8 +42,6 @@ count = _checked(_kafka_python.count)
 servers = _checked(lambda name, value: _kafka_python.servers(value))
 
 
-#: A bool (or "true"/"false"), as every client's flags.
-flag = _checked(_kafka_python.converter(Property("", FLAG)))
 
 
 def _shared(
@@ -76,10 +73,10 @@ PRODUCER: dict[str, tuple[str, Converter]] = {
         "max_request_size",
         "transactional_id",
         "transaction_timeout_ms",
+        "enable_idempotence",
     ),
     # A batch is sent once this full (a larger record still goes, in a batch of its own).
     "max_batch_size": ("flush_bytes", count),
-    "enable_idempotence": ("idempotence", flag),
 }
 
 #: Consumer options besides the client's (group ones apply with ``group_id`` only).

@@ -1,9 +1,11 @@
 """librdkafka's configuration names (confluent-kafka's ``conf`` dict) as pykaf options.
 
 One table, :data:`OPTIONS`, maps each key pykaf takes to a pykaf option and a
-conversion; ``docs/migrating.md`` lists it (a test checks the page against
-it). A key not in the table is refused with a :class:`KafkaException` naming
-it, and :data:`REFUSED` says why for the known ones: nothing is ignored.
+conversion; it is generated from the one declaration of every option
+(:mod:`pykaf._properties`), which the Spark data source and the other drop-ins
+share. ``docs/migrating.md`` lists it (a test checks the page against it). A
+key not in the table is refused with a :class:`KafkaException` naming it, and
+:data:`REFUSED` says why for the known ones: nothing is ignored.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """kafka-python's configuration names, translated to pykaf's options.
 
-Each supported name maps to one pykaf option (milliseconds become seconds);
-a name that is not supported raises :class:`KafkaConfigurationError` naming
-it, with the reason, so nothing is silently ignored.
+Each supported name maps to one pykaf option (milliseconds become seconds) by
+the tables generated from the one declaration of every option
+(:mod:`pykaf._properties`), with the converter of its type; a name that is not
+supported raises :class:`KafkaConfigurationError` naming it, with the reason,
+so nothing is silently ignored.
 """
 
 from __future__ import annotations
