@@ -42,8 +42,6 @@ count = _checked(_kafka_python.count)
 servers = _checked(lambda name, value: _kafka_python.servers(value))
 
 
-
-
 def _shared(
     table: Mapping[str, tuple[str, Converter]], *names: str
 ) -> dict[str, tuple[str, Converter]]:
