@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pykaf import errors
+from pykaf._properties import FLAG, Property, batching_off, fit_largest_message, java_table
 
 #: Offsets in a ``startingOffsets`` / ``endingOffsets`` JSON: Spark's codes.
 EARLIEST = -2
@@ -23,65 +24,13 @@ LATEST = -1
 
 
 def _bool(value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered not in ("true", "false"):
-        raise ValueError(value)
-    return lowered == "true"
+    return bool(FLAG.parse(value))
 
 
-def _ms(value: str) -> float:
-    return int(value) / 1000
-
-
-def _acks(value: str) -> int | str:
-    word = value.strip().lower()
-    return "all" if word in ("all", "-1") else int(word)
-
-
-# kafka.* -> (pykaf option, conversion): Java's names and meanings, where pykaf
-# has the same setting. What producers and consumers share:
-_CLIENT: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "client.id": ("client_id", str),
-    "request.timeout.ms": ("request_timeout", _ms),
-    "retry.backoff.ms": ("retry_backoff", _ms),
-    "retry.backoff.max.ms": ("retry_backoff_max", _ms),
-    "reconnect.backoff.ms": ("reconnect_backoff", _ms),
-    "reconnect.backoff.max.ms": ("reconnect_backoff_max", _ms),
-    "metadata.max.age.ms": ("metadata_max_age", _ms),
-    "metadata.recovery.strategy": ("metadata_recovery_strategy", str.lower),
-    "metadata.recovery.rebootstrap.trigger.ms": ("metadata_recovery_rebootstrap_trigger", _ms),
-    "security.protocol": ("security_protocol", str),
-    "sasl.mechanism": ("sasl_mechanism", str),
-    "sasl.username": ("sasl_username", str),  # librdkafka's names
-    "sasl.password": ("sasl_password", str),
-    "ssl.ca.location": ("ssl_cafile", str),
-    "ssl.certificate.location": ("ssl_certfile", str),
-    "ssl.key.location": ("ssl_keyfile", str),
-    "ssl.key.password": ("ssl_password", str),
-}
-_PRODUCER: dict[str, tuple[str, Callable[[str], Any]]] = {
-    **_CLIENT,
-    "acks": ("acks", _acks),
-    "linger.ms": ("linger", _ms),
-    "compression.type": ("compression", str),
-    "enable.idempotence": ("idempotence", _bool),
-    "delivery.timeout.ms": ("delivery_timeout", _ms),
-    "retries": ("retries", int),
-    "max.in.flight.requests.per.connection": ("max_in_flight", int),
-    "buffer.memory": ("buffer_bytes", int),
-}
-_CONSUMER: dict[str, tuple[str, Callable[[str], Any]]] = {
-    **_CLIENT,
-    "isolation.level": ("isolation_level", str),
-    "fetch.min.bytes": ("fetch_min_bytes", int),
-    "fetch.max.wait.ms": ("fetch_max_wait", _ms),
-    "fetch.max.bytes": ("fetch_max_bytes", int),
-    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", int),
-    "check.crcs": ("check_crcs", _bool),
-    "client.rack": ("client_rack", str),
-    "max.in.flight.requests.per.connection": ("max_in_flight_per_connection", int),
-    "allow.auto.create.topics": ("allow_auto_create_topics", _bool),
-}
+# kafka.* -> its property (Java's names and meanings), generated from the one
+# declaration of every option (pykaf/_properties.py).
+_PRODUCER = java_table("producer")
+_CONSUMER = java_table("consumer")
 
 #: kafka.* settings taken and not needed, and why (docs/spark.md lists them).
 _NO_OP_CLIENT = {
@@ -201,19 +150,8 @@ def _stores(settings: Mapping[str, str]) -> dict[str, Any]:
             config[target] = location
         if store == "keystore" and f"ssl.{store}.password" in settings:
             config["ssl_password"] = settings[f"ssl.{store}.password"]
-    algorithm = settings.get("ssl.endpoint.identification.algorithm")
-    if algorithm is not None:
-        if algorithm.strip().lower() not in ("", "https"):
-            raise errors.ConfigError(
-                "option kafka.ssl.endpoint.identification.algorithm must be https or empty, "
-                f"not {algorithm!r}"
-            )
-        config["ssl_check_hostname"] = algorithm.strip() != ""
     return config
 
-
-#: Producer settings with Java's meanings, translated by _producer_sizes.
-_SIZES = frozenset({"batch.size", "max.request.size"})
 
 _STORE_KEYS = {
     "ssl.truststore.location",
@@ -222,7 +160,6 @@ _STORE_KEYS = {
     "ssl.keystore.location",
     "ssl.keystore.type",
     "ssl.keystore.password",
-    "ssl.endpoint.identification.algorithm",
 }
 
 
@@ -237,16 +174,14 @@ def _kafka_settings(options: Mapping[str, str]) -> dict[str, str]:
 
 def _kafka_options(
     options: Mapping[str, str],
-    table: Mapping[str, tuple[str, Callable[[str], Any]]],
+    table: Mapping[str, Property],
     no_op: Mapping[str, str],
     refused: Mapping[str, str],
-    translated: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Pykaf options from the ``kafka.*`` options, by ``table``.
 
     ``no_op`` settings are taken and not used; ``refused`` ones are refused with
-    their reason; ``translated`` ones are the caller's to translate. Java's
-    ``sasl.jaas.config`` and SSL stores are translated here.
+    their reason. Java's ``sasl.jaas.config`` and SSL stores are translated here.
     """
     config: dict[str, Any] = {}
     settings = _kafka_settings(options)
@@ -255,9 +190,7 @@ def _kafka_options(
         name = f"kafka.{key}"
         if key in refused:
             raise errors.ConfigError(f"option {name} is not supported: {refused[key]}")
-        if key == "bootstrap.servers":
-            config["bootstrap_servers"] = value
-        elif key == "sasl.jaas.config":
+        if key == "sasl.jaas.config":
             login = _jaas(value)
             if "sasl.mechanism" not in settings and "sasl_mechanism" not in login:
                 raise errors.ConfigError(
@@ -266,55 +199,22 @@ def _kafka_options(
                 )
             config.update({k: v for k, v in login.items() if k not in config})
         elif key in table:
-            target, convert = table[key]
+            row = table[key]
             try:
-                config[target] = convert(value)
+                config[row.option] = row.convert(value)
             except ValueError:
-                raise errors.ConfigError(f"option {name}={value!r} is not valid") from None
-        elif key not in no_op and key not in _STORE_KEYS and key not in translated:
+                raise errors.ConfigError(
+                    f"option {name}={value!r} is not valid: must be {row.expects}"
+                ) from None
+        elif key not in no_op and key not in _STORE_KEYS:
             unknown.append(name)
     if unknown:
-        known = ", ".join(f"kafka.{k}" for k in ["bootstrap.servers", *table])
+        known = ", ".join(f"kafka.{k}" for k in table)
         raise errors.ConfigError(f"unsupported option(s) {', '.join(unknown)}; pykaf takes {known}")
     config.update(_stores(settings))
     if "bootstrap_servers" not in config:
         raise errors.ConfigError("the option kafka.bootstrap.servers is required")
     return config
-
-
-def _producer_sizes(settings: Mapping[str, str], config: dict[str, Any]) -> None:
-    """``batch.size`` and ``max.request.size`` with Java's meanings.
-
-    Java's ``batch.size`` is a target: a partition's batch is sent once it
-    holds that many bytes, and a larger record still goes (in a batch of its
-    own); 0 turns batching off. That is pykaf's ``flush_bytes`` (0: one
-    record per batch). ``max.request.size`` caps a record and a request:
-    ``max_message_bytes``, with the batch and request limits raised to it.
-    """
-    from pykaf._producer.config import ProducerConfig
-
-    defaults = ProducerConfig()
-    if "batch.size" in settings:
-        size = _integer("kafka.batch.size", settings["batch.size"])
-        if size == 0:
-            config["batch_records"] = 1
-        else:
-            config["flush_bytes"] = size
-    if "max.request.size" in settings:
-        size = _integer("kafka.max.request.size", settings["max.request.size"])
-        config["max_message_bytes"] = size
-        config["batch_bytes"] = max(defaults.batch_bytes, size)
-        config["max_request_bytes"] = max(defaults.max_request_bytes, size)
-
-
-def _integer(name: str, value: str) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise errors.ConfigError(f"option {name}={value!r} is not valid (an integer >= 0)")
-    return number
 
 
 def producer_config(options: Mapping[str, str]) -> dict[str, Any]:
@@ -332,8 +232,9 @@ def producer_config(options: Mapping[str, str]) -> dict[str, Any]:
     """
     from pykaf._producer.config import ProducerConfig
 
-    config = _kafka_options(options, _PRODUCER, _NO_OP_PRODUCER, _REFUSED_PRODUCER, _SIZES)
-    _producer_sizes(_kafka_settings(options), config)
+    config = _kafka_options(options, _PRODUCER, _NO_OP_PRODUCER, _REFUSED_PRODUCER)
+    batching_off(config)  # Java's batch.size 0
+    fit_largest_message(config)  # Java's max.request.size caps a record and a request
     if "idempotence" not in config and (
         config.get("acks", "all") != "all"
         or config.get("retries") == 0

@@ -181,7 +181,8 @@ def test_batch_size_zero_and_large_max_request_size_mean_what_kafka_python_says(
         frozenset(),
         "KafkaProducer",
     )
-    assert options["flush_bytes"] == 1  # no batching: sent at once, not "only on linger"
+    # no batching: one record per batch, as Java's batch.size=0 (not pykaf's "only on linger")
+    assert options["batch_records"] == 1 and "flush_bytes" not in options
     assert options["max_message_bytes"] == 4_000_000
     assert options["batch_bytes"] >= 4_000_000 and options["max_request_bytes"] >= 4_000_000
     pykaf.ProducerConfig(**options)  # a valid pykaf configuration

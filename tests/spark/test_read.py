@@ -114,7 +114,10 @@ def test_bad_read_options_are_named(spark: Any, kafka: Any) -> None:
         ({"subscribe": topic, "kafka.client.dns.lookup": "x"}, "unsupported option"),
         ({"subscribe": topic, "kafka.max.poll.records": "7"}, "there is no poll loop"),
         ({"subscribe": topic, "kafka.sasl.jaas.config": "x"}, "login module x is not supported"),
-        ({"subscribe": topic, "kafka.isolation.level": "dirty"}, "isolation_level"),
+        (
+            {"subscribe": topic, "kafka.isolation.level": "dirty"},
+            r"kafka\.isolation\.level='dirty' is not valid",
+        ),
         ({"subscribe": topic, "minPartitions": "0"}, "minPartitions must be an integer >= 1"),
         ({"subscribe": "no-such-topic-" + topic}, "UnknownTopicOrPartition|does not exist"),
     ]

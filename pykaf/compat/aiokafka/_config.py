@@ -39,16 +39,7 @@ def _checked(convert: Converter) -> Converter:
 same = _kafka_python.same
 seconds = _checked(_kafka_python.seconds)
 count = _checked(_kafka_python.count)
-compression = _checked(_kafka_python.compression)
-isolation = _checked(_kafka_python.isolation)
 servers = _checked(lambda name, value: _kafka_python.servers(value))
-
-
-def flag(name: str, value: Any) -> bool:
-    """A bool."""
-    if not isinstance(value, bool):
-        raise KafkaConfigurationError(f"{name} must be True or False, not {value!r}")
-    return value
 
 
 def _shared(
@@ -80,10 +71,10 @@ PRODUCER: dict[str, tuple[str, Converter]] = {
         "max_request_size",
         "transactional_id",
         "transaction_timeout_ms",
+        "enable_idempotence",
     ),
     # A batch is sent once this full (a larger record still goes, in a batch of its own).
     "max_batch_size": ("flush_bytes", count),
-    "enable_idempotence": ("idempotence", flag),
 }
 
 #: Consumer options besides the client's (group ones apply with ``group_id`` only).

@@ -1,9 +1,11 @@
 """librdkafka's configuration names (confluent-kafka's ``conf`` dict) as pykaf options.
 
 One table, :data:`OPTIONS`, maps each key pykaf takes to a pykaf option and a
-conversion; ``docs/migrating.md`` lists it (a test checks the page against
-it). A key not in the table is refused with a :class:`KafkaException` naming
-it, and :data:`REFUSED` says why for the known ones: nothing is ignored.
+conversion; it is generated from the one declaration of every option
+(:mod:`pykaf._properties`), which the Spark data source and the other drop-ins
+share. ``docs/migrating.md`` lists it (a test checks the page against it). A
+key not in the table is refused with a :class:`KafkaException` naming it, and
+:data:`REFUSED` says why for the known ones: nothing is ignored.
 """
 
 from __future__ import annotations
@@ -12,234 +14,62 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pykaf._producer.partitioner import (
-    Crc32Partitioner,
-    Fnv1aPartitioner,
-    Murmur2Partitioner,
-    RandomPartitioner,
+from pykaf._properties import (
+    DEFAULT_PARTITIONER,
+    FLAG,
+    GROUP,
+    PARTITIONERS,
+    Property,
+    fit_largest_message,
+    librdkafka_table,
+    names_for,
+    scales,
 )
-from pykaf.compat._options import UserNames, fit_largest_message
+from pykaf.compat._options import UserNames
 from pykaf.compat.confluent_kafka._error import LOCAL_CODES, KafkaError, KafkaException
 
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(value)
-    return str(value).strip()
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    word = _text(value).lower()
-    if word not in ("true", "false"):
-        raise ValueError(value)
-    return word == "true"
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(value)
-    return int(_text(value))
-
-
-def _ms(value: Any) -> float:
-    number = _int(value)
-    if number < 0:
-        raise ValueError(value)
-    return number / 1000
-
-
-def _kbytes(value: Any) -> int:
-    return _int(value) * 1024
-
-
-def _acks(value: Any) -> int | str:
-    word = _text(value).lower()
-    return "all" if word in ("all", "-1") else int(word)
-
-
-def _reset(value: Any) -> str:
-    word = _text(value).lower()
-    for target, words in (
-        ("earliest", ("smallest", "earliest", "beginning")),
-        ("latest", ("largest", "latest", "end")),
-        ("none", ("error",)),
-    ):
-        if word in words:
-            return target
-    raise ValueError(value)
-
-
-def _upper(value: Any) -> str:
-    return _text(value).upper()
-
-
-def _lower(value: Any) -> str:
-    return _text(value).lower()
-
-
-def _hostname_check(value: Any) -> bool:
-    word = _text(value).lower()
-    if word not in ("https", "none"):
-        raise ValueError(value)
-    return word == "https"
-
-
-#: librdkafka's partitioners, as pykaf's. The ``*_random`` ones send null
-#: keys to a sticky partition (librdkafka's sticky.partitioning.linger.ms);
-#: the plain ones hash a null key as empty data, as librdkafka does.
-PARTITIONERS: dict[str, Callable[[], Any]] = {
-    "random": RandomPartitioner,
-    "consistent": lambda: Crc32Partitioner(hash_null_keys=True),
-    "consistent_random": Crc32Partitioner,
-    "murmur2": lambda: Murmur2Partitioner(hash_null_keys=True),
-    "murmur2_random": Murmur2Partitioner,
-    "fnv1a": lambda: Fnv1aPartitioner(hash_null_keys=True),
-    "fnv1a_random": Fnv1aPartitioner,
-}
-
-#: librdkafka's default partitioner, the confluent shim's too.
-DEFAULT_PARTITIONER = "consistent_random"
-
-
-def _partitioner(value: Any) -> Any:
-    word = _text(value)
-    if word not in PARTITIONERS:
-        raise ValueError(value)
-    return PARTITIONERS[word]()
-
-
-def _group_protocol(value: Any) -> str:
-    word = _lower(value)
-    if word not in ("classic", "consumer"):
-        raise ValueError(value)
-    return word
+__all__ = [
+    "DEFAULT_PARTITIONER",
+    "OPTIONS",
+    "PARTITIONERS",
+    "REFUSED",
+    "SHIM_KEYS",
+    "Option",
+    "translate",
+]
 
 
 @dataclass(frozen=True)
 class Option:
-    """How one librdkafka key becomes a pykaf option.
+    """How one librdkafka key becomes a pykaf option (a view of its :class:`Property`).
 
     Attributes:
         target: the pykaf option (of :class:`pykaf.ProducerConfig`,
             :class:`pykaf.ConsumerConfig`, :class:`pykaf.GroupConfig` or the
             client options).
-        convert: from the conf value (str, int, float or bool) to pykaf's.
+        prop: its declaration (type, unit, range).
         roles: "producer", "consumer" or both.
         note: how the meaning differs, if it does.
     """
 
     target: str
-    convert: Callable[[Any], Any]
+    prop: Property
     roles: frozenset[str] = field(default=frozenset({"producer", "consumer"}))
     note: str = ""
 
+    def convert(self, value: Any) -> Any:
+        """From the conf value (str, int, float or bool) to pykaf's; ValueError if bad."""
+        return self.prop.convert(value)
 
-_P = frozenset({"producer"})
-_C = frozenset({"consumer"})
 
-#: librdkafka key -> pykaf option: what the shim takes.
-OPTIONS: dict[str, Option] = {
-    "bootstrap.servers": Option("bootstrap_servers", _text),
-    "metadata.broker.list": Option("bootstrap_servers", _text),
-    "client.id": Option("client_id", _text),
-    "request.timeout.ms": Option("request_timeout", _ms),
-    "socket.timeout.ms": Option("request_timeout", _ms),
-    "socket.connection.setup.timeout.ms": Option("connect_timeout", _ms),
-    "retry.backoff.ms": Option("retry_backoff", _ms),
-    "reconnect.backoff.ms": Option("reconnect_backoff", _ms),
-    "reconnect.backoff.max.ms": Option("reconnect_backoff_max", _ms),
-    "metadata.max.age.ms": Option("metadata_max_age", _ms),
-    "metadata.recovery.strategy": Option("metadata_recovery_strategy", _lower),
-    "metadata.recovery.rebootstrap.trigger.ms": Option(
-        "metadata_recovery_rebootstrap_trigger", _ms
-    ),
-    "allow.auto.create.topics": Option("allow_auto_create_topics", _bool),
-    "enable.metrics.push": Option("enable_metrics_push", _bool),
-    "security.protocol": Option("security_protocol", _upper),
-    "sasl.mechanism": Option("sasl_mechanism", _upper),
-    "sasl.mechanisms": Option("sasl_mechanism", _upper),
-    "sasl.username": Option("sasl_username", _text),
-    "sasl.password": Option("sasl_password", _text),
-    "ssl.ca.location": Option("ssl_cafile", _text),
-    "ssl.certificate.location": Option("ssl_certfile", _text),
-    "ssl.key.location": Option("ssl_keyfile", _text),
-    "ssl.key.password": Option("ssl_password", _text),
-    "ssl.endpoint.identification.algorithm": Option("ssl_check_hostname", _hostname_check),
-    # producer
-    "acks": Option("acks", _acks, _P),
-    "request.required.acks": Option("acks", _acks, _P),
-    "linger.ms": Option("linger", _ms, _P),
-    "queue.buffering.max.ms": Option("linger", _ms, _P),
-    "batch.size": Option(
-        "flush_bytes",
-        _int,
-        _P,
-        "a batch goes once it holds this many bytes; a larger message goes alone, as in librdkafka",
-    ),
-    "batch.num.messages": Option("batch_records", _int, _P),
-    "message.max.bytes": Option(
-        "max_message_bytes",
-        _int,
-        _P,
-        "1,000,000 unless given, as librdkafka's; batch_bytes is raised to it",
-    ),
-    "compression.type": Option("compression", _lower, _P),
-    "compression.codec": Option("compression", _lower, _P),
-    "compression.level": Option("compression_level", _int, _P),
-    "enable.idempotence": Option("idempotence", _bool, _P),
-    "transactional.id": Option("transactional_id", _text, _P),
-    "transaction.timeout.ms": Option("transaction_timeout", _ms, _P),
-    "message.timeout.ms": Option("delivery_timeout", _ms, _P),
-    "delivery.timeout.ms": Option("delivery_timeout", _ms, _P),
-    "retries": Option("retries", _int, _P),
-    "message.send.max.retries": Option("retries", _int, _P),
-    "retry.backoff.max.ms": Option("retry_backoff_max", _ms),
-    "max.in.flight.requests.per.connection": Option("max_in_flight", _int, _P),
-    "max.in.flight": Option("max_in_flight", _int, _P),
-    "queue.buffering.max.messages": Option("buffer_records", _int, _P),
-    "queue.buffering.max.kbytes": Option(
-        "buffer_bytes", _kbytes, _P, "KiB, as librdkafka counts it"
-    ),
-    "partitioner": Option(
-        "partitioner",
-        _partitioner,
-        _P,
-        "consistent_random (CRC-32, librdkafka's default) unless given; also random, "
-        "consistent, murmur2, murmur2_random, fnv1a, fnv1a_random, as librdkafka's",
-    ),
-    # consumer
-    "group.id": Option("group_id", _text, _C),
-    "group.instance.id": Option("group_instance_id", _text, _C),
-    "group.protocol": Option(
-        "group_protocol", _group_protocol, _C, "classic or consumer (KIP-848, Kafka 4.0+)"
-    ),
-    "group.remote.assignor": Option("group_remote_assignor", _text, _C),
-    "enable.auto.commit": Option("auto_commit", _bool, _C),
-    "auto.commit.interval.ms": Option("auto_commit_interval", _ms, _C),
-    "auto.offset.reset": Option(
-        "auto_offset_reset",
-        _reset,
-        _C,
-        "smallest/beginning: earliest; largest/end: latest; error: none",
-    ),
-    "session.timeout.ms": Option("session_timeout", _ms, _C),
-    "heartbeat.interval.ms": Option("heartbeat_interval", _ms, _C),
-    "max.poll.interval.ms": Option(
-        "rebalance_timeout", _ms, _C, "the rebalance timeout, as in librdkafka"
-    ),
-    "isolation.level": Option("isolation_level", _lower, _C),
-    "fetch.min.bytes": Option("fetch_min_bytes", _int, _C),
-    "fetch.wait.max.ms": Option("fetch_max_wait", _ms, _C),
-    "fetch.max.bytes": Option("fetch_max_bytes", _int, _C),
-    "max.partition.fetch.bytes": Option("max_partition_fetch_bytes", _int, _C),
-    "check.crcs": Option("check_crcs", _bool, _C),
-    "client.rack": Option("client_rack", _text, _C),
-    "queued.max.messages.kbytes": Option(
-        "fetch_buffer_bytes", _kbytes, _C, "KiB, as librdkafka counts it"
-    ),
-}
+def _option(prop: Property) -> Option:
+    roles = {"producer", "consumer"} & prop.roles | ({"consumer"} if prop.roles & GROUP else set())
+    return Option(prop.option, prop, frozenset(roles), prop.note)
+
+
+#: librdkafka key -> pykaf option: what the shim takes (generated from
+#: pykaf/_properties.py, where each option is declared once).
+OPTIONS: dict[str, Option] = {key: _option(prop) for key, prop in librdkafka_table().items()}
 
 #: Keys taken by the shim itself (not pykaf options), and what they do.
 SHIM_KEYS: dict[str, str] = {
@@ -330,14 +160,14 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
             settings.error_cb = value
             continue
         if key == "enable.partition.eof" and role == "consumer":
-            if _checked(key, value, _bool):
+            if _checked(key, value, FLAG.parse, FLAG.expects):
                 raise _invalid(
                     "enable.partition.eof=true is not supported: pykaf's consumers do not "
                     "report reaching the end of a partition"
                 )
             continue
         if key == "enable.auto.offset.store" and role == "consumer":
-            settings.auto_offset_store = _checked(key, value, _bool)
+            settings.auto_offset_store = _checked(key, value, FLAG.parse, FLAG.expects)
             continue
         option = OPTIONS.get(key)
         if option is None or not _fits(option, role):
@@ -346,7 +176,7 @@ def translate(conf: Mapping[str, Any], role: str) -> Settings:
                 f"configuration property {key!r} is not supported by pykaf's {role}; "
                 f"it takes {', '.join(takes)}"
             )
-        converted = _checked(key, value, option.convert)
+        converted = _checked(key, value, option.convert, option.prop.expects)
         if option.target == "bootstrap_servers":
             settings.bootstrap = converted
         elif option.target == "group_id":
@@ -367,17 +197,11 @@ def user_names(conf: Mapping[str, Any]) -> UserNames:
     the first in :data:`OPTIONS`); times are shown in ms, sizes in KiB where
     librdkafka counts them so.
     """
-    names: dict[str, str] = {}
-    scales: dict[str, float] = {}
-    for key, option in OPTIONS.items():
-        target = option.target
-        if target not in names or (key in conf and names[target] not in conf):
-            names[target] = key
-        if option.convert is _ms:
-            scales[target] = 1000.0
-        elif option.convert is _kbytes:
-            scales[target] = 1 / 1024
-    return UserNames(names, dict(conf), scales)
+    return UserNames(
+        names_for(conf, librdkafka_table()),
+        dict(conf),
+        scales(librdkafka_table().values()),
+    )
 
 
 def _fits(option: Option, role: str) -> bool:
@@ -387,11 +211,11 @@ def _fits(option: Option, role: str) -> bool:
     return role in option.roles
 
 
-def _checked(key: str, value: Any, convert: Callable[[Any], Any]) -> Any:
+def _checked(key: str, value: Any, convert: Callable[[Any], Any], expects: str) -> Any:
     try:
         return convert(value)
     except (ValueError, TypeError):
-        raise _invalid(f"configuration property {key!r}: invalid value {value!r}") from None
+        raise _invalid(f"{key}={value!r}: must be {expects}") from None
 
 
 def client_options(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,148 +1,89 @@
 """kafka-python's configuration names, translated to pykaf's options.
 
-Each supported name maps to one pykaf option (milliseconds become seconds);
-a name that is not supported raises :class:`KafkaConfigurationError` naming
-it, with the reason, so nothing is silently ignored.
+Each supported name maps to one pykaf option (milliseconds become seconds) by
+the tables generated from the one declaration of every option
+(:mod:`pykaf._properties`), with the converter of its type; a name that is not
+supported raises :class:`KafkaConfigurationError` naming it, with the reason,
+so nothing is silently ignored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from pykaf.compat._options import UserNames, fit_largest_message
+from pykaf._properties import (
+    INTEGER,
+    MILLISECONDS,
+    OBJECT,
+    Kind,
+    Property,
+    batching_off,
+    fit_largest_message,
+    python_table,
+)
+from pykaf.compat._options import UserNames
 from pykaf.compat.kafka.errors import KafkaConfigurationError
 
 Converter = Callable[[str, Any], Any]
 
 
-def same(name: str, value: Any) -> Any:
-    """The value unchanged."""
-    return value
+@dataclass(frozen=True)
+class Convert:
+    """A property's converter, raising :class:`KafkaConfigurationError` naming the option."""
+
+    prop: Property
+
+    def __call__(self, name: str, value: Any) -> Any:
+        """``value`` of the option ``name`` as pykaf takes it.
+
+        Raises:
+            KafkaConfigurationError: a value of another type, or out of range.
+        """
+        try:
+            return self.prop.convert(value)
+        except ValueError:
+            raise KafkaConfigurationError(
+                f"{name} must be {self.prop.expects}, not {value!r}"
+            ) from None
 
 
-def seconds(name: str, value: Any) -> float:
-    """Milliseconds (kafka-python) to seconds (pykaf)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise KafkaConfigurationError(
-            f"{name} must be a number of milliseconds >= 0, not {value!r}"
-        )
-    return value / 1000.0
+def converter(prop: Property) -> Converter:
+    """``prop``'s converter (see :class:`Convert`)."""
+    return Convert(prop)
 
 
-def batch_size(name: str, value: Any) -> int:
-    """kafka-python's ``batch_size``: 0 turns batching off, so a batch is sent at its first byte.
-
-    (pykaf's ``flush_bytes`` 0 means the opposite, "only on linger".)
-    """
-    return max(count(name, value), 1)
+def _typed(kind: Kind) -> Converter:
+    return converter(Property("", kind))
 
 
-def count(name: str, value: Any) -> int:
-    """An int; ``float('inf')`` (kafka-python's "no limit") becomes 2**31 - 1."""
-    if value == float("inf"):
-        return 2_147_483_647
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise KafkaConfigurationError(f"{name} must be an int, not {value!r}")
-    return value
+#: The value unchanged.
+same = _typed(OBJECT)
+#: Milliseconds (kafka-python) to seconds (pykaf).
+seconds = _typed(MILLISECONDS)
+#: An int; ``float('inf')`` (kafka-python's "no limit") becomes 2**31 - 1.
+count = _typed(INTEGER)
 
 
-def acks(name: str, value: Any) -> int | str:
-    """0, 1, -1 or 'all'."""
-    if value in ("all", -1, "-1"):
-        return "all"
-    if value in (0, 1, "0", "1") and not isinstance(value, bool):
-        return int(value)
-    raise KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', not {value!r}")
-
-
-def compression(name: str, value: Any) -> str:
-    """None or a codec name."""
-    if value is None:
-        return "none"
-    if value in ("gzip", "snappy", "lz4", "zstd"):
-        return str(value)
-    raise KafkaConfigurationError(
-        f"compression_type must be None, 'gzip', 'snappy', 'lz4' or 'zstd', not {value!r}"
-    )
-
-
-def isolation(name: str, value: Any) -> str:
-    """``"read_committed"``, ``"read_uncommitted"``, or ``IsolationLevel`` (1, 0)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
-        return ("read_uncommitted", "read_committed")[value]
-    if value in ("read_committed", "read_uncommitted"):
-        return str(value)
-    raise KafkaConfigurationError(
-        f"isolation_level must be 'read_committed' or 'read_uncommitted', not {value!r}"
-    )
+def _table(role: str) -> dict[str, tuple[str, Converter]]:
+    """kafka-python name -> (pykaf option, converter), generated from pykaf/_properties.py."""
+    return {name: (prop.option, converter(prop)) for name, prop in python_table(role).items()}
 
 
 #: Options of every client: kafka-python name -> (pykaf option, converter).
-CLIENT: dict[str, tuple[str, Converter]] = {
-    "client_id": ("client_id", same),
-    "request_timeout_ms": ("request_timeout", seconds),
-    "metadata_max_age_ms": ("metadata_max_age", seconds),
-    "retry_backoff_ms": ("retry_backoff", seconds),
-    "reconnect_backoff_ms": ("reconnect_backoff", seconds),
-    "reconnect_backoff_max_ms": ("reconnect_backoff_max", seconds),
-    "receive_message_max_bytes": ("max_response_bytes", count),
-    "allow_auto_create_topics": ("allow_auto_create_topics", same),
-    "security_protocol": ("security_protocol", same),
-    "ssl_context": ("ssl_context", same),
-    "ssl_cafile": ("ssl_cafile", same),
-    "ssl_certfile": ("ssl_certfile", same),
-    "ssl_keyfile": ("ssl_keyfile", same),
-    "ssl_password": ("ssl_password", same),
-    "ssl_check_hostname": ("ssl_check_hostname", same),
-    "sasl_mechanism": ("sasl_mechanism", same),
-    "sasl_plain_username": ("sasl_username", same),
-    "sasl_plain_password": ("sasl_password", same),
-}
+CLIENT: dict[str, tuple[str, Converter]] = _table("client")
 
 #: Producer options besides the client's (the serializers are the shim's own).
-PRODUCER: dict[str, tuple[str, Converter]] = {
-    "acks": ("acks", acks),
-    "compression_type": ("compression", compression),
-    "linger_ms": ("linger", seconds),
-    "batch_size": ("flush_bytes", batch_size),
-    "retries": ("retries", count),
-    "max_in_flight_requests_per_connection": ("max_in_flight", count),
-    "enable_idempotence": ("idempotence", same),
-    "transactional_id": ("transactional_id", same),
-    "transaction_timeout_ms": ("transaction_timeout", seconds),
-    "delivery_timeout_ms": ("delivery_timeout", seconds),
-    "max_request_size": ("max_message_bytes", count),
-    "buffer_memory": ("buffer_bytes", count),
-    "max_block_ms": ("produce_block_timeout", seconds),
-}
+PRODUCER: dict[str, tuple[str, Converter]] = _table("producer")
 
 #: Consumer options besides the client's (group ones apply with ``group_id`` only).
-CONSUMER: dict[str, tuple[str, Converter]] = {
-    "auto_offset_reset": ("auto_offset_reset", same),
-    "isolation_level": ("isolation_level", isolation),
-    "fetch_min_bytes": ("fetch_min_bytes", count),
-    "fetch_max_wait_ms": ("fetch_max_wait", seconds),
-    "fetch_max_bytes": ("fetch_max_bytes", count),
-    "max_partition_fetch_bytes": ("max_partition_fetch_bytes", count),
-    "check_crcs": ("check_crcs", same),
-    "client_rack": ("client_rack", same),
-    "enable_incremental_fetch_sessions": ("fetch_sessions", same),
-    "max_in_flight_requests_per_connection": ("max_in_flight_per_connection", count),
-}
+CONSUMER: dict[str, tuple[str, Converter]] = _table("consumer")
 
-GROUP: dict[str, tuple[str, Converter]] = {
-    "enable_auto_commit": ("auto_commit", same),
-    "auto_commit_interval_ms": ("auto_commit_interval", seconds),
-    "session_timeout_ms": ("session_timeout", seconds),
-    "heartbeat_interval_ms": ("heartbeat_interval", seconds),
-    "max_poll_interval_ms": ("rebalance_timeout", seconds),
-    "group_instance_id": ("group_instance_id", same),
-}
+GROUP: dict[str, tuple[str, Converter]] = _table("group")
 
-ADMIN: dict[str, tuple[str, Converter]] = {
-    "max_in_flight_requests_per_connection": ("max_in_flight_per_connection", count),
-}
+ADMIN: dict[str, tuple[str, Converter]] = _table("admin")
+
 
 #: kafka-python options pykaf does not offer, and why.
 UNSUPPORTED: dict[str, str] = {
@@ -218,6 +159,7 @@ def translate(
             if reason is not None:
                 raise KafkaConfigurationError(f"{kind}: {name} is not supported: {reason}")
             raise KafkaConfigurationError(f"{kind}: unknown configuration {name!r}")
+    batching_off(options)  # kafka-python's batch_size 0
     fit_largest_message(options)
     return options
 
@@ -261,6 +203,6 @@ def user_names(
         for name, (option, convert) in table.items():
             if option not in names or (name in configs and names[option] not in configs):
                 names[option] = name
-            if convert is seconds:
-                scales[option] = 1000.0
+            if isinstance(convert, Convert) and convert.prop.kind.scale != 1:
+                scales[option] = convert.prop.kind.scale
     return UserNames(names, dict(configs), scales)
