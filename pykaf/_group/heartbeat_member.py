@@ -27,9 +27,10 @@ say its own) mean the coordinator has given this member's partitions
 away: its claims end without a commit and it joins again with epoch 0. Leaving
 sends epoch -1 (-2 for a static member, whose assignment the coordinator keeps
 for the group's session timeout). Claims, marks, commits and the handler
-contract are the classic group's (:class:`~pykaf._group.group.ConsumerGroup`,
-whose claim machinery this class reuses); commits carry the member epoch
-(OffsetCommit v9).
+contract are those of every member (:class:`~pykaf._group.group.ConsumerGroup`,
+whose claim machinery this class shares with the classic member); commits
+carry the member epoch (OffsetCommit v9). Requests go to the coordinator
+through :class:`~pykaf._group.runner.MemberRunner`, as the classic member's do.
 """
 
 from __future__ import annotations
@@ -39,13 +40,14 @@ import logging
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from pykaf import errors
 from pykaf import protocol as P
+from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import Client
 from pykaf._consumer.consumer import Consumer
 from pykaf._group.config import GroupConfig
@@ -77,6 +79,30 @@ def new_member_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
+@dataclass(frozen=True, slots=True)
+class _Heartbeat:
+    """A ConsumerGroupHeartbeat with ``epoch``, for :class:`~pykaf._group.runner.MemberRunner`."""
+
+    member: HeartbeatMember
+    epoch: int
+    timeout: float | None = None
+
+    def version(self, conn: Any) -> int:
+        """The coordinator's version (remembered: the request's fields depend on it)."""
+        version: int = conn.version_for(P.ConsumerGroupHeartbeatRequest.API_KEY)
+        self.member._version = version
+        if self.member.topic_regex is not None and version < 1:
+            raise errors.UnsupportedVersionError(
+                "the coordinator speaks ConsumerGroupHeartbeat v0 only: no regular "
+                "expression subscriptions (Kafka 4.0 or newer needed)"
+            )
+        return version
+
+    def build(self, version: int) -> Any:
+        """The request."""
+        return self.member._request(self.epoch)
+
+
 class HeartbeatMember(ConsumerGroup):
     """A member of a consumer-protocol (KIP-848) group; see the module's docstring.
 
@@ -99,6 +125,8 @@ class HeartbeatMember(ConsumerGroup):
             self.topic_regex = topics.pattern
             topics = []
         super().__init__(client, config, group_id, topics, consumer, nursery)
+        #: failed coordinator round trips in a row, and the backoff they earn
+        self._retries = Retries(Backoff.of(config))
         self.offsets.commit_cap = None  # OffsetCommit v9+: Kafka's rule for these members
         self.member_id = new_member_id()
         self.member_epoch = JOIN_EPOCH
@@ -147,6 +175,14 @@ class HeartbeatMember(ConsumerGroup):
         self._wake.set()
         self._heartbeat_now.set()
         self._rejoin_allowed.set()
+
+    def _generation_over(self) -> None:
+        self._heartbeat_now.set()  # its answer says what became of the member
+
+    async def _retry_later(self, failure: BaseException) -> None:
+        # The next request looks the coordinator up again after NOT_COORDINATOR
+        # or a lost connection.
+        await self._runner.back_off(failure, self._retries.fail())
 
     async def commit(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
         """Commit the marked offsets now, with the member epoch.
@@ -237,17 +273,9 @@ class HeartbeatMember(ConsumerGroup):
         ]
         return request
 
-    async def _send(self, build: Any) -> Any:
-        """Send the request ``build()`` makes, at the coordinator's version."""
-        conn = await self._coordinator()
-        version = conn.version_for(P.ConsumerGroupHeartbeatRequest.API_KEY)
-        self._version = version
-        if self.topic_regex is not None and version < 1:
-            raise errors.UnsupportedVersionError(
-                "the coordinator speaks ConsumerGroupHeartbeat v0 only: no regular "
-                "expression subscriptions (Kafka 4.0 or newer needed)"
-            )
-        return await conn.request(build(), version)
+    async def _send(self, epoch: int) -> Any:
+        """Send a heartbeat with ``epoch``, at the coordinator's version."""
+        return await self._runner.send(_Heartbeat(self, epoch))
 
     async def _heartbeats(self) -> None:
         """Heartbeat until closed; fence on a lost membership; raise a fatal error."""
@@ -269,7 +297,7 @@ class HeartbeatMember(ConsumerGroup):
             seq = self._applied_seq
             failure: BaseException | None = None
             try:
-                response = await self._send(partial(self._request, epoch))
+                response = await self._send(epoch)
             except (errors.KafkaConnectionError, errors.RetriableError) as exc:
                 failure = exc
             else:
@@ -439,7 +467,7 @@ class HeartbeatMember(ConsumerGroup):
         if self.member_epoch > 0:
             try:
                 with trio.move_on_after(self.config.request_timeout):
-                    response = await self._send(partial(self._request, epoch))
+                    response = await self._send(epoch)
                     err = errors.error_for_code(response.error_code)
                     if err is not None:
                         log.info("group %s: leaving: %s", self.group_id, err.name)
