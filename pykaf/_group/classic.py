@@ -33,6 +33,7 @@ from pykaf._group.assignors import (
     decode_subscription,
     encode_assignment,
 )
+from pykaf._group.machine import COORDINATOR_MOVED, BackOff, Fail
 from pykaf._group.states import INITIAL, MemberEvent, MemberState, transition
 from pykaf.protocol import versions
 from pykaf.protocol.consumer_protocol import with_rack
@@ -42,12 +43,6 @@ TopicPartition = tuple[str, int]
 
 #: Errors after which the member must rejoin under a new member id.
 MEMBER_LOST = (errors.UnknownMemberIdError, errors.IllegalGenerationError)
-#: Heartbeat answers meaning the coordinator moved or is loading: retried.
-COORDINATOR_MOVED = (
-    errors.NotCoordinatorError,
-    errors.CoordinatorNotAvailableError,
-    errors.CoordinatorLoadInProgressError,
-)
 #: SyncGroup refusals of INVALID_REQUEST in a row that are answered by joining again.
 SYNC_REFUSALS_TOLERATED = 2
 
@@ -326,23 +321,8 @@ class Commit:
 
 
 @dataclass(frozen=True, slots=True)
-class BackOff:
-    """Wait the backoff after ``failures`` failures in a row (and look the coordinator up again)."""
-
-    failure: BaseException
-    failures: int
-
-
-@dataclass(frozen=True, slots=True)
 class EndGeneration:
     """The heartbeat says the generation is over: stop it (answer with :class:`GenerationEnded`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Fail:
-    """A non-retriable group error: ``consume()`` raises it."""
-
-    error: BaseException
 
 
 Action = (
