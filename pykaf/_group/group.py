@@ -1,74 +1,61 @@
-"""Consumer groups on Kafka's classic group protocol, in trio tasks.
+"""A consumer group member's claims, marks and commits, whichever protocol it speaks.
 
-``ConsumerGroup.consume(handler)`` runs generation after generation:
+:class:`ConsumerGroup` is what ``open_consumer_group`` gives: the public
+surface (``consume(handler)``, ``async for``, ``commit``, ``assignment``,
+``statistics``, ``aclose``) and the claim machinery both protocols share.
+Partitions newly assigned are started at the group's committed offset
+(``auto_offset_reset`` where there is none) on the group's partition
+consumers, and ``handler.consume_claim`` runs for each in a task; a claim
+that ends (revoked, the membership lost, the group closing) is waited for up
+to ``rebalance_timeout`` (then cancelled), its marks are committed unless the
+membership was lost, and it is dropped. An **auto-commit** task commits the
+marks meanwhile.
 
-1. **Join and sync.** JoinGroup with one protocol per configured assignor
-   (its subscription, with the partitions owned so far); the leader runs the
-   chosen assignor over every member's subscription and sends the result in
-   SyncGroup; every member gets its assignment back.
-2. **Claims.** Partitions new to this member are started at the group's
-   committed offset (``auto_offset_reset`` where there is none) on the
-   group's partition consumers, and ``handler.consume_claim`` runs for each
-   in a task. A **heartbeat** task and an **auto-commit** task run meanwhile.
-3. **The end of a generation** comes from a heartbeat answered
-   REBALANCE_IN_PROGRESS, a lost membership, or ``aclose``. With an eager
-   protocol every claim ends; the group waits for their consume_claim (up to
-   ``rebalance_timeout``, then cancels it), commits the marks and calls
-   ``handler.cleanup``. With the cooperative protocol (every assignor
-   cooperative, as Java decides) claims keep running through the rebalance:
-   only partitions the new assignment takes away are ended and committed,
-   and the member rejoins at once so that they can be handed on.
+The protocol is a subclass's: :class:`~pykaf._group.classic_member.ClassicMember`
+(JoinGroup and SyncGroup, driven by the state machine of
+:mod:`pykaf._group.classic`) or
+:class:`~pykaf._group.heartbeat_member.HeartbeatMember` (KIP-848's
+ConsumerGroupHeartbeat).
 
-``async for record in group`` runs the same loop with a built-in handler and
-marks each record done when the loop asks for the next one (or, for the last
-one, when the group's ``async with`` block is left without an error).
+``async for record in group`` runs :meth:`ConsumerGroup.consume` with a
+built-in handler and marks each record done when the loop asks for the next
+one (or, for the last one, when the group's ``async with`` block is left
+without an error).
 """
 
 from __future__ import annotations
 
+import abc
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import trio
 
 from pykaf import errors
-from pykaf import protocol as P
-from pykaf._cluster import request as rq
-from pykaf._cluster.backoff import Backoff, Retries
+from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.client import NEWEST, OLDEST, Client
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._consumer.consumer import Consumer
 from pykaf._consumer.partition import PartitionConsumer
-from pykaf._group.assignors import (
-    Assignor,
-    decode_assignment,
-    decode_subscription,
-    encode_assignment,
-)
 from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import OffsetManager
+from pykaf._group.runner import MemberRunner
 from pykaf._group.session import Claim, ConsumerGroupHandler, GroupSession, end_claim
-from pykaf._group.states import INITIAL, MemberEvent, transition
 from pykaf._util import open_service_nursery
 from pykaf.codec import Record
 from pykaf.errors import CommitError
-from pykaf.protocol import versions
-from pykaf.protocol.consumer_protocol import with_rack
 
 log = logging.getLogger("pykaf.group")
 
-PROTOCOL_TYPE = "consumer"
 TopicPartition = tuple[str, int]
 
-#: Errors after which the member must rejoin under a new member id.
-_MEMBER_LOST = (errors.UnknownMemberIdError, errors.IllegalGenerationError)
-_COORDINATOR_MOVED = (
-    errors.NotCoordinatorError,
-    errors.CoordinatorNotAvailableError,
-    errors.CoordinatorLoadInProgressError,
+#: Commit refusals after which the member's generation is over.
+_GENERATION_OVER = (
+    errors.UnknownMemberIdError,
+    errors.IllegalGenerationError,
+    errors.RebalanceInProgressError,
 )
 
 
@@ -104,11 +91,7 @@ class GroupStatistics:
         return sum(p.lag for p in self.partitions)
 
 
-class _Rejoin(Exception):
-    """Internal: the join/sync round must start again."""
-
-
-class ConsumerGroup:
+class ConsumerGroup(abc.ABC):
     """A member of a consumer group; get one from :func:`open_consumer_group`."""
 
     def __init__(
@@ -122,30 +105,21 @@ class ConsumerGroup:
     ) -> None:
         self.client = client
         self.config = config
-        #: failed coordinator round trips in a row, and the backoff they earn
-        self._retries = Retries(Backoff.of(config))
+        #: The member's requests to its coordinator, and its backoff.
+        self._runner = MemberRunner(client, group_id, Backoff.of(config))
         self.group_id = group_id
         self.topics = sorted(set(topics))
         self._consumer = consumer
         self._nursery = nursery
-        self._assignors: list[Assignor] = config.build_assignors()
-        self.cooperative = all(a.rebalance_protocol == "cooperative" for a in self._assignors)
         self.offsets = OffsetManager(client, group_id, config.group_instance_id)
         self.member_id = ""
         self.generation_id = -1
         self.protocol: str | None = None
         self.leader = False
-        #: Where the member is in join, sync, generation and leave
-        #: (``pykaf._group.states``); changed only by :meth:`_move`.
-        self._state = INITIAL
         self.rebalances = 0
-        # SyncGroup answers of INVALID_REQUEST in a row (see _join_once).
-        self._sync_refusals = 0
         self.session: GroupSession | None = None
         self._claims: dict[TopicPartition, Claim] = {}
         self._assignment: dict[str, list[int]] = {}
-        self._rejoin = trio.Event()
-        self._assigned_counts: dict[str, int] = {}
         self._closed = False
         self._consuming = False
         self._consume_done = trio.Event()
@@ -185,18 +159,9 @@ class ConsumerGroup:
             self._consuming = False
             self._consume_done.set()
 
+    @abc.abstractmethod
     async def _membership(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
         """The protocol's part of :meth:`consume`: generations until closed, then leave."""
-        try:
-            while not self._closed:
-                await self._join_and_sync(handler, claims)
-                if self._closed:
-                    break
-                await self._run_generation(handler, claims)
-        finally:
-            with trio.CancelScope(shield=True):
-                await self._end_claims(list(self._claims), commit=True)
-                await self._leave()
 
     def __aiter__(self) -> AsyncIterator[Record]:
         return self._iterate()
@@ -344,9 +309,13 @@ class ConsumerGroup:
         await self._consume_done.wait()  # consume() ends its claims, commits, leaves
         await self._consumer.aclose()
 
+    @abc.abstractmethod
     def _wake_for_close(self) -> None:
         """Wake whatever :meth:`consume` waits on, so that it sees the group closing."""
-        self._rejoin.set()
+
+    @abc.abstractmethod
+    def _generation_over(self) -> None:
+        """A commit found the member's generation over (or its epoch stale)."""
 
     # -- marks ----------------------------------------------------------------------
 
@@ -367,224 +336,6 @@ class ConsumerGroup:
     def _epoch_before(self, topic: str, partition: int, offset: int) -> int:
         """The leader epoch of the record before ``offset``, if this member fetched it, else -1."""
         return self._claims[(topic, partition)].epoch_before(offset)
-
-    # -- joining --------------------------------------------------------------------
-
-    def _move(self, event: MemberEvent) -> None:
-        """The one place the member's state changes: by the table (``pykaf._group.states``)."""
-        self._state = transition(self._state, event)
-
-    async def _coordinator(self) -> Any:
-        broker = await self.client.coordinator(self.group_id)
-        return await self.client.connect_to(broker)
-
-    async def _retry_later(self, error: BaseException) -> None:
-        # The request path's pause: the next _coordinator() looks the
-        # coordinator up again after NOT_COORDINATOR or a lost connection.
-        target = rq.group_coordinator(self.group_id)
-        await rq.retry_later(self.client, target, error, self._retries.policy, self._retries.fail())
-
-    async def _join_and_sync(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
-        """Join and sync until this member holds an assignment of a generation."""
-        while not self._closed:
-            try:
-                assignment = await self._join_once()
-            except _Rejoin:
-                continue
-            except (errors.KafkaConnectionError, errors.RetriableError) as exc:
-                log.info("group %s: %s; joining again", self.group_id, exc)
-                await self._retry_later(exc)
-                continue
-            self._retries.reset()
-            self.rebalances += 1
-            assigned = {(t, p) for t, ps in assignment.items() for p in ps}
-            revoked = [tp for tp in self._claims if tp not in assigned]
-            if revoked:
-                await self._end_claims(revoked, commit=True)
-            self._assignment = assignment
-            if self.cooperative and revoked:
-                # Incremental rebalancing: rejoin at once so that the partitions
-                # this member gave up can go to their new owners.
-                self._move(MemberEvent.REBALANCE)
-                continue
-            return
-
-    def _subscription(
-        self, assignor: Assignor, owned: dict[str, list[int]], rack: str | None
-    ) -> bytes:
-        """The assignor's subscription, with the member's rack (v3) when it has one."""
-        metadata = assignor.metadata(self.topics, owned, self.generation_id)
-        return metadata if rack is None else with_rack(metadata, rack)
-
-    async def _join_once(self) -> dict[str, list[int]]:
-        self._move(MemberEvent.JOIN)
-        cfg = self.config
-        conn = await self._coordinator()
-        version = versions.JOIN_GROUP.pick(conn)
-        owned = self._assignment  # the last assignment (empty after a lost membership)
-        J = P.JoinGroupRequest
-        request = J(
-            group_id=self.group_id,
-            session_timeout_ms=int(cfg.session_timeout * 1000),
-            rebalance_timeout_ms=int(cfg.rebalance_timeout * 1000),
-            member_id=self.member_id,
-            group_instance_id=cfg.group_instance_id,
-            protocol_type=PROTOCOL_TYPE,
-            protocols=[
-                J.JoinGroupRequestProtocol(
-                    name=a.name, metadata=self._subscription(a, owned, cfg.client_rack)
-                )
-                for a in self._assignors
-            ],
-        )
-        response = await conn.request(
-            request, version, timeout=cfg.rebalance_timeout + cfg.request_timeout
-        )
-        err = errors.error_for_code(response.error_code)
-        if err is not None:
-            if issubclass(err, errors.MemberIdRequiredError):
-                self.member_id = response.member_id  # KIP-394: join again with it
-                raise _Rejoin
-            if issubclass(err, _MEMBER_LOST):
-                self._lose_membership()
-                raise _Rejoin
-            if issubclass(err, errors.RebalanceInProgressError):
-                await self._retries.wait()
-                raise _Rejoin
-            raise err(f"JoinGroup {self.group_id!r}: {err.description}")
-        self.member_id = response.member_id
-        generation = response.generation_id
-        protocol = response.protocol_name
-        self.leader = response.leader == self.member_id
-        self._move(MemberEvent.JOINED)
-        log.info(
-            "group %s: joined generation %d as %s (%s, %s)",
-            self.group_id,
-            generation,
-            self.member_id,
-            protocol,
-            "leader" if self.leader else "follower",
-        )
-        assignments: list[Any] = []
-        if self.leader and not getattr(response, "skip_assignment", False):
-            assignments = await self._assign(protocol, response.members)
-        S = P.SyncGroupRequest
-        sync = S(
-            group_id=self.group_id,
-            generation_id=generation,
-            member_id=self.member_id,
-            group_instance_id=cfg.group_instance_id,
-            protocol_type=PROTOCOL_TYPE,
-            protocol_name=protocol,
-            assignments=assignments,
-        )
-        sync_version = versions.SYNC_GROUP.pick(conn)
-        answer = await conn.request(
-            sync, sync_version, timeout=cfg.rebalance_timeout + cfg.request_timeout
-        )
-        err = errors.error_for_code(answer.error_code)
-        if err is not None:
-            if issubclass(err, _MEMBER_LOST):
-                self._lose_membership()
-                raise _Rejoin
-            if issubclass(err, errors.RebalanceInProgressError):
-                raise _Rejoin
-            if issubclass(err, errors.InvalidRequestError) and self._sync_refusals < 2:
-                # quirk: mock-late-sync-refused
-                # librdkafka's mock cluster ends a generation as soon as the
-                # leader's SyncGroup carries every assignment; a follower whose
-                # SyncGroup arrives after that is refused as INVALID_REQUEST.
-                # Joining again recovers (as librdkafka does); a refusal that
-                # repeats is a real malformed request and is raised.
-                self._sync_refusals += 1
-                log.info("group %s: SyncGroup refused (%s); joining again", self.group_id, err)
-                raise _Rejoin
-            raise err(f"SyncGroup {self.group_id!r}: {err.description}")
-        self._sync_refusals = 0
-        self.generation_id = generation
-        self._move(MemberEvent.SYNCED)
-        self.protocol = protocol
-        assignment = decode_assignment(answer.assignment or b"")
-        return {t: sorted(ps) for t, ps in assignment.items() if t in self.topics}
-
-    async def _assign(self, protocol: str, members: list[Any]) -> list[Any]:
-        """The leader's part: run the chosen assignor over every member's subscription."""
-        assignor = next((a for a in self._assignors if a.name == protocol), None)
-        if assignor is None:
-            raise errors.InconsistentGroupProtocolError(
-                f"the group chose assignor {protocol!r}, which this member does not offer"
-            )
-        subscriptions = {
-            m.member_id: decode_subscription(m.member_id, m.group_instance_id, m.metadata)
-            for m in members
-        }
-        wanted = sorted({t for s in subscriptions.values() for t in s.topics})
-        if wanted:
-            await self.client.refresh_metadata(*wanted)
-        counts: dict[str, int] = {}
-        for topic in wanted:
-            try:
-                counts[topic] = len(await self.client.partitions(topic))
-            except errors.UnknownTopicOrPartitionError:
-                log.info("group %s: topic %s does not exist (yet)", self.group_id, topic)
-        result = assignor.assign(subscriptions, counts)
-        self._assigned_counts = {t: counts.get(t, 0) for t in wanted}
-        S = P.SyncGroupRequest
-        return [
-            S.SyncGroupRequestAssignment(member_id=mid, assignment=encode_assignment(parts))
-            for mid, parts in result.items()
-        ]
-
-    def _lose_membership(self, event: MemberEvent = MemberEvent.LOSE) -> None:
-        self._move(event)
-        self.member_id = ""
-        self.generation_id = -1
-        self._assignment = {}
-
-    # -- a generation ---------------------------------------------------------------
-
-    async def _run_generation(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
-        self._rejoin = trio.Event()
-        if self._closed:
-            self._rejoin.set()
-        session = GroupSession(
-            self.group_id,
-            self.generation_id,
-            self.member_id,
-            {t: list(ps) for t, ps in self._assignment.items()},
-            group_instance_id=self.config.group_instance_id,
-            mark=self._mark,
-            reset=self._reset,
-            commit=self.commit,
-        )
-        self.session = session
-        new = await self._open_claims()
-        await handler.setup(session)
-        for claim in new:
-            claims.start_soon(self._claim_task, handler, session, claim)
-        lost = False
-        async with trio.open_nursery() as tasks:
-
-            async def heartbeat() -> None:
-                nonlocal lost
-                lost = await self._heartbeat_loop()
-                self._rejoin.set()
-
-            tasks.start_soon(heartbeat)
-            if self.leader:
-                tasks.start_soon(self._watch_partitions)
-            if self.config.auto_commit:
-                tasks.start_soon(self._auto_commit_loop)
-            await self._rejoin.wait()
-            tasks.cancel_scope.cancel()
-        self._move(MemberEvent.REBALANCE)
-        if lost or not self.cooperative or self._closed:
-            await self._end_claims(list(self._claims), commit=not lost)
-        elif self.config.auto_commit:
-            await self._commit_quietly()
-        if lost:
-            self._lose_membership()
-        await handler.cleanup(session)
 
     async def _open_claims(self) -> list[Claim]:
         """Claims for the assigned partitions this member does not consume yet."""
@@ -665,114 +416,17 @@ class ConsumerGroup:
         except (CommitError, errors.PykafError) as exc:
             log.warning("group %s: commit failed: %s", self.group_id, exc)
 
-    async def _heartbeat_loop(self) -> bool:
-        """Heartbeat until a rebalance starts (False) or the membership is lost (True)."""
-        cfg = self.config
-        H = P.HeartbeatRequest
-        last_ok = trio.current_time()
-        while True:
-            await trio.sleep(cfg.heartbeat_interval)
-            try:
-                conn = await self._coordinator()
-                version = versions.HEARTBEAT.pick(conn)
-                response = await conn.request(
-                    H(
-                        group_id=self.group_id,
-                        generation_id=self.generation_id,
-                        member_id=self.member_id,
-                        group_instance_id=cfg.group_instance_id,
-                    ),
-                    version,
-                )
-                err = errors.error_for_code(response.error_code)
-            except errors.PykafError as exc:
-                err = None
-                if trio.current_time() - last_ok > cfg.session_timeout:
-                    log.warning(
-                        "group %s: no heartbeat for session_timeout: %s", self.group_id, exc
-                    )
-                    return True
-                await self._retry_later(exc)
-                continue
-            if err is None:
-                last_ok = trio.current_time()
-                self._retries.reset()
-                continue
-            if issubclass(err, errors.RebalanceInProgressError):
-                log.info("group %s: rebalance", self.group_id)
-                return False
-            if issubclass(err, _MEMBER_LOST):
-                log.info("group %s: %s; rejoining", self.group_id, err.description)
-                return True
-            if issubclass(err, _COORDINATOR_MOVED):
-                await self._retry_later(err(err.description))
-                if trio.current_time() - last_ok > cfg.session_timeout:
-                    return True
-                continue
-            raise err(f"Heartbeat {self.group_id!r}: {err.description}")
-
-    async def _watch_partitions(self) -> None:
-        """The leader's watch: a subscribed topic created or grown means a new assignment."""
-        topics = sorted(self._assigned_counts)
-        while topics:
-            await trio.sleep(self.config.partition_watch_interval)
-            try:
-                await self.client.refresh_metadata(*topics)
-                counts: dict[str, int] = {}
-                for topic in topics:
-                    try:
-                        counts[topic] = len(await self.client.partitions(topic))
-                    except errors.UnknownTopicOrPartitionError:
-                        counts[topic] = 0
-            except errors.PykafError as exc:
-                log.info("group %s: metadata for the partition watch: %s", self.group_id, exc)
-                continue
-            if counts != self._assigned_counts:
-                log.info(
-                    "group %s: partitions changed (%s, were %s); rebalancing",
-                    self.group_id,
-                    counts,
-                    self._assigned_counts,
-                )
-                self._rejoin.set()
-                return
-
     async def _auto_commit_loop(self) -> None:
         while True:
             await trio.sleep(self.config.auto_commit_interval)
             try:
                 await self.commit()
             except CommitError as exc:
-                if any(
-                    isinstance(e, (*_MEMBER_LOST, errors.RebalanceInProgressError))
-                    for e in exc.failures.values()
-                ):
-                    self._rejoin.set()
+                if any(isinstance(e, _GENERATION_OVER) for e in exc.failures.values()):
+                    self._generation_over()
                 log.info("group %s: auto-commit: %s", self.group_id, exc)
             except errors.PykafError as exc:
                 log.info("group %s: auto-commit: %s", self.group_id, exc)
-
-    async def _leave(self) -> None:
-        self._move(MemberEvent.LEAVE)
-        if not self.member_id or self.config.group_instance_id is not None:
-            self._move(MemberEvent.LEFT)
-            return  # a static member keeps its place for session_timeout
-        L = P.LeaveGroupRequest
-        try:
-            conn = await self._coordinator()
-            version = versions.LEAVE_GROUP.pick(conn)
-            if version >= 3:
-                request = L(
-                    group_id=self.group_id,
-                    members=[L.MemberIdentity(member_id=self.member_id, group_instance_id=None)],
-                )
-            else:
-                request = L(group_id=self.group_id, member_id=self.member_id)
-            with trio.move_on_after(self.config.request_timeout):
-                await conn.request(request, version)
-        except errors.PykafError as exc:
-            log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
-        self._lose_membership(MemberEvent.LEFT)
 
 
 class _ForwardingHandler:

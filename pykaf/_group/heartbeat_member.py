@@ -22,14 +22,22 @@ metadata and **reconciles** it incrementally:
    coordinator hand the revoked ones to other members.
 
 FENCED_MEMBER_EPOCH and UNKNOWN_MEMBER_ID (or no answer for the broker's
-default session timeout, :data:`PRESUMED_SESSION_TIMEOUT`: the broker does not
+default session timeout,
+:data:`~pykaf._group.consumer_machine.PRESUMED_SESSION_TIMEOUT`: the broker does not
 say its own) mean the coordinator has given this member's partitions
 away: its claims end without a commit and it joins again with epoch 0. Leaving
 sends epoch -1 (-2 for a static member, whose assignment the coordinator keeps
 for the group's session timeout). Claims, marks, commits and the handler
-contract are the classic group's (:class:`~pykaf._group.group.ConsumerGroup`,
-whose claim machinery this class reuses); commits carry the member epoch
-(OffsetCommit v9).
+contract are those of every member (:class:`~pykaf._group.group.ConsumerGroup`,
+whose claim machinery this class shares with the classic member); commits
+carry the member epoch (OffsetCommit v9).
+
+What each heartbeat carries and what its answer means (the epoch, the
+interval, a new target, fencing, the session timeout, backoff, leaving) is
+:mod:`pykaf._group.consumer_machine`'s decision, made without I/O; this class
+performs its actions (heartbeats through
+:class:`~pykaf._group.runner.MemberRunner`, as the classic member's requests go)
+and applies the assignments.
 """
 
 from __future__ import annotations
@@ -39,37 +47,19 @@ import logging
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from functools import partial
-from typing import Any
 
 import trio
 
 from pykaf import errors
-from pykaf import protocol as P
 from pykaf._cluster.client import Client
 from pykaf._consumer.consumer import Consumer
+from pykaf._group import consumer_machine as K
 from pykaf._group.config import GroupConfig
 from pykaf._group.group import ConsumerGroup, TopicPartition
-from pykaf._group.heartbeat_states import INITIAL, HeartbeatEvent, HeartbeatState, transition
+from pykaf._group.heartbeat_states import HeartbeatState
 from pykaf._group.session import ConsumerGroupHandler, GroupSession
 
 log = logging.getLogger("pykaf.group")
-
-E = HeartbeatEvent
-
-#: The member epoch that joins, and the ones that leave (dynamic, static member).
-JOIN_EPOCH, LEAVE_EPOCH, STATIC_LEAVE_EPOCH = 0, -1, -2
-#: Heartbeat answers after which the member must join again with epoch 0.
-_FENCED = (errors.FencedMemberEpochError, errors.UnknownMemberIdError)
-_COORDINATOR_MOVED = (
-    errors.NotCoordinatorError,
-    errors.CoordinatorNotAvailableError,
-    errors.CoordinatorLoadInProgressError,
-)
-#: The interval used until the coordinator has said one.
-_FIRST_INTERVAL = 0.5
-#: Kafka's default ``group.consumer.session.timeout.ms``, in seconds.
-PRESUMED_SESSION_TIMEOUT = 45.0
 
 
 def new_member_id() -> str:
@@ -100,27 +90,80 @@ class HeartbeatMember(ConsumerGroup):
             topics = []
         super().__init__(client, config, group_id, topics, consumer, nursery)
         self.offsets.commit_cap = None  # OffsetCommit v9+: Kafka's rule for these members
-        self.member_id = new_member_id()
-        self.member_epoch = JOIN_EPOCH
+        self._machine = K.HeartbeatMachine(
+            group_id,
+            new_member_id(),
+            self.topics,
+            self.topic_regex,
+            K.HeartbeatOptions.of(config),
+        )
+        self.member_id = self._machine.member_id
         self.generation_id = -1  # the member epoch once in the group (what commits carry)
         self.protocol = config.group_remote_assignor or "consumer"
-        self.heartbeat_interval = _FIRST_INTERVAL
-        #: How long without a heartbeat answer before the member presumes the
-        #: coordinator dropped it. The broker sets the session timeout and does
-        #: not tell members: this is its default.
-        self.session_timeout = PRESUMED_SESSION_TIMEOUT
-        self.heartbeats = 0
-        self._version = 1  # ConsumerGroupHeartbeat's, as the coordinator speaks it
-        self._hb_state = INITIAL
-        # The coordinator's latest assignment by topic id, and what it resolves to.
-        self._target: dict[uuid.UUID, list[int]] | None = None
-        self._target_seq = 0
-        self._applied_seq = 0
         self._wake = trio.Event()  # a new target, a fence, or closing
         self._heartbeat_now = trio.Event()
         self._rejoin_allowed = trio.Event()
         self._rejoin_allowed.set()
-        self._fenced = False
+
+    # -- the machine's fields --------------------------------------------------------
+
+    @property
+    def state(self) -> HeartbeatState:
+        """Where the member is (``pykaf._group.heartbeat_states``)."""
+        return self._machine.state
+
+    @property
+    def member_epoch(self) -> int:
+        """The member epoch: 0 to join, the coordinator's once in the group."""
+        return self._machine.member_epoch
+
+    @member_epoch.setter
+    def member_epoch(self, epoch: int) -> None:
+        self._machine.member_epoch = epoch
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Seconds between heartbeats, as the coordinator says."""
+        return self._machine.heartbeat_interval
+
+    @property
+    def session_timeout(self) -> float:
+        """How long without a heartbeat answer before the member presumes itself fenced.
+
+        The broker sets the session timeout and does not tell members: by
+        default this is its default,
+        :data:`~pykaf._group.consumer_machine.PRESUMED_SESSION_TIMEOUT`.
+        """
+        return self._machine.session_timeout
+
+    @session_timeout.setter
+    def session_timeout(self, seconds: float) -> None:
+        self._machine.session_timeout = seconds
+
+    @property
+    def heartbeats(self) -> int:
+        """Heartbeats answered."""
+        return self._machine.heartbeats
+
+    def _handle(self, event: K.Event) -> list[K.Action]:
+        """Feed the machine ``event``; the member's public fields follow it."""
+        machine = self._machine
+        actions = machine.handle(event)
+        self.member_id = machine.member_id
+        epoch = machine.member_epoch
+        self.generation_id = epoch if epoch > 0 and not machine.fenced else self.generation_id
+        return actions
+
+    def _perform(self, actions: list[K.Action]) -> None:
+        """Perform the actions that only wake a task (the others are their callers')."""
+        for action in actions:
+            if isinstance(action, K.HeartbeatNow):
+                self._heartbeat_now.set()
+            elif isinstance(action, K.Reconcile):
+                self._wake.set()
+            else:
+                assert isinstance(action, K.DropClaims), action
+                self._on_fenced(action.why)
 
     # -- consume, close, commit ------------------------------------------------------
 
@@ -137,16 +180,20 @@ class HeartbeatMember(ConsumerGroup):
             left_normally = True
         finally:
             with trio.CancelScope(shield=True):
-                await self._end_claims(list(self._claims), commit=not self._fenced)
+                await self._end_claims(list(self._claims), commit=not self._machine.fenced)
                 if left_normally and self.session is not None:
                     await handler.cleanup(self.session)
                 self.session = None
                 await self._leave()
 
     def _wake_for_close(self) -> None:
+        self._handle(K.Closing())
         self._wake.set()
         self._heartbeat_now.set()
         self._rejoin_allowed.set()
+
+    def _generation_over(self) -> None:
+        self._heartbeat_now.set()  # its answer says what became of the member
 
     async def commit(self, offsets: Mapping[tuple[str, int], int] | None = None) -> None:
         """Commit the marked offsets now, with the member epoch.
@@ -165,12 +212,13 @@ class HeartbeatMember(ConsumerGroup):
             FencedMemberEpochError: ``offsets`` given while the member is fenced.
             ClosedError: ``offsets`` given after the group closed.
         """
-        if self._fenced and offsets and not self._closed:
+        fenced = self._machine.fenced
+        if fenced and offsets and not self._closed:
             names = ", ".join(f"{t}/{p}" for t, p in sorted(offsets))
             raise errors.FencedMemberEpochError(
                 f"group {self.group_id!r}: {names} not committed: the member is fenced"
             )
-        if self.member_epoch <= 0 or self._fenced:
+        if self.member_epoch <= 0 or fenced:
             if offsets:
                 raise self._not_committed(offsets, "it has no member epoch (joining)")
             return
@@ -188,70 +236,26 @@ class HeartbeatMember(ConsumerGroup):
                 self._wake = trio.Event()
                 if self._closed:
                     break
-                if self._fenced:
+                if self._machine.fenced:
                     await self._drop_everything(handler)
                     continue
-                if self._target is not None and self._applied_seq != self._target_seq:
+                if self._machine.pending:
                     await self._reconcile(handler, claims)
             tasks.cancel_scope.cancel()
 
-    def _move(self, event: Any) -> None:  # the consumer protocol's own table
-        self._hb_state = transition(self._hb_state, event)
-
-    @property
-    def state(self) -> HeartbeatState:
-        """Where the member is (``pykaf._group.heartbeat_states``)."""
-        return self._hb_state
-
     # -- heartbeats ---------------------------------------------------------------
 
-    def _request(self, epoch: int) -> Any:
-        H = P.ConsumerGroupHeartbeatRequest
-        cfg = self.config
-        joining = epoch == JOIN_EPOCH
+    def _owned(self) -> K.Owned:
+        """The claimed partitions by topic id (those whose id the metadata knows)."""
         owned: dict[uuid.UUID, list[int]] = {}
-        if not joining and epoch > 0:
-            for topic, partition in sorted(self._claims):
-                tid = self.client.metadata.topic_id(topic)
-                if tid is not None:
-                    owned.setdefault(tid, []).append(partition)
-        request = H(
-            group_id=self.group_id,
-            member_id=self.member_id,
-            member_epoch=epoch,
-            instance_id=cfg.group_instance_id,
-            rack_id=cfg.client_rack,
-            rebalance_timeout_ms=int(cfg.rebalance_timeout * 1000),
-            server_assignor=cfg.group_remote_assignor,
-        )
-        if epoch < 0:
-            return request
-        # Both fields, the unused one empty (Kafka reads "" as no regular
-        # expression), as librdkafka sends them: its mock aborts the process on
-        # a heartbeat that carries only one. quirk: mock-heartbeat-both-subscriptions
-        request.subscribed_topic_names = [] if self.topic_regex is not None else list(self.topics)
-        if self._version >= 1:
-            request.subscribed_topic_regex = self.topic_regex or ""
-        request.topic_partitions = [
-            H.TopicPartitions(topic_id=tid, partitions=ps) for tid, ps in owned.items()
-        ]
-        return request
-
-    async def _send(self, build: Any) -> Any:
-        """Send the request ``build()`` makes, at the coordinator's version."""
-        conn = await self._coordinator()
-        version = conn.version_for(P.ConsumerGroupHeartbeatRequest.API_KEY)
-        self._version = version
-        if self.topic_regex is not None and version < 1:
-            raise errors.UnsupportedVersionError(
-                "the coordinator speaks ConsumerGroupHeartbeat v0 only: no regular "
-                "expression subscriptions (Kafka 4.0 or newer needed)"
-            )
-        return await conn.request(build(), version)
+        for topic, partition in sorted(self._claims):
+            tid = self.client.metadata.topic_id(topic)
+            if tid is not None:
+                owned.setdefault(tid, []).append(partition)
+        return tuple((tid, tuple(ps)) for tid, ps in owned.items())
 
     async def _heartbeats(self) -> None:
         """Heartbeat until closed; fence on a lost membership; raise a fatal error."""
-        last_ok = trio.current_time()
         first = True
         while not self._closed:
             if not first:
@@ -262,73 +266,33 @@ class HeartbeatMember(ConsumerGroup):
             await self._rejoin_allowed.wait()
             if self._closed:
                 return
-            epoch = self.member_epoch
-            if epoch == JOIN_EPOCH:
-                self._move(E.JOIN)
-            acking = self._hb_state is HeartbeatState.ACKNOWLEDGING
-            seq = self._applied_seq
-            failure: BaseException | None = None
-            try:
-                response = await self._send(partial(self._request, epoch))
-            except (errors.KafkaConnectionError, errors.RetriableError) as exc:
-                failure = exc
-            else:
-                self.heartbeats += 1
-                err = errors.error_for_code(response.error_code)
-                if err is None:
-                    last_ok = trio.current_time()
-                    self._answered(response, acking and seq == self._applied_seq)
-                    continue
-                if issubclass(err, _FENCED):
-                    log.info("group %s: %s; joining again", self.group_id, err.name)
-                    self._fence(err.name)
-                    last_ok = trio.current_time()
-                    continue
-                if not (err.retriable or issubclass(err, _COORDINATOR_MOVED)):
-                    message = response.error_message or err.description
-                    raise err(f"ConsumerGroupHeartbeat {self.group_id!r}: {message}")
-                failure = err(err.description)
-            # No answer, or a retriable one (the coordinator moving or loading):
-            # after session_timeout the coordinator has dropped this member.
-            if trio.current_time() - last_ok > self.session_timeout:
-                log.warning(
-                    "group %s: no heartbeat for session_timeout: %s", self.group_id, failure
-                )
-                self._fence("no heartbeat answer for session_timeout")
-                last_ok = trio.current_time()
+            due = self._handle(K.HeartbeatDue(self._owned(), trio.current_time()))
+            if not due:
                 continue
-            await self._retry_later(failure)
-            self._heartbeat_now.set()
-
-    def _answered(self, response: Any, acked: bool) -> None:
-        """A heartbeat answered without error: the epoch, the interval, maybe an assignment."""
-        self._retries.reset()
-        if self._fenced or self._closed:
-            return
-        if response.member_id:
-            self.member_id = response.member_id
-        self.member_epoch = response.member_epoch
-        self.generation_id = response.member_epoch
-        if response.heartbeat_interval_ms > 0:
-            self.heartbeat_interval = response.heartbeat_interval_ms / 1000
-        if acked:
-            self._move(E.ACKED)
-        if response.assignment is None:
-            return
-        target = {tp.topic_id: sorted(tp.partitions) for tp in response.assignment.topic_partitions}
-        if target == self._target and self._hb_state is not HeartbeatState.JOINING:
-            return
-        self._target = target
-        self._target_seq += 1
-        self._move(E.ASSIGNED)
-        self._wake.set()
+            (send,) = due
+            assert isinstance(send, K.SendHeartbeat), send
+            event: K.Event
+            try:
+                response = await self._runner.send(send)
+            except (errors.KafkaConnectionError, errors.RetriableError) as exc:
+                event = K.HeartbeatFailed(exc, trio.current_time())
+            else:
+                event = K.HeartbeatAnswered.of(send, response, trio.current_time())
+            for action in self._handle(event):
+                if isinstance(action, K.Fail):
+                    raise action.error
+                if isinstance(action, K.BackOff):
+                    log.info("group %s: heartbeat: %s", self.group_id, action.failure)
+                    await self._runner.back_off(action.failure, action.failures)
+                else:
+                    self._perform([action])
 
     def _fence(self, why: str) -> None:
+        """Presume the member fenced (``why``): drop its claims and join again."""
+        self._perform(self._handle(K.Fence(why)))
+
+    def _on_fenced(self, why: str) -> None:
         """The coordinator gave this member's partitions away: drop them and join again."""
-        if self._closed:
-            return
-        self._move(E.FENCE)
-        self._fenced = True
         self._rejoin_allowed = trio.Event()  # heartbeats wait until the claims are dropped
         self._wake.set()
         log.info("group %s: member %s fenced (%s)", self.group_id, self.member_id, why)
@@ -339,26 +303,21 @@ class HeartbeatMember(ConsumerGroup):
         if self.session is not None:
             await handler.cleanup(self.session)
             self.session = None
-        self.member_epoch = JOIN_EPOCH
         self.generation_id = -1
-        self._target = None
-        self._applied_seq = self._target_seq
-        self._fenced = False
+        self._perform(self._handle(K.Dropped()))
         self._rejoin_allowed.set()
-        self._heartbeat_now.set()
 
     # -- reconciliation -------------------------------------------------------------
 
     async def _reconcile(self, handler: ConsumerGroupHandler, claims: trio.Nursery) -> None:
         """Apply the coordinator's latest assignment: revoke first, then start the new."""
-        assert self._target is not None
-        seq = self._target_seq
-        names = await self._resolve(set(self._target))
+        machine = self._machine
+        assert machine.target is not None
+        seq, wanted = machine.target_seq, machine.target
+        names = await self._resolve(set(wanted))
         if names is None:
             return  # the metadata did not name every topic id yet: tried again later
-        target: set[TopicPartition] = {
-            (names[tid], p) for tid, ps in self._target.items() for p in ps
-        }
+        target: set[TopicPartition] = {(names[tid], p) for tid, ps in wanted.items() for p in ps}
         revoked = [tp for tp in self._claims if tp not in target]
         if revoked:
             log.info("group %s: revoking %s", self.group_id, sorted(revoked))
@@ -366,7 +325,7 @@ class HeartbeatMember(ConsumerGroup):
             # within rebalance_timeout: half of it for consume_claim leaves time
             # for the commit and the acknowledging heartbeat.
             await self._end_claims(revoked, commit=True, wait=self.config.rebalance_timeout / 2)
-            if self._fenced or self._closed:
+            if machine.fenced or self._closed:
                 return
         added = sorted(tp for tp in target if tp not in self._claims)
         self.rebalances += 1
@@ -393,13 +352,9 @@ class HeartbeatMember(ConsumerGroup):
             await handler.setup(session)
             for claim in new:
                 claims.start_soon(self._claim_task, handler, session, claim)
-        if self._fenced or self._closed:
+        if machine.fenced or self._closed:
             return
-        self._applied_seq = seq
-        if seq != self._target_seq:
-            return  # a newer assignment came meanwhile: the loop applies it next
-        self._move(E.RECONCILED)
-        self._heartbeat_now.set()  # the acknowledgement: the partitions now owned
+        self._perform(self._handle(K.Reconciled(seq)))
 
     async def _resolve(self, ids: set[uuid.UUID]) -> dict[uuid.UUID, str] | None:
         """Topic names of the assigned topic ids from metadata (refreshed when one is unknown)."""
@@ -425,26 +380,21 @@ class HeartbeatMember(ConsumerGroup):
         return names
 
     async def _wake_later(self) -> None:
-        await self._retries.policy.wait()
+        await self._runner.policy.wait()
         self._wake.set()
 
     # -- leaving --------------------------------------------------------------------
 
     async def _leave(self) -> None:
-        if self._hb_state is HeartbeatState.UNSUBSCRIBED:
-            return
-        self._move(E.LEAVE)
-        static = self.config.group_instance_id is not None
-        epoch = STATIC_LEAVE_EPOCH if static else LEAVE_EPOCH
-        if self.member_epoch > 0:
+        for action in self._handle(K.LeaveRequested()):
+            assert isinstance(action, K.SendHeartbeat), action
             try:
                 with trio.move_on_after(self.config.request_timeout):
-                    response = await self._send(partial(self._request, epoch))
+                    response = await self._runner.send(action)
                     err = errors.error_for_code(response.error_code)
                     if err is not None:
                         log.info("group %s: leaving: %s", self.group_id, err.name)
             except errors.PykafError as exc:
                 log.info("group %s: leave heartbeat failed: %s", self.group_id, exc)
-        self.member_epoch = JOIN_EPOCH
+            self._handle(K.LeaveDone())
         self.generation_id = -1
-        self._move(E.LEFT)

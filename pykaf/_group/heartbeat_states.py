@@ -1,8 +1,9 @@
 """A consumer-protocol (KIP-848) member's state as a table: which event moves it where.
 
-Pure: no I/O, no clock. :class:`~pykaf._group.heartbeat_member.HeartbeatMember`
-sends ConsumerGroupHeartbeat and calls :func:`transition` for every change of
-state, as the classic member does with :mod:`pykaf._group.states`.
+Pure: no I/O, no clock. :class:`~pykaf._group.consumer_machine.HeartbeatMachine`
+(itself without I/O) decides each ConsumerGroupHeartbeat and calls
+:func:`transition` for every change of state, as the classic member's machine
+does with :mod:`pykaf._group.states`.
 
 The broker assigns; the member only follows. It joins with member epoch 0
 (``JOINING``); each heartbeat answer may carry a new assignment, which the

@@ -1,7 +1,7 @@
 """Opening a consumer group member: the classic protocol's or the consumer protocol's.
 
 :func:`open_consumer_group` validates the options once, opens (or shares) the
-client, and gives a :class:`~pykaf._group.group.ConsumerGroup` (classic) or a
+client, and gives a :class:`~pykaf._group.classic_member.ClassicMember` or a
 :class:`~pykaf._group.heartbeat_member.HeartbeatMember` (``group_protocol=
 "consumer"``, KIP-848) with its consumer and task nurseries.
 """
@@ -19,6 +19,7 @@ from pykaf import errors
 from pykaf._cluster.client import Client, client_for
 from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.consumer import Consumer
+from pykaf._group.classic_member import ClassicMember
 from pykaf._group.config import GroupConfig, check_protocol_options
 from pykaf._group.group import ConsumerGroup, membership_block
 from pykaf._group.heartbeat_member import HeartbeatMember
@@ -88,7 +89,7 @@ async def open_consumer_group(
                 group = HeartbeatMember(client, cfg, group_id, topics, consumer, tasks)
             else:
                 assert not isinstance(topics, re.Pattern)  # refused above
-                group = ConsumerGroup(client, cfg, group_id, topics, consumer, tasks)
+                group = ClassicMember(client, cfg, group_id, topics, consumer, tasks)
             telemetry = start_telemetry(
                 client, cfg, nursery, "consumer", lambda: group_points(group, consumer)
             )

@@ -1,8 +1,8 @@
 """A group member's state as a table: which event moves it where.
 
-Pure: no I/O, no group, no clock. :class:`~pykaf._group.group.ConsumerGroup`
-sends JoinGroup, SyncGroup, Heartbeat and LeaveGroup and calls
-:func:`transition` for every change of state, as h11's ``_state.py`` and
+Pure: no I/O, no group, no clock. :class:`~pykaf._group.classic.ClassicMachine`
+(itself without I/O) decides JoinGroup, SyncGroup, Heartbeat and LeaveGroup and
+calls :func:`transition` for every change of state, as h11's ``_state.py`` and
 sarama's ``transitionTo`` do. A move the table does not hold raises
 :class:`~pykaf.errors.GroupStateError` before anything changes
 (:class:`pykaf._state_table.StateTable`).

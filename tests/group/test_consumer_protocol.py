@@ -377,7 +377,7 @@ async def test_a_fenced_member_drops_its_claims_uncommitted_and_joins_again(
         if how == "fenced_epoch":
             group.member_epoch += 100  # the coordinator answers FENCED_MEMBER_EPOCH
         else:
-            group.member_id = "no-such-member"  # ... UNKNOWN_MEMBER_ID
+            group._machine.member_id = "no-such-member"  # ... UNKNOWN_MEMBER_ID
         group._heartbeat_now.set()
         # Its claims end, nothing is committed, and it joins again (epoch 0)
         # and gets its partitions back from the group's (empty) commit.
@@ -409,8 +409,8 @@ async def test_a_lost_heartbeat_answer_is_followed_by_the_full_state() -> None:
         ):
             assert isinstance(g1, HeartbeatMember)
             fenced: list[str] = []
-            g1_fence = g1._fence
-            g1._fence = lambda why: (fenced.append(why), g1_fence(why))[1]  # type: ignore[method-assign]
+            g1_fenced = g1._on_fenced
+            g1._on_fenced = lambda why: (fenced.append(why), g1_fenced(why))[1]  # type: ignore[method-assign]
             nursery.start_soon(g1.consume, one)
             await wait_for(lambda: g1.state is HeartbeatState.STABLE and len(one.seen) == 40)
             e1 = g1.member_epoch

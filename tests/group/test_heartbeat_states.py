@@ -11,7 +11,7 @@ import trio
 import pykaf
 from pykaf import errors
 from pykaf import protocol as P
-from pykaf._group import heartbeat_member
+from pykaf._group import consumer_machine, heartbeat_member
 from pykaf._group.heartbeat_states import (
     INITIAL,
     TRANSITIONS,
@@ -97,7 +97,7 @@ async def test_a_member_walks_the_table_and_fences_itself_after_session_timeout(
         moves.append((state, event))
         return transition(state, event)
 
-    monkeypatch.setattr(heartbeat_member, "transition", recording)
+    monkeypatch.setattr(consumer_machine, "transition", recording)
     async with open_fake_cluster(1) as fake:
         fake.create_topic("hb-states", 2)
         async with (

@@ -9,7 +9,8 @@ import trio
 
 import pykaf
 from pykaf import errors
-from pykaf._group import group as group_module
+from pykaf._group import classic as group_module
+from pykaf._group.classic_member import ClassicMember
 from pykaf._group.states import (
     INITIAL,
     TRANSITIONS,
@@ -88,6 +89,11 @@ def test_the_error_is_pykafs_own() -> None:
     assert not issubclass(errors.GroupStateError, errors.KafkaError)
 
 
+def state_of(member: ClassicMember) -> MemberState:
+    """The member's state (read anew: the member moves it)."""
+    return member.state
+
+
 class _Idle:
     async def setup(self, session: pykaf.GroupSession) -> None:
         pass
@@ -116,12 +122,14 @@ async def test_a_member_walks_the_table_on_a_fake_cluster(monkeypatch: pytest.Mo
             ) as group,
             trio.open_nursery() as nursery,
         ):
+            assert isinstance(group, ClassicMember)
+            member: ClassicMember = group
             nursery.start_soon(group.consume, _Idle())
             with trio.fail_after(30):
-                while group._state is not S.STABLE:
+                while member.state is not S.STABLE:
                     await trio.sleep(0.01)
             await group.aclose()
-        assert group._state is S.UNJOINED
+        assert state_of(member) is S.UNJOINED
     assert moves[0][0] is S.UNJOINED
     events = [event for _, event in moves]
     while events[:2] == [E.JOIN, E.JOIN]:
