@@ -12,7 +12,7 @@ cimport cython
 cimport cython.view
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_AsLongLong, PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
@@ -145,6 +145,9 @@ cdef inline uint64_t get_uvar(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end,
     if i < end and p[i] < 0x80:  # the common one-byte case
         pos[0] = i + 1
         return p[i]
+    if i + 1 < end and p[i + 1] < 0x80:  # two bytes: lengths and deltas of 64 to 8191
+        pos[0] = i + 2
+        return (<uint64_t>(p[i] & 0x7F)) | (<uint64_t>p[i + 1] << 7)
     for k in range(max_bytes):
         if i >= end:
             _varint_error(i, end, max_bytes)
@@ -796,7 +799,9 @@ cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t
     # Each record takes at least 7 bytes; a larger count cannot be honest.
     if count > n // MIN_RECORD_SIZE:
         raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
-    cdef list records = [None] * count
+    # Filled slot by slot (a list holds NULLs safely until then: it is not
+    # handed out before every slot is set, and its dealloc skips NULLs).
+    cdef list records = PyList_New(count)
     cdef Py_ssize_t pos = 0, rec_end, hpos
     cdef int32_t i, j, length, hcount, off_delta, klen
     cdef int64_t ts_delta
@@ -843,7 +848,8 @@ cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t
             raise CorruptRecordError(f"record timestamp delta {ts_delta} overflows int64")
         else:
             r.timestamp = base_ts + ts_delta
-        records[i] = r
+        Py_INCREF(r)
+        PyList_SET_ITEM(records, i, r)
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
     return records
