@@ -758,6 +758,8 @@ class BrokerSink:
         scheduler per record for nothing. Whatever opens or seals a batch
         later wakes it.
         """
+        if not self.sinks.acc.buffered_records:  # nothing open, queued or retrying anywhere
+            return False
         for part in self.parts:
             if part.queue or part.retrying:
                 return True
