@@ -98,6 +98,7 @@ if TYPE_CHECKING:
         record_size,
         take,
     )
+
     # Not in __all__: the partition consumer's base class, not public API.
     from pykaf._codec_py import (
         RecordCursor as RecordCursor,
