@@ -7,7 +7,7 @@ input; encoders raise ``ValueError``/``TypeError`` on bad arguments and
 :class:`pykaf.errors.RecordTooLargeError` when one record cannot fit a batch.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, TypeAlias
 
 from typing_extensions import Buffer
@@ -286,6 +286,15 @@ class ProduceSet:
     ) -> int: ...
     def batch(self, topic: str, partition: int) -> BatchBuilder | None: ...
     def drain(self) -> list[tuple[str, int, BatchBuilder]]: ...
+
+class RecordCursor:
+    """Decoded records and the index of the next one: a reader's per-record side."""
+
+    _local: list[Record]
+    _next: int
+    def __aiter__(self) -> RecordCursor: ...
+    def __anext__(self) -> Awaitable[Record]: ...
+    def next_nowait(self) -> Record | None: ...
 
 class RecordStager:
     lock: Any

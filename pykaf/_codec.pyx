@@ -12,9 +12,10 @@ cimport cython
 cimport cython.view
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE, PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_AsLongLong, PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport (
@@ -144,6 +145,9 @@ cdef inline uint64_t get_uvar(const uint8_t* p, Py_ssize_t* pos, Py_ssize_t end,
     if i < end and p[i] < 0x80:  # the common one-byte case
         pos[0] = i + 1
         return p[i]
+    if i + 1 < end and p[i + 1] < 0x80:  # two bytes: lengths and deltas of 64 to 8191
+        pos[0] = i + 2
+        return (<uint64_t>(p[i] & 0x7F)) | (<uint64_t>p[i + 1] << 7)
     for k in range(max_bytes):
         if i >= end:
             _varint_error(i, end, max_bytes)
@@ -348,8 +352,17 @@ cdef extern from "Python.h":
     void Py_XDECREF(PyObject* o)
     object PyDescr_NewMember(type tp, PyMemberDef* m)
     void PyType_Modified(type tp)
+    ctypedef enum PySendResult:
+        PYGEN_RETURN
+        PYGEN_ERROR
+        PYGEN_NEXT
+    ctypedef PySendResult (*sendfunc)(PyObject* iter, PyObject* arg, PyObject** result) noexcept
+    ctypedef struct PyAsyncMethods:
+        sendfunc am_send
     ctypedef struct PyTypeObject:
         PyObject* tp_dict
+        PyAsyncMethods* tp_as_async
+    void PyErr_SetString(object kind, const char* message)
 
 DEF N_RECORD_MEMBERS = 8
 cdef PyMemberDef _record_members[N_RECORD_MEMBERS]
@@ -509,6 +522,117 @@ cdef class RecordSet:
     def __repr__(self):
         return (f"RecordSet(batches={len(self.batches)}, incomplete={self.incomplete}, "
                 f"consumed={self.consumed}, partial_size={self.partial_size})")
+
+
+# -- reading records one by one ---------------------------------------------------
+
+cdef object _AWAITED = object()  # a _Ready's value once it was handed out
+
+
+@cython.freelist(16)
+@cython.final
+@cython.no_gc
+cdef class _Ready:
+    """An awaitable whose result is already known: ``await`` hands it out at once.
+
+    What ``RecordCursor.__anext__`` returns when a record is waiting: no
+    coroutine is created or run. Awaited through ``am_send`` (set below) it
+    costs no StopIteration either; ``__next__``/``send`` raise one for
+    callers that drive it by hand, as a finished coroutine would.
+    """
+
+    cdef object value
+
+    def __await__(self):
+        return self
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        value = self.value
+        if value is _AWAITED:
+            raise RuntimeError("cannot reuse an already awaited result")
+        self.value = _AWAITED
+        raise StopIteration(value)
+
+    def send(self, arg):
+        """Finish: raise StopIteration with the result (``arg`` is ignored)."""
+        return self.__next__()
+
+    def throw(self, typ, val=None, tb=None):
+        """Raise the given exception here, as a coroutine that has not started would."""
+        self.value = _AWAITED
+        if val is None:
+            raise typ
+        raise val
+
+    def close(self):
+        """Drop the result."""
+        self.value = _AWAITED
+
+
+cdef PySendResult _ready_send(PyObject* o, PyObject* arg, PyObject** result) noexcept:
+    # The await protocol's fast path (CPython 3.10+ ``am_send``): the result
+    # is returned, not raised in a StopIteration.
+    cdef _Ready ready = <_Ready><object>o
+    cdef object value = ready.value
+    if value is _AWAITED:
+        PyErr_SetString(RuntimeError, b"cannot reuse an already awaited result")
+        return PYGEN_ERROR
+    ready.value = _AWAITED
+    Py_INCREF(value)
+    result[0] = <PyObject*>value
+    return PYGEN_RETURN
+
+
+(<PyTypeObject*>_Ready).tp_as_async.am_send = _ready_send
+
+
+cdef class RecordCursor:
+    """Decoded records and the index of the next one: a reader's per-record side.
+
+    A partition consumer subclasses it: ``async for`` and ``next_nowait``
+    take the next record from ``_local`` without a coroutine per record; when
+    the list is read out, ``__anext__`` awaits the subclass's ``_refill_next()``
+    (a coroutine that fills ``_local`` and returns its first record, or
+    raises StopAsyncIteration).
+    """
+
+    cdef public list _local
+    cdef public Py_ssize_t _next
+
+    def __cinit__(self, *args, **kwargs):
+        self._local = []
+        self._next = 0
+
+    def __aiter__(self):
+        return self
+
+    def __anext__(self):
+        cdef Py_ssize_t i = self._next
+        cdef list local = self._local
+        cdef _Ready ready
+        if i < PyList_GET_SIZE(local):
+            self._next = i + 1
+            ready = _Ready.__new__(_Ready)
+            ready.value = <object>PyList_GET_ITEM(local, i)
+            return ready
+        return self._refill_next()
+
+    def next_nowait(self):
+        """The next record if one is decoded and waiting, else None (no wait, no fetch).
+
+        What ``async for`` hands out when it need not wait; for a caller outside
+        trio (``pykaf.aio``) that reads records one by one without crossing
+        into trio for each.
+        """
+        cdef Py_ssize_t i = self._next
+        cdef list local = self._local
+        if i < PyList_GET_SIZE(local):
+            self._next = i + 1
+            return <object>PyList_GET_ITEM(local, i)
+        return None
 
 
 # -- decoding -------------------------------------------------------------------
@@ -675,7 +799,9 @@ cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t
     # Each record takes at least 7 bytes; a larger count cannot be honest.
     if count > n // MIN_RECORD_SIZE:
         raise CorruptRecordError(f"record count {count} exceeds what {n} bytes can hold")
-    cdef list records = [None] * count
+    # Filled slot by slot (a list holds NULLs safely until then: it is not
+    # handed out before every slot is set, and its dealloc skips NULLs).
+    cdef list records = PyList_New(count)
     cdef Py_ssize_t pos = 0, rec_end, hpos
     cdef int32_t i, j, length, hcount, off_delta, klen
     cdef int64_t ts_delta
@@ -722,7 +848,8 @@ cdef list _decode_records(const uint8_t* p, Py_ssize_t n, int32_t count, int64_t
             raise CorruptRecordError(f"record timestamp delta {ts_delta} overflows int64")
         else:
             r.timestamp = base_ts + ts_delta
-        records[i] = r
+        Py_INCREF(r)
+        PyList_SET_ITEM(records, i, r)
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes left over after {count} records")
     return records

@@ -497,6 +497,57 @@ class RecordSet:
         )
 
 
+# -- reading records one by one ---------------------------------------------------
+
+
+class RecordCursor:
+    """Decoded records and the index of the next one: a reader's per-record side.
+
+    A partition consumer subclasses it: ``async for`` and ``next_nowait``
+    take the next record from ``_local``; when the list is read out,
+    ``__anext__`` awaits the subclass's ``_refill_next()`` (a coroutine that
+    fills ``_local`` and returns its first record, or raises
+    StopAsyncIteration). The compiled twin hands a waiting record out without
+    a coroutine per record.
+    """
+
+    _local: list[Record]
+    _next: int
+
+    def __init__(self) -> None:
+        self._local = []
+        self._next = 0
+
+    def __aiter__(self) -> RecordCursor:
+        return self
+
+    async def __anext__(self) -> Record:
+        i = self._next
+        local = self._local
+        if i >= len(local):
+            return await self._refill_next()
+        self._next = i + 1
+        return local[i]
+
+    async def _refill_next(self) -> Record:
+        """Fill ``_local`` and hand out its first record (a subclass defines it)."""
+        raise StopAsyncIteration
+
+    def next_nowait(self) -> Record | None:
+        """The next record if one is decoded and waiting, else None (no wait, no fetch).
+
+        What ``async for`` hands out when it need not wait; for a caller outside
+        trio (``pykaf.aio``) that reads records one by one without crossing
+        into trio for each.
+        """
+        i = self._next
+        local = self._local
+        if i >= len(local):
+            return None
+        self._next = i + 1
+        return local[i]
+
+
 # -- decoding -------------------------------------------------------------------
 
 

@@ -98,6 +98,11 @@ if TYPE_CHECKING:
         record_size,
         take,
     )
+
+    # Not in __all__: the partition consumer's base class, not public API.
+    from pykaf._codec_py import (
+        RecordCursor as RecordCursor,
+    )
 else:
     encode_uvarint = _impl.encode_uvarint
     decode_uvarint = _impl.decode_uvarint
@@ -115,6 +120,7 @@ else:
     Record = _impl.Record
     RecordBatch = _impl.RecordBatch
     RecordSet = _impl.RecordSet
+    RecordCursor = _impl.RecordCursor
     decode_record_set = _impl.decode_record_set
     decode_batches = _impl.decode_batches
     decode_columns = _impl.decode_columns

@@ -25,7 +25,14 @@ import trio
 from pykaf import errors
 from pykaf._consumer.fetched import Fetched
 from pykaf._net.metrics import BatchEvent, report_batch
-from pykaf.codec import ColumnBatch, Record, RecordBatch, decode_batches, decode_columns
+from pykaf.codec import (
+    ColumnBatch,
+    Record,
+    RecordBatch,
+    RecordCursor,
+    decode_batches,
+    decode_columns,
+)
 from pykaf.errors import ConsumerError
 
 if TYPE_CHECKING:
@@ -66,7 +73,7 @@ class Fetching(Protocol):
 _EPOCHS_KEPT = 32
 
 
-class PartitionConsumer:
+class PartitionConsumer(RecordCursor):
     """Reads one partition; get one from ``Consumer.consume_partition``.
 
     ``async for record in pc`` yields records one by one; ``await
@@ -141,39 +148,21 @@ class PartitionConsumer:
 
     # -- reading ----------------------------------------------------------------
 
-    def __aiter__(self) -> PartitionConsumer:
-        return self
-
-    async def __anext__(self) -> Record:
-        # The per-record path: an index and a list, nothing else (``position``
-        # is worked out from them when asked for).
+    # ``async for`` and ``next_nowait()`` come from RecordCursor (the codec's):
+    # the per-record path is an index and a list, nothing else (``position`` is
+    # worked out from them when asked for); the compiled cursor hands a waiting
+    # record out without a coroutine per record. When the list is read out, it
+    # awaits this:
+    async def _refill_next(self) -> Record:
         i = self._next
-        local = self._local
-        if i >= len(local):
+        if i >= len(self._local):  # (another __anext__ awaited first may have filled it)
             try:
                 await self._fill()
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 raise StopAsyncIteration from None
-            i, local = 0, self._local
+            i = 0
         self._next = i + 1
-        return local[i]
-
-    def next_nowait(self) -> Record | None:
-        """The next record if one is fetched, else None (no wait, no fetch).
-
-        What ``async for`` hands out when it need not wait: the records decoded
-        and waiting, then the next pieces of the fetch answer at hand, decoded
-        now. For a caller outside trio (``pykaf.aio``) that reads records one
-        by one and crosses into trio only to wait for a fetch.
-        """
-        i = self._next
-        local = self._local
-        if i >= len(local):
-            if not self._decode_buffered():
-                return None
-            i, local = 0, self._local
-        self._next = i + 1
-        return local[i]
+        return self._local[i]
 
     def take_decoded(self) -> list[Record]:
         """Every record fetched and not handed out yet, handed out now; [] if none (no wait).

@@ -241,17 +241,26 @@ class Producer:
         await acc.wait_for_space()
         if acc.purges != purges:
             raise errors.PurgedError("purged from the producer before it was sent")
-        batch, delta = self._append(t, partition, key, value, headers, timestamp)
+        sinks = self._sinks
+        sinks.hold_wakes()  # the sender need not wake for a batch this task sends
+        try:
+            batch, delta = self._append(t, partition, key, value, headers, timestamp)
+        except BaseException:
+            sinks.release_wakes()
+            raise
         if batch.waiters is None:
             # An awaited record makes its batch ready: it is sent without waiting
             # for linger, from this task when nothing is in flight to its broker
-            # (BrokerSink.send_inline), else by the sender task. Senders that
-            # append meanwhile (or while requests are in flight) share the batch.
+            # (BrokerSink.send_inline, which wakes the sender task if it cannot),
+            # else by the sender task. Senders that append meanwhile (or while
+            # requests are in flight) share the batch.
             batch.add_waiter(delta)
             broker = t.parts[batch.partition].broker
+            sinks.release_wakes(broker)
             if broker is not None:
                 await broker.send_inline()
         else:
+            sinks.release_wakes()
             batch.add_waiter(delta)
         await batch.wait()
         if batch.parts is not None:  # the broker found the batch too large: it was split

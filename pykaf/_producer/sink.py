@@ -36,7 +36,7 @@ from pykaf._producer.config import ProducerConfig
 from pykaf._producer.delivery import Reports
 from pykaf._producer.idempotence import Idempotence
 from pykaf._producer.records import BrokerStatistics
-from pykaf._producer.state import PartitionState, TopicState
+from pykaf._producer.state import PartitionState, Sender, TopicState
 from pykaf.errors import PykafError
 from pykaf.protocol import versions
 
@@ -93,6 +93,9 @@ class Sinks:
         self.brokers: dict[int, BrokerSink] = {}
         self.acks = config.acks_int
         self.paused = False  # no new requests (an epoch bump or an abort is under way)
+        #: While an awaited send() appends its record: the senders to wake after
+        #: (see hold_wakes); None otherwise.
+        self.held_wakes: set[BrokerSink] | None = None
         self.flushing = 0  # flushes waiting: everything open is sent at once
         self._in_flight_lot = trio.lowlevel.ParkingLot()
         # counters
@@ -119,6 +122,24 @@ class Sinks:
     def in_flight(self) -> int:
         """Requests written and not answered yet, over every broker."""
         return sum(s.in_flight for s in self.brokers.values())
+
+    def hold_wakes(self) -> None:
+        """Collect the sender wake-ups from here until :meth:`release_wakes`."""
+        self.held_wakes = set()
+
+    def release_wakes(self, inline: Sender | None = None) -> None:
+        """Wake the senders woken since :meth:`hold_wakes`, but ``inline``.
+
+        ``inline`` is the broker an awaited send() is about to send to from its
+        own task (:meth:`BrokerSink.send_inline`): it wakes its sender itself
+        if it cannot send at once or leaves batches lingering, so a wake-up for
+        the batch the record opened would be a scheduler pass for nothing.
+        """
+        held, self.held_wakes = self.held_wakes, None
+        if held:
+            for sink in held:
+                if sink is not inline:
+                    sink.wake()
 
     def wake_all(self) -> None:
         """Have every sender look for ready batches."""
@@ -503,7 +524,11 @@ class BrokerSink:
 
     def wake(self) -> None:
         """Tell the sender something may be ready (a batch opened or sealed, a slot freed)."""
-        self._wake.set()
+        held = self.sinks.held_wakes
+        if held is not None:
+            held.add(self)
+        else:
+            self._wake.set()
 
     def attach(self, part: PartitionState) -> None:
         """Start sending ``part``'s batches."""
@@ -721,8 +746,27 @@ class BrokerSink:
         self.in_flight -= 1
         sinks = self.sinks
         sinks.settle(self, batches, response, error)
-        self.wake()
+        if self._has_work():
+            self.wake()
         sinks.in_flight_changed()
+
+    def _has_work(self) -> bool:
+        """Whether a freed slot may let the sender send something (it waits for a wake).
+
+        A loop of awaited sends leaves nothing queued or open when its answer
+        comes: waking the sender then would cost a pass through trio's
+        scheduler per record for nothing. Whatever opens or seals a batch
+        later wakes it.
+        """
+        if not self.sinks.acc.buffered_records:  # nothing open, queued or retrying anywhere
+            return False
+        for part in self.parts:
+            if part.queue or part.retrying:
+                return True
+            batch = part.open
+            if batch is not None and batch.count:
+                return True
+        return False
 
     # -- the receiver task -------------------------------------------------------
 

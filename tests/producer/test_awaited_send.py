@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.abc
 import trio.testing
 
 import pykaf
@@ -70,6 +71,38 @@ async def test_a_lone_awaited_send_is_written_from_the_callers_task(
             for i in range(10):
                 await producer.send(topic, b"v%d" % i)
         assert writers == [trio.lowlevel.current_task()] * 10
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the steps of the tasks whose name starts with ``prefix``."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name.startswith(self.prefix):
+            self.steps += 1
+
+
+async def test_a_loop_of_awaited_sends_does_not_wake_the_sender_task(broker: Broker) -> None:
+    # Each record opens a batch that its own task writes (send_inline), and its
+    # answer leaves nothing to send: the sender task has no work in that loop,
+    # so waking it (for the opened batch, or for the freed slot) would cost a
+    # pass through trio's scheduler per record for nothing.
+    topic = new_topic(broker)
+    async with pykaf.open_producer(broker.bootstrap, linger=HOUR) as producer:
+        await producer.send(topic, b"warm")
+        await trio.testing.wait_all_tasks_blocked()
+        steps = _Steps("pykaf producer sender")
+        trio.lowlevel.add_instrument(steps)
+        try:
+            with trio.fail_after(GUARD):
+                mds = [await producer.send(topic, b"v%d" % i) for i in range(20)]
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        assert [md.offset for md in mds] == list(range(1, 21))
+        assert steps.steps == 0
 
 
 async def test_batches_sealed_while_a_send_writes_inline_are_sent_after_it(
