@@ -27,14 +27,13 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
     # ``async for`` takes every record fetched at once (``take_decoded``) and
     # hands them out from ``_taken`` by index: the per-record path is a list
     # index, as trio's is. ``_start`` is the position before ``_taken``.
-    __slots__ = ("_start", "_take", "_taken", "_taken_next")
+    __slots__ = ("_start", "_taken", "_taken_next")
 
     def __init__(self, trio_object: pykaf.PartitionConsumer, runner: Runner) -> None:
         super().__init__(trio_object, runner)
         self._taken: list[Record] = []
         self._taken_next = 0
         self._start = -1
-        self._take = trio_object.take_decoded
 
     async def __anext__(self) -> Record:
         i = self._taken_next
@@ -54,7 +53,7 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
     def _take_more(self) -> bool:
         """Take what trio has fetched into ``_taken``; False when only a wait gives more."""
         start = self._trio.position
-        taken = self._take()
+        taken = self._trio.take_decoded()
         self._taken, self._taken_next, self._start = taken, 0, start
         return bool(taken)
 
@@ -110,8 +109,7 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
 
     def seek(self, offset: int) -> None:
         """Continue from ``offset`` (an offset, ``OLDEST`` or ``NEWEST``); drops the buffer."""
-        self._check_loop()
-        self._trio.seek(offset)
+        super().seek(offset)
         self._taken, self._taken_next = [], 0
 
     def _unread(self, taken: Record | list[Record] | ColumnBatch) -> None:
