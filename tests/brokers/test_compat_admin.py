@@ -41,7 +41,13 @@ async def test_topic_configs_are_described_and_changed(kafka: KafkaCluster) -> N
         await admin.alter_topic_configs(
             {topic: {"retention.ms": None, "max.message.bytes": "2000000"}}
         )
-        after = (await admin.describe_topic_configs([topic]))[topic]
+        # a describe goes to any broker, which sees the change once its
+        # metadata arrives: read until it has, then check all of it
+        for _ in range(200):
+            after = (await admin.describe_topic_configs([topic]))[topic]
+            if after["max.message.bytes"].value == "2000000":
+                break
+            await trio.sleep(0.05)
         assert after["max.message.bytes"].value == "2000000"
         assert after["retention.ms"].value == str(7 * 24 * 3600 * 1000)  # back to the default
         brokers = await admin.describe_broker_configs([1], keys=["num.io.threads"])
