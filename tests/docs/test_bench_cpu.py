@@ -70,6 +70,31 @@ def test_ratios_pair_cpu_beside_speed(tmp_path: Path) -> None:
     assert by_peer["aiokafka"].cpu_ratio is None  # not noted for the peer: no figure
 
 
+def test_a_floor_gives_the_ratio_of_what_each_client_adds(tmp_path: Path) -> None:
+    ratios = load("ratios_under_test", ROOT / "bench" / "ratios.py")
+
+    def entry(client: str, seconds: float) -> dict[str, Any]:
+        info = {"client": client, "records": 1000, "params": "", "floor_s": 2.0}
+        return {"name": client, "group": "g", "stats": {"median": seconds}, "extra_info": info}
+
+    results = tmp_path / "r.json"
+    results.write_text(
+        json.dumps({"benchmarks": [entry("pykaf", 3.0), entry("confluent-kafka", 4.0)]})
+    )
+    warnings: list[str] = []
+    found = ratios.compute_ratios(ratios.read_entries(results, warnings), warnings)
+    by_group = {r.group: r.ratio for r in found}
+    # the whole job: 4/3; what each adds to the 2 s no client can shorten: 2/1
+    assert by_group == {"g": 4.0 / 3.0, "g:added": 2.0}
+    assert warnings == []
+    # a time at or under the floor cannot be divided out: said, and left out
+    results.write_text(
+        json.dumps({"benchmarks": [entry("pykaf", 2.0), entry("confluent-kafka", 4.0)]})
+    )
+    ratios.read_entries(results, warnings)
+    assert warnings == ["g:added: pykaf took 2.0 s, not more than the floor"]
+
+
 def _results(path: Path, times: dict[tuple[str, str], float]) -> Path:
     """A pytest-benchmark file: ``times[(group, client)]`` seconds per 1,000 records."""
     path.write_text(
