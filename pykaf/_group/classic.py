@@ -33,7 +33,14 @@ from pykaf._group.assignors import (
     decode_subscription,
     encode_assignment,
 )
-from pykaf._group.machine import COORDINATOR_MOVED, BackOff, Fail
+from pykaf._group.machine import (
+    COORDINATOR_MOVED,
+    BackOff,
+    Fail,
+    HeartbeatFailed,
+    LeaveDone,
+    LeaveRequested,
+)
 from pykaf._group.states import INITIAL, MemberEvent, MemberState, transition
 from pykaf.protocol import versions
 from pykaf.protocol.consumer_protocol import with_rack
@@ -138,28 +145,10 @@ class HeartbeatAnswered:
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatFailed:
-    """Heartbeat got no answer, at ``now``."""
-
-    error: BaseException
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
 class GenerationEnded:
     """The generation is over (heartbeat, partition watch, commit, close); ``closing``: for good."""
 
     closing: bool
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveRequested:
-    """``consume()`` is ending."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveDone:
-    """LeaveGroup answered, failed or timed out: the member is out either way."""
 
 
 Event = (

@@ -23,7 +23,14 @@ from typing import Any
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._group.heartbeat_states import INITIAL, HeartbeatEvent, HeartbeatState, transition
-from pykaf._group.machine import COORDINATOR_MOVED, BackOff, Fail
+from pykaf._group.machine import (
+    COORDINATOR_MOVED,
+    BackOff,
+    Fail,
+    HeartbeatFailed,
+    LeaveDone,
+    LeaveRequested,
+)
 
 E = HeartbeatEvent
 S = HeartbeatState
@@ -178,14 +185,6 @@ class HeartbeatAnswered:
 
 
 @dataclass(frozen=True, slots=True)
-class HeartbeatFailed:
-    """No answer to a heartbeat (a lost connection, a retriable failure), at ``now``."""
-
-    error: BaseException
-    now: float
-
-
-@dataclass(frozen=True, slots=True)
 class Reconciled:
     """The assignment of :class:`Reconcile` ``seq`` is applied (claims ended and started)."""
 
@@ -207,16 +206,6 @@ class Dropped:
 @dataclass(frozen=True, slots=True)
 class Closing:
     """The group is closing: answers no longer change the member."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveRequested:
-    """``consume()`` is ending; ``owned`` for the leave heartbeat."""
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveDone:
-    """The leave heartbeat was answered, failed or timed out."""
 
 
 Event = (

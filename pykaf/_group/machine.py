@@ -1,4 +1,4 @@
-"""What both group members' state machines share: the actions of a failure.
+"""What both group members' state machines share: the actions of a failure, the events of leaving.
 
 :mod:`pykaf._group.classic` and :mod:`pykaf._group.consumer_machine` are
 sans-I/O machines; a failed round trip makes either ask for a backoff, and a
@@ -35,4 +35,29 @@ class Fail:
     error: BaseException
 
 
-__all__ = ["COORDINATOR_MOVED", "BackOff", "Fail"]
+@dataclass(frozen=True, slots=True)
+class HeartbeatFailed:
+    """No answer to a heartbeat (a lost connection, a retriable failure), at ``now``."""
+
+    error: BaseException
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveRequested:
+    """``consume()`` is ending: the member sends its leave (LeaveGroup, or a leave heartbeat)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveDone:
+    """The leave was answered, failed or timed out: the member is out either way."""
+
+
+__all__ = [
+    "COORDINATOR_MOVED",
+    "BackOff",
+    "Fail",
+    "HeartbeatFailed",
+    "LeaveDone",
+    "LeaveRequested",
+]
