@@ -1,9 +1,16 @@
 """Spark on Apache Kafka: the ``pykaf`` source and sink against Spark's own Kafka connector.
 
 Cases (one pytest-benchmark group each; both formats on the same Apache Kafka
-node, ``bench_kafka``, in the same run, local[2] Spark; Spark's connector is
+node, ``bench_kafka``, in the same run; Spark's connector is
 ``spark-sql-kafka-0-10`` fetched by ``pykaf.testing._kafka_dist.spark_kafka_jars``
-and loaded with ``spark.jars``):
+and loaded with ``spark.jars``). Each case runs on two Sparks, one after the
+other (the test ids' ``local`` and ``standalone``):
+
+* ``local``: local[2], every task in the driver's JVM (the groups below);
+* ``standalone``: a Spark standalone cluster on loopback
+  (``pykaf.testing.standalone_spark_session``): a master and two workers of
+  one core each, each task in an executor JVM of its own, as on a real
+  cluster (the groups below with ``-standalone``).
 
 * ``spark-write-1M-kafka``: 1,000,000 rows of 100-byte values (a cached
   DataFrame of 4 partitions) written to a fresh topic of 4 partitions per
@@ -30,6 +37,7 @@ rows written; the aggregation counts every record and byte.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Iterator
@@ -54,29 +62,46 @@ def _variant(client: str, kind: str) -> str:
     return kind if client == PYKAF else "connector"
 
 
+MODES = {"local": "", "standalone": "-standalone"}  # Spark -> the suffix of its groups
+
+
+@pytest.fixture(scope="module", params=list(MODES))
+def mode(request: Any) -> str:
+    """Which Spark the module's cases run on (see the docstring)."""
+    name: str = request.param
+    return name
+
+
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """A local[2] SparkSession with Spark's Kafka connector on its class path."""
+def spark(mode: str) -> Iterator[Any]:
+    """A SparkSession of ``mode`` with Spark's Kafka connector on its class path."""
     pytest.importorskip("pyspark.sql")
     from pykaf.spark import register
-    from pykaf.testing import KafkaUnavailableError, local_spark_session
+    from pykaf.testing import (
+        KafkaUnavailableError,
+        local_spark_session,
+        standalone_spark_session,
+    )
     from pykaf.testing._kafka_dist import spark_kafka_jars
 
     try:
         jars = ",".join(str(jar) for jar in spark_kafka_jars())
     except KafkaUnavailableError as exc:
         pytest.skip(f"Spark's Kafka connector cannot be had: {exc}")
-    try:
-        session = local_spark_session(
-            "pykaf-bench-kafka", **{"spark.driver.memory": "2g", "spark.jars": jars}
-        )
-    except Exception as exc:
-        pytest.skip(f"no local Spark: {exc}")
-    register(session)
-    try:
+    settings = {"spark.driver.memory": "2g", "spark.jars": jars}
+    with contextlib.ExitStack() as stack:
+        try:
+            if mode == "local":
+                session = local_spark_session("pykaf-bench-kafka", **settings)
+                stack.callback(session.stop)
+            else:
+                session = stack.enter_context(
+                    standalone_spark_session("pykaf-bench-kafka", config=settings)
+                )
+        except Exception as exc:
+            pytest.skip(f"no {mode} Spark: {exc}")
+        register(session)
         yield session
-    finally:
-        session.stop()
 
 
 @pytest.fixture(scope="module")
@@ -109,11 +134,11 @@ def _write(fmt: str, df: Any, bootstrap: str, topic: str) -> None:
 
 @pytest.mark.parametrize(("client", "fmt"), CLIENTS, ids=[f"{c}[{f}]" for c, f in CLIENTS])
 def test_spark_kafka_write(
-    benchmark: Any, bench_kafka: Any, frame: Any, client: str, fmt: str
+    benchmark: Any, bench_kafka: Any, mode: str, frame: Any, client: str, fmt: str
 ) -> None:
     tag(
         benchmark,
-        group="spark-write-1M-kafka",
+        group=f"spark-write-1M-kafka{MODES[mode]}",
         client=client,
         records=RECORDS,
         variant=_variant(client, "writer"),
@@ -172,11 +197,17 @@ def _read(fmt: str, spark: Any, bootstrap: str, topic: str) -> tuple[int, int]:
 
 @pytest.mark.parametrize(("client", "fmt"), CLIENTS, ids=[f"{c}[{f}]" for c, f in CLIENTS])
 def test_spark_kafka_read(
-    benchmark: Any, bench_kafka: Any, spark: Any, written: str, client: str, fmt: str
+    benchmark: Any,
+    bench_kafka: Any,
+    mode: str,
+    spark: Any,
+    written: str,
+    client: str,
+    fmt: str,
 ) -> None:
     tag(
         benchmark,
-        group="spark-read-1M-kafka",
+        group=f"spark-read-1M-kafka{MODES[mode]}",
         client=client,
         records=RECORDS,
         variant=_variant(client, "reader"),

@@ -14,7 +14,9 @@ Kafka's semantics, transactions with aborted-transaction lists, SASL, TLS,
 fault controls) in a trio nursery; :class:`FakeClusterThread` runs it in a
 thread for synchronous code and other clients; ``python -m pykaf.testing``
 serves one for other programs. :func:`local_spark_session` starts a quick
-local SparkSession for testing Spark jobs that use ``pykaf.spark``.
+local SparkSession for testing Spark jobs that use ``pykaf.spark``, and
+:func:`standalone_spark_session` one on a Spark standalone cluster (a master
+and workers on loopback, executors in JVMs of their own).
 
 :func:`open_kafka_cluster` and :class:`KafkaClusterThread` (also named
 :class:`KafkaCluster`) run real Apache Kafka: 1 to N KRaft nodes on loopback,
@@ -62,7 +64,7 @@ from pykaf.testing._mock import (
     MockRequest,
     find_librdkafka,
 )
-from pykaf.testing._spark import local_spark_session
+from pykaf.testing._spark import local_spark_session, standalone_spark_session
 from pykaf.testing._tansu import TansuBroker, TansuError, find_tansu_binary
 from pykaf.testing._tlsproxy import TLSMockCluster, TLSProxy, TLSProxyError, TLSTansu
 
@@ -99,4 +101,5 @@ __all__ = [
     "local_spark_session",
     "open_fake_cluster",
     "open_kafka_cluster",
+    "standalone_spark_session",
 ]
