@@ -303,9 +303,12 @@ class _Reader:
 
     def _pop(self) -> None:
         self._take = self._idle  # the loop may refill the cursor from now on
-        feed = self._ready.pop()
         if self._marking:  # trailing control records: done once the list is
+            feed = self._ready.items[0]
+            assert isinstance(feed, _Feed)
+            # Read before the feeder is woken: it may decode (columns: move) past it.
             self._handed.append((feed, feed.source.position))
+        self._ready.pop()
 
     def _take_one(self) -> Record | None:
         """The next record, the head cursor's take kept for the next call; None if none waits."""
