@@ -266,8 +266,9 @@ class _Reader:
         self._close_lock = threading.Lock()
         #: The take while no cursor is at the head: nothing, or refusing rows (columnar).
         self._idle: Callable[[], Record | None] = _refuse_rows if columnar else _nothing
-        #: The head cursor's take: poll's whole per-record path.
+        #: The head cursor's take: poll's whole per-record path; and its feed.
         self._take: Callable[[], Record | None] = self._idle
+        self._current: _Feed | None = None
         #: Groups: (feed, offset) handed out by the last call: done at the next one.
         self._handed: list[tuple[_Feed, int]] = []
         self._closed = False
@@ -315,7 +316,7 @@ class _Reader:
         while (feed := self._head()) is not None:
             record = feed.take()
             if record is not None:
-                self._take = feed.take
+                self._take, self._current = feed.take, feed
                 if self._marking:
                     self._handed.append((feed, record.offset + 1))
                 return record
@@ -417,9 +418,9 @@ class _Reader:
             KafkaError: groups only: a fatal group error (e.g.
                 FencedInstanceIdError) once the records already fetched are out.
         """
-        # The per-record path: one take from the head cursor, under the lock.
-        # Groups (marking) and everything else go the general way.
-        if self._forks == _forks and not self._marking:
+        # The per-record path: one take from the head cursor, under the lock
+        # (a group's marks first: ConsumerGroup's own). Else the general way.
+        if self._forks == _forks:
             with self._lock:
                 record = self._take()
             if record is not None:
@@ -484,7 +485,7 @@ class _Reader:
 
     def __next__(self) -> Record:
         """The next record, waiting as long as it takes; the iteration ends on close()."""
-        if self._forks == _forks and not self._marking:
+        if self._forks == _forks:
             with self._lock:
                 record = self._take()
             if record is not None:
@@ -959,6 +960,47 @@ class ConsumerGroup(_Reader):
         self._loop: _LoopGroup = loop
         self._handle = handle
         self.group_id = group_id
+
+    # The per-record path of a member: marks what the last call handed out
+    # (with auto_mark) and takes from the head cursor, under the lock.
+
+    def _take_marking(self) -> Record | None:
+        with self._lock:
+            handed = self._handed
+            if handed and not self._closed:
+                self._mark_handed()
+            record = self._take()
+            if record is not None and self._marking:
+                assert self._current is not None
+                handed.append((self._current, record.offset + 1))
+            return record
+
+    def poll(self, timeout: float | None = None) -> Record | None:
+        """The next record, waiting up to ``timeout`` seconds for one (see :meth:`Consumer.poll`).
+
+        Asking for it makes the records handed out before count as done
+        (with ``auto_mark``).
+        """
+        if self._columnar:
+            _refuse_rows()
+        if self._forks == _forks:
+            record = self._take_marking()
+            if record is not None:
+                return record
+        return self._wait_for(self._take_one, timeout)
+
+    def __next__(self) -> Record:
+        """The next record, waiting as long as it takes; the iteration ends on close()."""
+        if self._columnar:
+            _refuse_rows()
+        if self._forks == _forks:
+            record = self._take_marking()
+            if record is not None:
+                return record
+        record = self._wait_for(self._take_one, None, iterating=True)
+        if record is None:
+            raise StopIteration
+        return record
 
     def commit(
         self,
