@@ -27,9 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import test_consumer as cons
+from bench.test_aio_consume import fill
 from bench.test_poll import CLIENTS, PollProcessRound
-
-PARTITIONS = 4
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,13 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     broker: BenchBroker = KafkaBench() if args.broker == "kafka" else TansuBench()
     seconds: dict[str, list[float]] = {variant: [] for _, variant in CLIENTS}
     with broker:
-        topic = f"interleaved-poll-{time.time_ns()}"
-        broker.create_topic(topic, PARTITIONS)
-        delivered, starts = cons._fill(broker.bootstrap, topic, PARTITIONS)
-        assert delivered == cons.RECORDS and starts == [0] * PARTITIONS, (delivered, starts)
-        ends = broker.high_watermarks(topic)
-        assert sum(ends.values()) == cons.RECORDS, ends
-        ends_json = json.dumps({str(p): n for p, n in ends.items()})
+        data = fill(broker, f"interleaved-poll-{time.time_ns()}")
+        topic = data.topic
+        ends_json = json.dumps({str(p): n for p, n in data.ends.items()})
         for n in range(-warmup, args.rounds):
             for client, variant in CLIENTS:
                 one = PollProcessRound(variant, broker.bootstrap, topic, ends_json)

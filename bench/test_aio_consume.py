@@ -128,6 +128,16 @@ class ConsumeProcessRound(aio_bench.ProcessRound):
         return int(report["count"])
 
 
+def fill(broker: Any, topic: str) -> cons.Dataset:
+    """``topic`` made on ``broker`` and filled by confluent-kafka: every record, from offset 0."""
+    broker.create_topic(topic, PARTITIONS)
+    delivered, starts = cons._fill(broker.bootstrap, topic, PARTITIONS)
+    assert delivered == cons.RECORDS and starts == [0] * PARTITIONS, (delivered, starts)
+    marks = broker.high_watermarks(topic)
+    assert sum(marks.values()) == cons.RECORDS, marks
+    return cons.Dataset(broker, topic, marks)
+
+
 @pytest.fixture(scope="module")
 def datasets(request: pytest.FixtureRequest) -> Iterator[Callable[[str], cons.Dataset]]:
     """The topic of each broker, filled on first use and deleted after the module."""
@@ -136,13 +146,7 @@ def datasets(request: pytest.FixtureRequest) -> Iterator[Callable[[str], cons.Da
     def get(name: str) -> cons.Dataset:
         if name not in made:
             broker = request.getfixturevalue(f"bench_{name}")
-            topic = f"bench-aio-consume-{name}-{next(_topic_ids)}"
-            broker.create_topic(topic, PARTITIONS)
-            delivered, starts = cons._fill(broker.bootstrap, topic, PARTITIONS)
-            assert delivered == cons.RECORDS and starts == [0] * PARTITIONS, (delivered, starts)
-            marks = broker.high_watermarks(topic)
-            assert sum(marks.values()) == cons.RECORDS, marks
-            made[name] = cons.Dataset(broker, topic, marks)
+            made[name] = fill(broker, f"bench-aio-consume-{name}-{next(_topic_ids)}")
         return made[name]
 
     yield get

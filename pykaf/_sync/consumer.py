@@ -490,6 +490,10 @@ class _Reader:
                 record = self._take()
             if record is not None:
                 return record
+        return self._next_waiting()
+
+    def _next_waiting(self) -> Record:
+        """The next record however long it takes (StopIteration once closed): the general way."""
         record = self._wait_for(self._take_one, None, iterating=True)
         if record is None:
             raise StopIteration
@@ -983,24 +987,17 @@ class ConsumerGroup(_Reader):
         """
         if self._columnar:
             _refuse_rows()
-        if self._forks == _forks:
-            record = self._take_marking()
-            if record is not None:
-                return record
+        if self._forks == _forks and (record := self._take_marking()) is not None:
+            return record
         return self._wait_for(self._take_one, timeout)
 
     def __next__(self) -> Record:
         """The next record, waiting as long as it takes; the iteration ends on close()."""
         if self._columnar:
             _refuse_rows()
-        if self._forks == _forks:
-            record = self._take_marking()
-            if record is not None:
-                return record
-        record = self._wait_for(self._take_one, None, iterating=True)
-        if record is None:
-            raise StopIteration
-        return record
+        if self._forks == _forks and (record := self._take_marking()) is not None:
+            return record
+        return self._next_waiting()
 
     def commit(
         self,
