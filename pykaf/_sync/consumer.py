@@ -971,8 +971,11 @@ class ConsumerGroup(_Reader):
     def _take_marking(self) -> Record | None:
         with self._lock:
             handed = self._handed
-            if handed and not self._closed:
-                self._mark_handed()
+            if handed and not self._closed:  # _mark_handed, inline: once a record
+                for feed, offset in handed:
+                    if offset > feed.done:
+                        feed.done = offset
+                handed.clear()
             record = self._take()
             if record is not None and self._marking:
                 assert self._current is not None
