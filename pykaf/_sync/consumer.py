@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import threading
 import time
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from pykaf import _codec_py
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._column_batch import ColumnBatch
@@ -29,7 +29,7 @@ from pykaf._group.opener import open_consumer_group
 from pykaf._group.session import Claim, GroupSession
 from pykaf._sync.portal import ContextHandle, Portal, get_portal
 from pykaf._util import open_service_nursery
-from pykaf.codec import Record
+from pykaf.codec import LockedTake, Record
 from pykaf.errors import (
     ClosedError,
     ConfigError,
@@ -57,19 +57,6 @@ __all__ = ["Consumer", "ConsumerGroup"]
 
 #: How long a waiting caller sleeps between checks for Ctrl-C and a dead loop.
 _WAIT_SLICE = 0.1
-
-#: Bumped in the child at every ``os.fork()``: a cheap way for the per-record
-#: path to notice that it runs in another process than its consumer's portal.
-_forks = 0
-
-
-def _count_fork() -> None:
-    global _forks
-    _forks += 1
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_count_fork)
 
 TopicPartition = tuple[str, int]
 Source = PartitionConsumer | Claim
@@ -259,7 +246,7 @@ class _Reader:
         if not isinstance(columnar, bool):
             raise ConfigError(f"columnar must be True or False, not {columnar!r}")
         self._portal = get_portal()
-        self._forks = _forks
+        self._forks = _codec_py.forks
         self._columnar = columnar
         self._ready = _Ready(self._portal, columnar)
         self._lock = threading.Lock()
@@ -269,6 +256,8 @@ class _Reader:
         #: The head cursor's take: poll's whole per-record path; and its feed.
         self._take: Callable[[], Record | None] = self._idle
         self._current: _Feed | None = None
+        #: A plain consumer's compiled poll(), whose cursor follows the head (see Consumer).
+        self._cursor_take: LockedTake | None = None
         #: Groups: (feed, offset) handed out by the last call: done at the next one.
         self._handed: list[tuple[_Feed, int]] = []
         self._closed = False
@@ -304,6 +293,8 @@ class _Reader:
 
     def _pop(self) -> None:
         self._take = self._idle  # the loop may refill the cursor from now on
+        if self._cursor_take is not None:
+            self._cursor_take.cursor = None
         if self._marking:  # trailing control records: done once the list is
             feed = self._ready.items[0]
             assert isinstance(feed, _Feed)
@@ -317,6 +308,8 @@ class _Reader:
             record = feed.take()
             if record is not None:
                 self._take, self._current = feed.take, feed
+                if self._cursor_take is not None:
+                    self._cursor_take.cursor = feed.source  # type: ignore[assignment]
                 if self._marking:
                     self._handed.append((feed, record.offset + 1))
                 return record
@@ -371,7 +364,7 @@ class _Reader:
         ends), the caller's earlier records count as done (groups), and a
         fatal error comes once nothing is left to take.
         """
-        if self._forks != _forks:
+        if self._forks != _codec_py.forks:
             self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
         ready = self._ready
@@ -420,11 +413,15 @@ class _Reader:
         """
         # The per-record path: one take from the head cursor, under the lock
         # (a group's marks first: ConsumerGroup's own). Else the general way.
-        if self._forks == _forks:
+        if self._forks == _codec_py.forks:
             with self._lock:
                 record = self._take()
             if record is not None:
                 return record
+        return self._poll_general(timeout)
+
+    def _poll_general(self, timeout: float | None) -> Record | None:
+        """poll()'s general way: errors in their turn, the next partition, the wait."""
         if self._columnar:
             _refuse_rows()
         return self._wait_for(self._take_one, timeout)
@@ -485,7 +482,7 @@ class _Reader:
 
     def __next__(self) -> Record:
         """The next record, waiting as long as it takes; the iteration ends on close()."""
-        if self._forks == _forks:
+        if self._forks == _codec_py.forks:
             with self._lock:
                 record = self._take()
             if record is not None:
@@ -519,6 +516,8 @@ class _Reader:
                     self._mark_handed()
                 self._closed = True
                 self._take = self._idle
+                if self._cursor_take is not None:
+                    self._cursor_take.cursor = None
                 self._ready.event.set()  # wake callers waiting in poll()
             assert self._handle is not None
             self._handle.exit(None, timeout)
@@ -685,6 +684,12 @@ class Consumer(_Reader):
         )
         self._loop: _LoopConsumer = loop
         self._handle = handle
+        if not columnar:
+            # poll() as documented above, compiled: the class's poll stays
+            # the reference (and the pure-Python codec's LockedTake does it
+            # the same way); this one has no Python frame per record.
+            self._cursor_take = LockedTake(self._lock, self._poll_general)
+            self.poll = self._cursor_take  # type: ignore[method-assign]
 
     def assign(self, partitions: Iterable[tuple[str, int] | tuple[str, int, int]]) -> None:
         """Consume exactly these partitions (replacing the previous assignment).
@@ -990,7 +995,7 @@ class ConsumerGroup(_Reader):
         """
         if self._columnar:
             _refuse_rows()
-        if self._forks == _forks and (record := self._take_marking()) is not None:
+        if self._forks == _codec_py.forks and (record := self._take_marking()) is not None:
             return record
         return self._wait_for(self._take_one, timeout)
 
@@ -998,7 +1003,7 @@ class ConsumerGroup(_Reader):
         """The next record, waiting as long as it takes; the iteration ends on close()."""
         if self._columnar:
             _refuse_rows()
-        if self._forks == _forks and (record := self._take_marking()) is not None:
+        if self._forks == _codec_py.forks and (record := self._take_marking()) is not None:
             return record
         return self._next_waiting()
 
