@@ -31,7 +31,7 @@ import importlib
 import itertools
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 import pytest
@@ -101,12 +101,12 @@ ROUNDS_OF: dict[str, type[cons.Round]] = {
 }
 
 
-def child_main(argv: list[str]) -> None:
+def child_main(argv: list[str], rounds: Mapping[str, type[cons.Round]] = ROUNDS_OF) -> None:
     """The child's side: open, "ready"; on "go", read, "done"; close, report."""
     variant, bootstrap, topic, ends = argv
     broker = cast(Any, _Bootstrap(bootstrap))
     data = cons.Dataset(broker, topic, {int(p): n for p, n in json.loads(ends).items()})
-    one = ROUNDS_OF[variant](data)
+    one = rounds[variant](data)
     one.start()
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
@@ -128,6 +128,16 @@ class ConsumeProcessRound(aio_bench.ProcessRound):
         return int(report["count"])
 
 
+def fill(broker: Any, topic: str) -> cons.Dataset:
+    """``topic`` made on ``broker`` and filled by confluent-kafka: every record, from offset 0."""
+    broker.create_topic(topic, PARTITIONS)
+    delivered, starts = cons._fill(broker.bootstrap, topic, PARTITIONS)
+    assert delivered == cons.RECORDS and starts == [0] * PARTITIONS, (delivered, starts)
+    marks = broker.high_watermarks(topic)
+    assert sum(marks.values()) == cons.RECORDS, marks
+    return cons.Dataset(broker, topic, marks)
+
+
 @pytest.fixture(scope="module")
 def datasets(request: pytest.FixtureRequest) -> Iterator[Callable[[str], cons.Dataset]]:
     """The topic of each broker, filled on first use and deleted after the module."""
@@ -136,13 +146,7 @@ def datasets(request: pytest.FixtureRequest) -> Iterator[Callable[[str], cons.Da
     def get(name: str) -> cons.Dataset:
         if name not in made:
             broker = request.getfixturevalue(f"bench_{name}")
-            topic = f"bench-aio-consume-{name}-{next(_topic_ids)}"
-            broker.create_topic(topic, PARTITIONS)
-            delivered, starts = cons._fill(broker.bootstrap, topic, PARTITIONS)
-            assert delivered == cons.RECORDS and starts == [0] * PARTITIONS, (delivered, starts)
-            marks = broker.high_watermarks(topic)
-            assert sum(marks.values()) == cons.RECORDS, marks
-            made[name] = cons.Dataset(broker, topic, marks)
+            made[name] = fill(broker, f"bench-aio-consume-{name}-{next(_topic_ids)}")
         return made[name]
 
     yield get
@@ -165,10 +169,21 @@ def test_aio_consume(
         pytest.importorskip("aiokafka")
     elif variant.endswith("uvloop"):
         pytest.importorskip("uvloop")
-    data = datasets(broker_name)
+    measure(benchmark, datasets(broker_name), f"aio-consume-1M-{broker_name}", client, variant)
+
+
+def measure(
+    benchmark: Any,
+    data: cons.Dataset,
+    group: str,
+    client: str,
+    variant: str,
+    process_round: type[ConsumeProcessRound] = ConsumeProcessRound,
+) -> None:
+    """Time ``ROUNDS`` reading rounds of ``variant``, each in a process of its own; check them."""
     tag(
         benchmark,
-        group=f"aio-consume-1M-{broker_name}",
+        group=group,
         client=client,
         records=data.records,
         variant=variant,
@@ -180,7 +195,7 @@ def test_aio_consume(
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         ends = json.dumps({str(p): n for p, n in data.ends.items()})
-        one = ConsumeProcessRound(variant, data.broker.bootstrap, data.topic, ends)
+        one = process_round(variant, data.broker.bootstrap, data.topic, ends)
         current.append(one)
         one.start()
         return (one,), {}

@@ -296,6 +296,13 @@ class RecordCursor:
     def __anext__(self) -> Awaitable[Record]: ...
     def next_nowait(self) -> Record | None: ...
 
+class LockedTake:
+    """A thread's ``poll()`` outside trio: the next record of ``cursor``, under a lock."""
+
+    cursor: RecordCursor | None
+    def __init__(self, lock: Any, general: Callable[[float | None], Record | None]) -> None: ...
+    def __call__(self, timeout: float | None = None) -> Record | None: ...
+
 class RecordStager:
     lock: Any
     future_type: Callable[[Any], Any]

@@ -24,6 +24,7 @@ from libc.stdint cimport (
 from libc.string cimport memcpy
 from libc.stdlib cimport calloc, malloc
 
+import os as _os
 import time
 from operator import index as _index
 
@@ -633,6 +634,59 @@ cdef class RecordCursor:
             self._next = i + 1
             return <object>PyList_GET_ITEM(local, i)
         return None
+
+
+cdef Py_ssize_t _forks = 0  # bumped in the child at every os.fork()
+
+
+def _count_fork():
+    global _forks
+    _forks += 1
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_count_fork)
+
+
+cdef class LockedTake:
+    """A thread's ``poll()`` outside trio (``pykaf.sync``): the next record of ``cursor``.
+
+    Called, it takes the next decoded record of ``cursor`` (a RecordCursor,
+    or None) under ``lock``; when none waits, or the process was forked
+    since it was made, it returns ``general(timeout)`` instead. No Python
+    frame: the lock's own acquire and release, and the cursor's list read
+    in place.
+    """
+
+    cdef public RecordCursor cursor
+    cdef object _acquire, _release, _general
+    cdef Py_ssize_t _forks
+
+    def __init__(self, lock, general):
+        self._acquire = lock.acquire
+        self._release = lock.release
+        self._general = general
+        self._forks = _forks
+        self.cursor = None
+
+    def __call__(self, timeout=None):
+        cdef RecordCursor cursor
+        cdef list local
+        cdef Py_ssize_t i
+        cdef object record = None
+        if self._forks == _forks:
+            self._acquire()
+            cursor = self.cursor
+            if cursor is not None:
+                local = cursor._local
+                i = cursor._next
+                if i < PyList_GET_SIZE(local):
+                    cursor._next = i + 1
+                    record = <object>PyList_GET_ITEM(local, i)
+            self._release()
+            if record is not None:
+                return record
+        return self._general(timeout)
 
 
 # -- decoding -------------------------------------------------------------------

@@ -8,6 +8,7 @@ record batch v2 (magic 2) and the legacy message sets (magic 0 and 1).
 from __future__ import annotations
 
 import operator
+import os
 import struct
 import time
 import zlib
@@ -546,6 +547,46 @@ class RecordCursor:
             return None
         self._next = i + 1
         return local[i]
+
+
+#: Bumped in the child at every ``os.fork()``: a cheap way for a per-record path
+#: (LockedTake, pykaf.sync's) to notice that it runs in another process than its loop.
+forks = 0
+
+
+def _count_fork() -> None:
+    global forks
+    forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
+
+
+class LockedTake:
+    """A thread's ``poll()`` outside trio (``pykaf.sync``): the next record of ``cursor``.
+
+    Called, it takes the next decoded record of ``cursor`` (a RecordCursor,
+    or None) under ``lock``; when none waits, or the process was forked
+    since it was made, it returns ``general(timeout)`` instead. The compiled
+    twin does it with no Python frame.
+    """
+
+    def __init__(self, lock: Any, general: Callable[[float | None], Record | None]) -> None:
+        self._lock = lock
+        self._general = general
+        self._forks = forks
+        #: The cursor to take from (set and cleared under ``lock``).
+        self.cursor: RecordCursor | None = None
+
+    def __call__(self, timeout: float | None = None) -> Record | None:
+        if self._forks == forks:
+            with self._lock:
+                cursor = self.cursor
+                record = None if cursor is None else cursor.next_nowait()
+            if record is not None:
+                return record
+        return self._general(timeout)
 
 
 # -- decoding -------------------------------------------------------------------

@@ -99,7 +99,11 @@ if TYPE_CHECKING:
         take,
     )
 
-    # Not in __all__: the partition consumer's base class, not public API.
+    # Not in __all__: the partition consumer's base class and the sync
+    # consumer's per-record take, not public API.
+    from pykaf._codec_py import (
+        LockedTake as LockedTake,
+    )
     from pykaf._codec_py import (
         RecordCursor as RecordCursor,
     )
@@ -121,6 +125,7 @@ else:
     RecordBatch = _impl.RecordBatch
     RecordSet = _impl.RecordSet
     RecordCursor = _impl.RecordCursor
+    LockedTake = _impl.LockedTake
     decode_record_set = _impl.decode_record_set
     decode_batches = _impl.decode_batches
     decode_columns = _impl.decode_columns

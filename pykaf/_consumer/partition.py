@@ -180,6 +180,45 @@ class PartitionConsumer(RecordCursor):
         self._next = len(local)
         return local[i:] if i else local
 
+    async def decoded(self) -> bool:
+        """Wait until decoded records wait to be handed out; hands none out itself.
+
+        For a reader in another thread (``pykaf.sync``): the records are
+        decoded here, in trio, and the reader takes them with
+        :meth:`next_nowait` and :meth:`take_nowait` (which never decode),
+        while this task leaves the list alone until the reader has read it
+        out. :attr:`position` stays the one position of the partition.
+
+        Returns:
+            True once records wait; False when the partition consumer is closed.
+        """
+        if self._next < len(self._local):
+            return True
+        try:
+            await self._fill()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            return False
+        return True
+
+    def take_nowait(self, limit: int) -> list[Record]:
+        """Up to ``limit`` of the records decoded and waiting, handed out now (no wait, no decode).
+
+        :meth:`next_nowait` for a list: ``[]`` when none waits. A list read
+        out whole is the caller's; :attr:`position` moves past what it holds.
+        """
+        i, local = self._next, self._local
+        n = len(local)
+        if limit < n - i:
+            self._next = i + limit
+            return local[i : i + limit]
+        if i >= n:
+            return []
+        # Read out: the list leaves the cursor (the position first, so that it never goes back).
+        self._position = self._local_end
+        self._local = []
+        self._next = 0
+        return local[i:] if i else local
+
     @overload
     async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
     @overload

@@ -97,6 +97,14 @@ class Claim:
             return None
         return self._pc.next_nowait()
 
+    async def decoded(self) -> bool:
+        """Wait until decoded records wait (``PartitionConsumer.decoded``); False once ended."""
+        return not self._revoked and await self._pc.decoded() and not self._revoked
+
+    def take_nowait(self, limit: int) -> list[Record]:
+        """Up to ``limit`` decoded records, handed out now (``[]``: none waits, or revoked)."""
+        return [] if self._revoked else self._pc.take_nowait(limit)
+
     @overload
     async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
     @overload

@@ -1,9 +1,8 @@
-"""``pykaf.sync.Consumer`` and ``pykaf.sync.ConsumerGroup``: batches handed across threads."""
+"""``pykaf.sync.Consumer`` and ``pykaf.sync.ConsumerGroup``: core cursors read from threads."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import threading
 import time
@@ -16,6 +15,7 @@ from typing import Any, TypeVar
 
 import trio
 
+from pykaf import _codec_py
 from pykaf._cluster.client import NEWEST, OLDEST
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._column_batch import ColumnBatch
@@ -29,7 +29,7 @@ from pykaf._group.opener import open_consumer_group
 from pykaf._group.session import Claim, GroupSession
 from pykaf._sync.portal import ContextHandle, Portal, get_portal
 from pykaf._util import open_service_nursery
-from pykaf.codec import Record
+from pykaf.codec import LockedTake, Record
 from pykaf.errors import (
     ClosedError,
     ConfigError,
@@ -40,185 +40,171 @@ __all__ = ["Consumer", "ConsumerGroup"]
 
 # -- consumers ------------------------------------------------------------------
 #
-# The loop forwards each partition consumer's fetched batches, as whole lists,
-# into an _Inbox (a deque plus a threading.Event); callers take records out of
-# the head batch under the consumer's lock. Crossing the thread boundary costs
-# one deque append and one event per batch, never anything per record.
-
-#: Fetched batches the loop holds ready for a sync consumer's callers. Past
-#: that, the loop stops taking batches from its partition consumers, which stop
-#: fetching once their own buffers (``partition_buffer``) are full.
-_INBOX_BATCHES = 16
+# Positions live in the core only. Each assigned partition is a core
+# PartitionConsumer (a group's: a Claim), whose cursor (its decoded list and
+# the index of the next record, compiled) is the partition's one position. A
+# feeder task per partition, in the portal's loop, waits until the core has
+# decoded a list (``decoded()``: decoding happens in trio) and puts the
+# partition's _Feed on the _Ready queue; then it waits until the callers have
+# read that list out. Callers take records straight from the head feed's
+# cursor (``next_nowait``, ``take_nowait``: no decoding, and the loop leaves
+# the list alone meanwhile), under the consumer's lock; a cursor read out is
+# popped and its feeder woken with one ``call_soon``. Crossing the thread
+# boundary costs a deque append, an event and a call_soon per decoded list,
+# nothing per record. Whatever changes a partition in the loop (seek, pause,
+# assign) runs there while the caller holds the lock, so no record is taken
+# meanwhile.
 
 #: How long a waiting caller sleeps between checks for Ctrl-C and a dead loop.
 _WAIT_SLICE = 0.1
 
-#: Bumped in the child at every ``os.fork()``: a cheap way for the per-record
-#: path to notice that it runs in another process than its consumer's portal.
-_forks = 0
-
-
-def _count_fork() -> None:
-    global _forks
-    _forks += 1
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_count_fork)
-
 TopicPartition = tuple[str, int]
-
+Source = PartitionConsumer | Claim
 
 _Stats = TypeVar("_Stats", ConsumerStatistics, GroupStatistics)
 _T = TypeVar("_T")
 
 
-def _as_handed_out(stats: _Stats, parts: dict[TopicPartition, _Part]) -> _Stats:
-    """``stats`` with positions and lag as the callers were handed records, not as fetched."""
-    partitions = []
-    for ps in stats.partitions:
-        part = parts.get((ps.topic, ps.partition))
-        if part is not None and part.position >= 0:
-            hwm = ps.high_water_mark
-            lag = max(0, hwm - part.position) if hwm >= 0 else 0
-            ps = dataclasses.replace(ps, position=part.position, lag=lag)
-        partitions.append(ps)
-    return dataclasses.replace(stats, partitions=partitions)
+def _nothing() -> Record | None:
+    """The per-record take while no cursor is at the head: nothing."""
+    return None
 
 
-class _Part:
-    """One assigned partition (or one group claim), as both threads see it.
+def _refuse_rows() -> Record | None:
+    raise ConfigError("this consumer hands out columns (columnar=True): use consume_columns()")
 
-    The loop writes ``epoch`` and ``live``; callers, under their consumer's
-    lock, write ``position`` and ``marked`` as they hand records out. These are
-    plain int and bool attributes, so neither side needs the other's lock.
+
+class _Feed:
+    """One assigned partition (or one group claim): its core reader, as both threads see it.
+
+    The loop sets ``batch`` (columnar), ``drained`` and ``live``; callers,
+    under their consumer's lock, take records from ``source`` and write
+    ``done``. Plain attributes: neither side needs the other's lock.
     """
 
-    __slots__ = (
-        "claim",
-        "epoch",
-        "live",
-        "marked",
-        "partition",
-        "paused",
-        "pc",
-        "position",
-        "scope",
-        "session",
-        "topic",
-    )
+    __slots__ = ("batch", "done", "drained", "live", "scope", "session", "source", "take")
 
-    def __init__(self, topic: str, partition: int, position: int = -1) -> None:
-        self.topic = topic
-        self.partition = partition
-        #: Bumped in the loop by seek and pause: batches of an older epoch are dropped.
-        self.epoch = 0
+    def __init__(self, source: Source, session: GroupSession | None = None) -> None:
+        self.source = source
+        #: The cursor's per-record take (``next_nowait``), bound once.
+        self.take: Callable[[], Record | None] = source.next_nowait
+        self.session = session
         #: False once the partition is unassigned or its claim has ended.
         self.live = True
-        #: The offset of the next record to hand out (-1: not known yet).
-        self.position = position
+        #: Columnar: the batch decoded and not handed out yet (the position is before it).
+        self.batch: ColumnBatch | None = None
         #: Groups: the offset up to which the caller is done with records (-1: none).
-        self.marked = -1
-        self.paused = False
-        self.pc: PartitionConsumer | None = None
-        self.claim: Claim | None = None
-        self.session: GroupSession | None = None
+        self.done = -1
+        self.drained = trio.Event()
         self.scope = trio.CancelScope()
 
+    @property
+    def topic(self) -> str:
+        return self.source.topic
 
-class _Fetched:
-    """The records of one fetch of one partition, on their way to the callers.
+    @property
+    def partition(self) -> int:
+        return self.source.partition
 
-    ``records`` is a list of records, or a :class:`ColumnBatch` for a
-    consumer opened with ``columnar=True`` (handed out whole).
-    """
+    def position(self) -> int:
+        """The offset of the next record to hand out (-1: not known yet)."""
+        batch = self.batch
+        if batch is not None:
+            return int(batch.offsets[0])
+        return self.source.position
 
-    __slots__ = ("end", "epoch", "part", "records")
+    def wake(self) -> None:
+        """(Loop) The callers have read the list out: decode the next."""
+        self.drained.set()
 
-    def __init__(
-        self, part: _Part, epoch: int, records: list[Record] | ColumnBatch, end: int
-    ) -> None:
-        self.part = part
-        self.epoch = epoch
-        self.records = records
-        self.end = end  # the partition's position once all of them are handed out
+
+def _handed_out(stats: _Stats, feeds: Mapping[TopicPartition, _Feed]) -> _Stats:
+    """``stats`` with a columnar batch not handed out yet taken off positions and lag."""
+    partitions = []
+    for ps in stats.partitions:
+        feed = feeds.get((ps.topic, ps.partition))
+        if feed is not None and feed.batch is not None:
+            position = feed.position()
+            hwm = ps.high_water_mark
+            lag = max(0, hwm - position) if hwm >= 0 else 0
+            ps = dataclasses.replace(ps, position=position, lag=lag)
+        partitions.append(ps)
+    return dataclasses.replace(stats, partitions=partitions)
 
 
 class _Failure:
     """A partition's error (a ConsumerError), raised to the caller in its turn."""
 
-    __slots__ = ("error", "part")
+    __slots__ = ("error", "feed")
 
-    def __init__(self, part: _Part, error: BaseException) -> None:
-        self.part = part
+    def __init__(self, feed: _Feed, error: BaseException) -> None:
+        self.feed = feed
         self.error = error
 
 
-class _Inbox:
-    """Batches ready for the callers: filled in the loop, emptied by plain threads.
+class _Ready:
+    """Feeds whose cursor holds records for the callers, in the order they were decoded.
 
-    ``put`` (loop) appends a whole batch and sets ``ready``; while ``limit``
-    batches wait it waits itself, until a caller that took batches wakes it
-    with one ``call_soon``. Callers read ``items`` and ``pop`` only under
-    their consumer's lock.
+    Filled in the loop (``put``: one append and one event per decoded list),
+    read and popped by callers under their consumer's lock.
     """
 
-    def __init__(self, portal: Portal, limit: int, columnar: bool = False) -> None:
+    def __init__(self, portal: Portal, columnar: bool) -> None:
         self.portal = portal
-        self.items: deque[_Fetched | _Failure] = deque()
-        self.limit = limit
-        #: The loop fetches columns (``next_batch(columnar=True)``) instead of records.
+        self.items: deque[_Feed | _Failure] = deque()
+        #: The feeders decode columns (``next_batch(columnar=True)``) instead of records.
         self.columnar = columnar
-        self.ready = threading.Event()
-        self.waiting = False
+        self.event = threading.Event()
         #: An error that ended the loop side (the group's consume() failed).
         self.fatal: BaseException | None = None
-        self._space = trio.Event()
 
-    # -- the loop's side -----------------------------------------------------------
-
-    async def put(self, batch: _Fetched) -> None:
-        """Hand a batch to the callers, once fewer than ``limit`` wait."""
-        items = self.items
-        while len(items) >= self.limit:
-            self.waiting = True
-            if len(items) >= self.limit:  # a caller may have taken some meanwhile
-                await self._space.wait()
-        items.append(batch)
-        self.ready.set()
-
-    def put_failure(self, failure: _Failure) -> None:
-        """Queue a partition's error behind the records fetched before it."""
-        self.items.append(failure)
-        self.ready.set()
+    def put(self, item: _Feed | _Failure) -> None:
+        """(Loop) Hand a feed with records, or a partition's error, to the callers."""
+        self.items.append(item)
+        self.event.set()
 
     def fail(self, error: BaseException) -> None:
-        """The loop side cannot go on: callers get ``error`` once the records run out."""
+        """(Loop) The loop side cannot go on: callers get ``error`` once the records run out."""
         if self.fatal is None:
             self.fatal = error
-        self.ready.set()
+        self.event.set()
 
-    def _wake(self) -> None:
-        space, self._space = self._space, trio.Event()
-        space.set()
+    async def feed(self, feed: _Feed) -> None:
+        """(Loop) One partition's feeder: each decoded list (or batch) to the callers, in turn.
 
-    # -- the callers' side -----------------------------------------------------------
+        Returns once the partition consumer is closed or the claim has ended.
+        """
+        source = feed.source
+        async with open_service_nursery() as nursery:
+            nursery.start_soon(self._forward_errors, feed)
+            while True:
+                feed.drained = trio.Event()
+                if self.columnar:
+                    try:
+                        batch = await source.next_batch(columnar=True)
+                    except ClosedError:
+                        break
+                    if not len(batch):  # a claim's, once it ended
+                        break
+                    feed.batch = batch
+                elif not await source.decoded():
+                    break
+                self.put(feed)
+                await feed.drained.wait()
+            nursery.cancel_scope.cancel()
 
-    def pop(self) -> None:
-        """Drop the head item; wake the loop when it waits for room."""
-        items = self.items
-        items.popleft()
-        if self.waiting and len(items) <= self.limit // 2:
-            self.waiting = False
-            with suppress(ClosedError):
-                self.portal.call_soon(self._wake)
+    async def _forward_errors(self, feed: _Feed) -> None:
+        async for error in feed.source.errors():
+            self.put(_Failure(feed, error))
 
-
-def _first_offset(records: list[Record] | ColumnBatch) -> int:
-    """The offset of the first record of a non-empty fetched piece."""
-    if isinstance(records, ColumnBatch):
-        return int(records.offsets[0])
-    return records[0].offset
+    def pop(self) -> _Feed:
+        """(Callers) The head feed is read out: off the queue, and its feeder woken."""
+        feed = self.items.popleft()
+        assert isinstance(feed, _Feed)
+        feed.batch = None
+        with suppress(ClosedError):
+            self.portal.call_soon(feed.wake)
+        return feed
 
 
 def _check_offset(offset: object) -> int:
@@ -251,22 +237,29 @@ def _parse_assignment(partitions: Iterable[Any]) -> list[tuple[str, int, int | N
 
 
 class _Reader:
-    """What the sync consumers share: handing out the inbox's records to callers."""
+    """What the sync consumers share: handing out the ready cursors' records to callers."""
 
-    #: Groups: remember which partitions the last call handed records of (to mark).
-    _track_marks = False
+    #: Groups: remember how far each call handed records out (marked at the next call).
+    _marking = False
 
     def __init__(self, columnar: bool = False) -> None:
         if not isinstance(columnar, bool):
             raise ConfigError(f"columnar must be True or False, not {columnar!r}")
         self._portal = get_portal()
-        self._forks = _forks
+        self._forks = _codec_py.forks
         self._columnar = columnar
-        self._inbox = _Inbox(self._portal, _INBOX_BATCHES, columnar)
+        self._ready = _Ready(self._portal, columnar)
         self._lock = threading.Lock()
         self._close_lock = threading.Lock()
-        self._head = 0  # records of the head batch already handed out
-        self._handed: list[_Part] = []
+        #: The take while no cursor is at the head: nothing, or refusing rows (columnar).
+        self._idle: Callable[[], Record | None] = _refuse_rows if columnar else _nothing
+        #: The head cursor's take: poll's whole per-record path; and its feed.
+        self._take: Callable[[], Record | None] = self._idle
+        self._current: _Feed | None = None
+        #: A plain consumer's compiled poll(), whose cursor follows the head (see Consumer).
+        self._cursor_take: LockedTake | None = None
+        #: Groups: (feed, offset) handed out by the last call: done at the next one.
+        self._handed: list[tuple[_Feed, int]] = []
         self._closed = False
         self._handle: ContextHandle[Any] | None = None
 
@@ -279,101 +272,72 @@ class _Reader:
 
     def _mark_handed(self) -> None:
         """The caller is done with what it was handed so far (groups: committable)."""
-        for part in self._handed:
-            part.marked = part.position
+        for feed, offset in self._handed:
+            if offset > feed.done:
+                feed.done = offset
         self._handed.clear()
 
-    def _take_one(self) -> Record | None:
-        inbox = self._inbox
-        items = inbox.items
+    def _head(self, quiet: bool = False) -> _Feed | None:
+        """The head feed, a partition's error raised first (left queued when ``quiet``)."""
+        items = self._ready.items
         while items:
             item = items[0]
-            if isinstance(item, _Failure):
-                inbox.pop()
-                if item.part.live:
-                    raise item.error
-                continue
-            part = item.part
-            if item.epoch != part.epoch or not part.live:  # seeked, paused or unassigned since
-                self._head = 0
-                inbox.pop()
-                continue
-            records: list[Record] = item.records  # type: ignore[assignment]  # rows: a list
-            i = self._head
-            record = records[i]
-            i += 1
-            if i < len(records):
-                self._head = i
-                part.position = record.offset + 1
-            else:
-                self._head = 0
-                part.position = item.end
-                inbox.pop()
-            if self._track_marks:
-                self._handed.append(part)
-            return record
+            if isinstance(item, _Feed):
+                return item
+            if quiet and item.feed.live:
+                return None
+            items.popleft()
+            if item.feed.live:
+                raise item.error
         return None
 
-    def _take_many(self, max_records: int) -> list[Record]:
-        inbox = self._inbox
-        items = inbox.items
+    def _pop(self) -> None:
+        self._take = self._idle  # the loop may refill the cursor from now on
+        if self._cursor_take is not None:
+            self._cursor_take.cursor = None
+        if self._marking:  # trailing control records: done once the list is
+            feed = self._ready.items[0]
+            assert isinstance(feed, _Feed)
+            # Read before the feeder is woken: it may decode (columns: move) past it.
+            self._handed.append((feed, feed.source.position))
+        self._ready.pop()
+
+    def _take_one(self) -> Record | None:
+        """The next record, the head cursor's take kept for the next call; None if none waits."""
+        while (feed := self._head()) is not None:
+            record = feed.take()
+            if record is not None:
+                self._take, self._current = feed.take, feed
+                if self._cursor_take is not None:
+                    self._cursor_take.cursor = feed.source  # type: ignore[assignment]
+                if self._marking:
+                    self._handed.append((feed, record.offset + 1))
+                return record
+            self._pop()
+        return None
+
+    def _take_many(self, max_records: int) -> list[Record] | None:
         out: list[Record] = []
-        while items and len(out) < max_records:
-            item = items[0]
-            if isinstance(item, _Failure):
-                if out:
-                    break  # these records first, the error on the next call
-                inbox.pop()
-                if item.part.live:
-                    raise item.error
+        while len(out) < max_records and (feed := self._head(quiet=bool(out))) is not None:
+            records = feed.source.take_nowait(max_records - len(out))
+            if not records:
+                self._pop()
                 continue
-            part = item.part
-            if item.epoch != part.epoch or not part.live:
-                self._head = 0
-                inbox.pop()
-                continue
-            records: list[Record] = item.records  # type: ignore[assignment]  # rows: a list
-            i = self._head
-            n = len(records)
-            j = min(n, i + max_records - len(out))
-            if not out and i == 0 and j == n:
-                out = records  # the batch's own list: nobody else holds it
-            else:
-                out += records[i:j]
-            if j < n:
-                self._head = j
-                part.position = records[j - 1].offset + 1
-            else:
-                self._head = 0
-                part.position = item.end
-                inbox.pop()
-            if self._track_marks:
-                self._handed.append(part)
-        return out
+            out = out + records if out else records
+            if self._marking:
+                self._handed.append((feed, records[-1].offset + 1))
+        return out or None
 
     def _take_columns(self) -> ColumnBatch | None:
         """The head batch of columns, whole (``columnar=True``); None when there is none."""
-        inbox = self._inbox
-        items = inbox.items
-        while items:
-            item = items[0]
-            inbox.pop()
-            if isinstance(item, _Failure):
-                if item.part.live:
-                    raise item.error
-                continue
-            part = item.part
-            if item.epoch != part.epoch or not part.live:  # seeked, paused or unassigned since
-                continue
-            part.position = item.end
-            if self._track_marks:
-                self._handed.append(part)
-            assert isinstance(item.records, ColumnBatch)
-            return item.records
+        while (feed := self._head()) is not None:
+            batch = feed.batch
+            self._pop()
+            if batch is not None:  # else dropped by a seek or pause
+                if self._marking:
+                    self._handed.append((feed, batch.next_offset))
+                return batch
         return None
-
-    def _refuse_rows(self) -> None:
-        raise ConfigError("this consumer hands out columns (columnar=True): use consume_columns()")
 
     def _wait(self, deadline: float | None) -> bool:
         """Wait (without the lock) for the loop to hand something over; False past deadline."""
@@ -388,40 +352,22 @@ class _Reader:
         portal.check_caller()
         if portal.closed:
             raise ClosedError("the pykaf portal has shut down")
-        self._inbox.ready.wait(wait)
+        self._ready.event.wait(wait)
         return True
 
-    def _wait_for(self, take: Callable[[], _T | None], deadline: float | None) -> _T | None:
-        """``take()``'s first answer that is not None, under the lock; None past ``deadline``.
+    def _wait_for(
+        self, take: Callable[[], _T | None], timeout: float | None, iterating: bool = False
+    ) -> _T | None:
+        """``take()``'s first answer that is not None, under the lock; None past ``timeout``.
 
-        What ``consume`` and ``consume_columns`` share: a closed consumer
-        raises, the caller's earlier records count as done (groups), and a
+        What every reading call shares: a closed consumer raises (an iteration
+        ends), the caller's earlier records count as done (groups), and a
         fatal error comes once nothing is left to take.
         """
-        inbox = self._inbox
-        while True:
-            with self._lock:
-                if self._closed:
-                    raise ClosedError("the consumer is closed")
-                if self._handed:
-                    self._mark_handed()
-                got = take()
-                if got is not None:
-                    return got
-                if inbox.fatal is not None:
-                    raise inbox.fatal
-                inbox.ready.clear()
-                if inbox.items:
-                    continue
-            if not self._wait(deadline):
-                return None
-
-    def _get_one(self, deadline: float | None, iterating: bool) -> Record | None:
-        # The per-record path (poll, iteration): _wait_for's loop, inline, one
-        # call less per record (calling _wait_for(self._take_one, ...) instead
-        # measured 704-734 ns against 644-688 ns per poll() on the fake
-        # cluster), and an iteration ends quietly on close().
-        inbox = self._inbox
+        if self._forks != _codec_py.forks:
+            self._portal.check_caller()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        ready = self._ready
         while True:
             with self._lock:
                 if self._closed:
@@ -430,13 +376,13 @@ class _Reader:
                     raise ClosedError("the consumer is closed")
                 if self._handed:
                     self._mark_handed()
-                record = self._take_one()
-                if record is not None:
-                    return record
-                if inbox.fatal is not None:
-                    raise inbox.fatal
-                inbox.ready.clear()
-                if inbox.items:
+                got = take()
+                if got is not None:
+                    return got
+                if ready.fatal is not None:
+                    raise ready.fatal
+                ready.event.clear()
+                if ready.items:
                     continue
             if not self._wait(deadline):
                 return None
@@ -465,17 +411,25 @@ class _Reader:
             KafkaError: groups only: a fatal group error (e.g.
                 FencedInstanceIdError) once the records already fetched are out.
         """
+        # The per-record path: one take from the head cursor, under the lock
+        # (a group's marks first: ConsumerGroup's own). Else the general way.
+        if self._forks == _codec_py.forks:
+            with self._lock:
+                record = self._take()
+            if record is not None:
+                return record
+        return self._poll_general(timeout)
+
+    def _poll_general(self, timeout: float | None) -> Record | None:
+        """poll()'s general way: errors in their turn, the next partition, the wait."""
         if self._columnar:
-            self._refuse_rows()
-        if self._forks != _forks:
-            self._portal.check_caller()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return self._get_one(deadline, False)
+            _refuse_rows()
+        return self._wait_for(self._take_one, timeout)
 
     def consume(self, max_records: int = 500, timeout: float | None = None) -> list[Record]:
         """The records fetched so far, up to ``max_records``; waits only for the first.
 
-        The bulk path: whole fetched batches are handed over at once.
+        The bulk path: whole decoded lists are handed over at once.
 
         Args:
             max_records: the most records to return (>= 1).
@@ -492,11 +446,8 @@ class _Reader:
         if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
             raise ConfigError(f"max_records must be an integer >= 1, not {max_records!r}")
         if self._columnar:
-            self._refuse_rows()
-        if self._forks != _forks:
-            self._portal.check_caller()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return self._wait_for(lambda: self._take_many(max_records) or None, deadline) or []
+            _refuse_rows()
+        return self._wait_for(partial(self._take_many, max_records), timeout) or []
 
     def consume_columns(self, timeout: float | None = None) -> ColumnBatch | None:
         """The next fetched piece of one partition as columns (``columnar=True`` consumers).
@@ -522,23 +473,25 @@ class _Reader:
         """
         if not self._columnar:
             raise ConfigError("consume_columns() needs a consumer opened with columnar=True")
-        if self._forks != _forks:
-            self._portal.check_caller()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return self._wait_for(self._take_columns, deadline)
+        return self._wait_for(self._take_columns, timeout)
 
     def __iter__(self) -> Iterator[Record]:
         if self._columnar:
-            self._refuse_rows()
+            _refuse_rows()
         return self
 
     def __next__(self) -> Record:
         """The next record, waiting as long as it takes; the iteration ends on close()."""
-        if self._columnar:
-            self._refuse_rows()
-        if self._forks != _forks:
-            self._portal.check_caller()
-        record = self._get_one(None, True)
+        if self._forks == _codec_py.forks:
+            with self._lock:
+                record = self._take()
+            if record is not None:
+                return record
+        return self._next_waiting()
+
+    def _next_waiting(self) -> Record:
+        """The next record however long it takes (StopIteration once closed): the general way."""
+        record = self._wait_for(self._take_one, None, iterating=True)
         if record is None:
             raise StopIteration
         return record
@@ -562,7 +515,10 @@ class _Reader:
                 if exc is None and self._handed:
                     self._mark_handed()
                 self._closed = True
-                self._inbox.ready.set()  # wake callers waiting in poll()
+                self._take = self._idle
+                if self._cursor_take is not None:
+                    self._cursor_take.cursor = None
+                self._ready.event.set()  # wake callers waiting in poll()
             assert self._handle is not None
             self._handle.exit(None, timeout)
 
@@ -580,137 +536,109 @@ class _Reader:
 
 
 class _LoopConsumer:
-    """The loop's side of a sync :class:`Consumer`: forwards partition consumers' batches."""
+    """The loop's side of a sync :class:`Consumer`: a partition consumer and a feeder each."""
 
-    def __init__(self, consumer: AsyncConsumer, nursery: trio.Nursery, inbox: _Inbox) -> None:
+    def __init__(self, consumer: AsyncConsumer, nursery: trio.Nursery, ready: _Ready) -> None:
         self.consumer = consumer
         self.nursery = nursery
-        self.inbox = inbox
-        self.parts: dict[TopicPartition, _Part] = {}
+        self.ready = ready
+        self.feeds: dict[TopicPartition, _Feed] = {}
 
-    def _part(self, topic: str, partition: int) -> _Part:
-        part = self.parts.get((topic, partition))
-        if part is None:
+    def _feed(self, topic: str, partition: int) -> _Feed:
+        feed = self.feeds.get((topic, partition))
+        if feed is None:
             raise ConfigError(f"{topic}/{partition} is not assigned")
-        return part
+        return feed
+
+    def _pc(self, topic: str, partition: int) -> PartitionConsumer:
+        source = self._feed(topic, partition).source
+        assert isinstance(source, PartitionConsumer)
+        return source
 
     async def assign(self, wanted: list[tuple[str, int, int | None]]) -> None:
         # Check every new partition first: a bad one changes nothing.
         for topic, partition, _ in wanted:
-            if (topic, partition) not in self.parts and partition not in (
+            if (topic, partition) not in self.feeds and partition not in (
                 await self.consumer.partitions(topic)
             ):
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
         keep = {(topic, partition) for topic, partition, _ in wanted}
-        for tp in [tp for tp in self.parts if tp not in keep]:
-            await self._stop(self.parts.pop(tp))
+        for tp in [tp for tp in self.feeds if tp not in keep]:
+            await self._stop(self.feeds.pop(tp))
         for topic, partition, offset in wanted:
-            if (topic, partition) in self.parts:
+            if (topic, partition) in self.feeds:
                 if offset is not None:
                     self.seek(topic, partition, offset)
                 continue
-            start = NEWEST if offset is None else offset
-            pc = await self.consumer.consume_partition(topic, partition, start)
-            part = _Part(topic, partition, start if start >= 0 else -1)
-            part.pc = pc
-            self.parts[(topic, partition)] = part
-            self.nursery.start_soon(self._run_part, part, name=f"pykaf sync {topic}/{partition}")
+            pc = await self.consumer.consume_partition(
+                topic, partition, NEWEST if offset is None else offset
+            )
+            feed = _Feed(pc)
+            self.feeds[(topic, partition)] = feed
+            self.nursery.start_soon(self._run, feed, name=f"pykaf sync {topic}/{partition}")
 
     async def unassign(self) -> None:
-        parts, self.parts = self.parts, {}
-        for part in parts.values():
-            await self._stop(part)
+        feeds, self.feeds = self.feeds, {}
+        for feed in feeds.values():
+            await self._stop(feed)
 
-    async def _stop(self, part: _Part) -> None:
-        part.live = False
-        part.scope.cancel()
-        assert part.pc is not None
-        await part.pc.aclose()
+    async def _stop(self, feed: _Feed) -> None:
+        feed.live = False
+        feed.scope.cancel()
+        assert isinstance(feed.source, PartitionConsumer)
+        await feed.source.aclose()
 
-    async def _run_part(self, part: _Part) -> None:
+    async def _run(self, feed: _Feed) -> None:
         try:
-            with part.scope:
-                async with open_service_nursery() as nursery:
-                    nursery.start_soon(self._forward_errors, part)
-                    await self._forward(part)
-                    nursery.cancel_scope.cancel()
+            with feed.scope:
+                await self.ready.feed(feed)
         except Exception as exc:
-            self.inbox.fail(exc)
+            self.ready.fail(exc)
 
-    async def _forward(self, part: _Part) -> None:
-        pc = part.pc
-        assert pc is not None
-        put = self.inbox.put
-        columnar = self.inbox.columnar
-        while True:
-            try:
-                records = await pc.next_batch(columnar=columnar)
-            except ClosedError:
-                return
-            if not records:
-                continue
-            if part.position < 0:
-                part.position = _first_offset(records)
-            # Tagged with the epoch now: a seek while it waits for room makes it stale.
-            await put(_Fetched(part, part.epoch, records, pc.position))
-
-    async def _forward_errors(self, part: _Part) -> None:
-        assert part.pc is not None
-        async for error in part.pc.errors():
-            self.inbox.put_failure(_Failure(part, error))
+    # These run while the caller holds the consumer's lock: no record is taken meanwhile.
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
-        part = self._part(topic, partition)
-        assert part.pc is not None
-        part.epoch += 1
-        part.position = offset if offset >= 0 else -1
-        part.pc.seek(offset)
+        pc = self._pc(topic, partition)
+        self.feeds[(topic, partition)].batch = None
+        pc.seek(offset)
 
     def pause(self, topic: str, partition: int) -> None:
-        part = self._part(topic, partition)
-        pc = part.pc
-        assert pc is not None
-        if part.paused:
+        feed = self._feed(topic, partition)
+        pc = self._pc(topic, partition)
+        if pc.paused:
             return
-        part.paused = True
+        position = feed.position()
         pc.pause()
         # Records fetched but not handed out yet are dropped, and fetched again
         # after resume(): nothing of a paused partition reaches the callers.
-        position = part.position if part.position >= 0 else pc.position
         if position >= 0:
-            part.epoch += 1
-            part.position = position
+            feed.batch = None
             pc.seek(position)
 
     def resume(self, topic: str, partition: int) -> None:
-        part = self._part(topic, partition)
-        assert part.pc is not None
-        part.paused = False
-        part.pc.resume()
+        self._pc(topic, partition).resume()
 
     def position(self, topic: str, partition: int) -> int:
-        part = self._part(topic, partition)
-        assert part.pc is not None
-        return part.position if part.position >= 0 else part.pc.position
+        return self._feed(topic, partition).position()
 
     def assignment(self) -> list[TopicPartition]:
-        return sorted(self.parts)
+        return sorted(self.feeds)
 
     def statistics(self) -> ConsumerStatistics:
-        return _as_handed_out(self.consumer.statistics(), self.parts)
+        return _handed_out(self.consumer.statistics(), self.feeds)
 
 
 @asynccontextmanager
 async def _open_loop_consumer(
-    servers: str | list[str], config: dict[str, Any], inbox: _Inbox
+    servers: str | list[str], config: dict[str, Any], ready: _Ready
 ) -> AsyncIterator[_LoopConsumer]:
     async with open_consumer(servers, **config) as consumer, open_service_nursery() as nursery:
-        loop = _LoopConsumer(consumer, nursery, inbox)
+        loop = _LoopConsumer(consumer, nursery, ready)
         try:
             yield loop
         finally:
-            for part in loop.parts.values():
-                part.live = False
+            for feed in loop.feeds.values():
+                feed.live = False
             nursery.cancel_scope.cancel()
 
 
@@ -726,8 +654,9 @@ class Consumer(_Reader):
 
     Records of all assigned partitions come through one stream: in order
     within a partition, partitions interleaved batch by batch. The portal's
-    loop forwards whole fetched batches; the calling thread hands records out
-    of them, so reading costs no thread switch per record.
+    loop decodes; the calling thread takes records straight from the core's
+    partition consumers (their positions are the only ones), so reading costs
+    no thread switch per record.
 
     Thread-safe: several threads may read one consumer; each record goes to
     one of them. No group, no commits: see :class:`ConsumerGroup` for that.
@@ -751,10 +680,16 @@ class Consumer(_Reader):
     ) -> None:
         super().__init__(columnar)
         loop, handle = self._portal.start_context(
-            partial(_open_loop_consumer, bootstrap_argument(bootstrap_servers), config, self._inbox)
+            partial(_open_loop_consumer, bootstrap_argument(bootstrap_servers), config, self._ready)
         )
         self._loop: _LoopConsumer = loop
         self._handle = handle
+        if not columnar:
+            # poll() as documented above, compiled: the class's poll stays
+            # the reference (and the pure-Python codec's LockedTake does it
+            # the same way); this one has no Python frame per record.
+            self._cursor_take = LockedTake(self._lock, self._poll_general)
+            self.poll = self._cursor_take  # type: ignore[method-assign]
 
     def assign(self, partitions: Iterable[tuple[str, int] | tuple[str, int, int]]) -> None:
         """Consume exactly these partitions (replacing the previous assignment).
@@ -859,18 +794,18 @@ class Consumer(_Reader):
 
 
 class _LoopGroup:
-    """The loop's side of a sync :class:`ConsumerGroup`: the handler forwarding claims."""
+    """The loop's side of a sync :class:`ConsumerGroup`: the handler feeding claims to callers."""
 
-    def __init__(self, group: AsyncConsumerGroup, inbox: _Inbox) -> None:
+    def __init__(self, group: AsyncConsumerGroup, ready: _Ready) -> None:
         self.group = group
-        self.inbox = inbox
-        self.parts: dict[TopicPartition, _Part] = {}
+        self.ready = ready
+        self.feeds: dict[TopicPartition, _Feed] = {}
 
     async def run(self) -> None:
         try:
             await self.group.consume(self)
         except Exception as exc:
-            self.inbox.fail(exc)
+            self.ready.fail(exc)
 
     async def sync_marks(self) -> None:
         """Bring the callers' marks into the group's offsets, for auto-commit."""
@@ -880,12 +815,12 @@ class _LoopGroup:
             self.apply_marks()
 
     def apply_marks(self) -> None:
-        for part in list(self.parts.values()):
-            claim, session = part.claim, part.session
-            if part.marked < 0 or not part.live or claim is None or session is None:
+        for feed in list(self.feeds.values()):
+            claim, session = feed.source, feed.session
+            assert isinstance(claim, Claim)
+            if feed.done < 0 or not feed.live or session is None or claim.revoked:
                 continue
-            if not claim.revoked:
-                session.mark_offset(part.topic, part.partition, part.marked)
+            session.mark_offset(claim.topic, claim.partition, feed.done)
 
     async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
         if offsets is None:
@@ -903,43 +838,35 @@ class _LoopGroup:
     async def consume_claim(self, session: GroupSession, claim: Claim) -> None:
         claim.cancel_on_end = True  # waiting for the callers must not hold up a rebalance
         tp = (claim.topic, claim.partition)
-        part = _Part(claim.topic, claim.partition)
-        part.claim, part.session = claim, session
-        self.parts[tp] = part
-        put = self.inbox.put
+        feed = _Feed(claim, session)
+        self.feeds[tp] = feed
         try:
-            async with open_service_nursery() as nursery:
-                nursery.start_soon(self._forward_errors, part, claim)
-                columnar = self.inbox.columnar
-                while True:
-                    records = await claim.next_batch(columnar=columnar)
-                    if not records:
-                        break
-                    if part.position < 0:
-                        part.position = _first_offset(records)
-                    await put(_Fetched(part, 0, records, claim.position))
-                nursery.cancel_scope.cancel()
+            await self.ready.feed(feed)
         finally:
-            part.live = False
-            if self.parts.get(tp) is part:
-                del self.parts[tp]
-            if part.marked >= 0:
+            feed.live = False
+            if self.feeds.get(tp) is feed:
+                del self.feeds[tp]
+            if feed.done >= 0:
                 # The claim ended (revoked, or the group is closing): the commit
                 # that follows covers what the caller was done with. (The claim
                 # is revoked already, so the group's own _mark would ignore it.)
                 self.group.offsets.mark(
-                    part.topic,
-                    part.partition,
-                    part.marked,
-                    leader_epoch=claim.epoch_before(part.marked),
+                    claim.topic,
+                    claim.partition,
+                    feed.done,
+                    leader_epoch=claim.epoch_before(feed.done),
                 )
 
-    async def _forward_errors(self, part: _Part, claim: Claim) -> None:
-        async for error in claim.errors():
-            self.inbox.put_failure(_Failure(part, error))
+    def mark(self, topic: str, partition: int, offset: int) -> None:
+        """The caller is done before ``offset`` (``ConsumerGroup.mark``)."""
+        feed = self.feeds.get((topic, partition))
+        if feed is None or not feed.live:
+            raise ConfigError(f"{topic}/{partition} is not assigned to this member")
+        if offset > feed.done:
+            feed.done = offset
 
     def statistics(self) -> GroupStatistics:
-        return _as_handed_out(self.group.statistics(), self.parts)
+        return _handed_out(self.group.statistics(), self.feeds)
 
 
 @asynccontextmanager
@@ -948,10 +875,10 @@ async def _open_loop_group(
     group_id: str,
     topics: Sequence[str],
     config: dict[str, Any],
-    inbox: _Inbox,
+    ready: _Ready,
 ) -> AsyncIterator[_LoopGroup]:
     async with open_consumer_group(servers, group_id, topics, **config) as group:
-        loop = _LoopGroup(group, inbox)
+        loop = _LoopGroup(group, ready)
         async with open_service_nursery() as nursery:
             nursery.start_soon(loop.run)
             nursery.start_soon(loop.sync_marks)
@@ -1011,7 +938,7 @@ class ConsumerGroup(_Reader):
         KafkaConnectionError: no broker could be reached.
     """
 
-    _track_marks = True
+    _marking = True
 
     def __init__(
         self,
@@ -1026,7 +953,7 @@ class ConsumerGroup(_Reader):
         super().__init__(columnar)
         #: Whether records are marked done as they are handed out (else only :meth:`mark`).
         self.auto_mark = auto_mark
-        self._track_marks = auto_mark
+        self._marking = auto_mark
         # a str is refused by open_consumer_group; a re.Pattern is a regex subscription
         topic_list: Any = topics if isinstance(topics, (str, re.Pattern)) else list(topics)
         loop, handle = self._portal.start_context(
@@ -1036,12 +963,49 @@ class ConsumerGroup(_Reader):
                 group_id,
                 topic_list,
                 config,
-                self._inbox,
+                self._ready,
             )
         )
         self._loop: _LoopGroup = loop
         self._handle = handle
         self.group_id = group_id
+
+    # The per-record path of a member: marks what the last call handed out
+    # (with auto_mark) and takes from the head cursor, under the lock.
+
+    def _take_marking(self) -> Record | None:
+        with self._lock:
+            handed = self._handed
+            if handed and not self._closed:  # _mark_handed, inline: once a record
+                for feed, offset in handed:
+                    if offset > feed.done:
+                        feed.done = offset
+                handed.clear()
+            record = self._take()
+            if record is not None and self._marking:
+                assert self._current is not None
+                handed.append((self._current, record.offset + 1))
+            return record
+
+    def poll(self, timeout: float | None = None) -> Record | None:
+        """The next record, waiting up to ``timeout`` seconds for one (see :meth:`Consumer.poll`).
+
+        Asking for it makes the records handed out before count as done
+        (with ``auto_mark``).
+        """
+        if self._columnar:
+            _refuse_rows()
+        if self._forks == _codec_py.forks and (record := self._take_marking()) is not None:
+            return record
+        return self._wait_for(self._take_one, timeout)
+
+    def __next__(self) -> Record:
+        """The next record, waiting as long as it takes; the iteration ends on close()."""
+        if self._columnar:
+            _refuse_rows()
+        if self._forks == _codec_py.forks and (record := self._take_marking()) is not None:
+            return record
+        return self._next_waiting()
 
     def commit(
         self,
@@ -1093,14 +1057,7 @@ class ConsumerGroup(_Reader):
         """
         self._portal.check_caller()
 
-        def store() -> None:
-            part = self._loop.parts.get((topic, partition))
-            if part is None or not part.live:
-                raise ConfigError(f"{topic}/{partition} is not assigned to this member")
-            if offset > part.marked:
-                part.marked = offset
-
-        self._run_sync(store)
+        self._run_sync(self._loop.mark, topic, partition, offset)
 
     def assignment(self) -> dict[str, list[int]]:
         """The partitions this member consumes now: topic -> sorted partitions."""

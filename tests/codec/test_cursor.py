@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import trio
+from test_stager import _Lock
 
 
 def _cursor(codec: ModuleType, pieces: list[list[Any]]) -> Any:
@@ -118,3 +119,31 @@ async def test_the_compiled_cursor_makes_no_coroutine_for_a_waiting_record() -> 
     refill = cursor.__anext__()  # the list is read out: the refill's coroutine
     assert inspect.iscoroutine(refill)
     assert (await refill).offset == 1
+
+
+def test_locked_take_takes_from_its_cursor_under_the_lock(codec: ModuleType) -> None:
+    """LockedTake (pykaf.sync's poll): the cursor's next record under the lock, else general()."""
+    lock = _Lock()
+    asked: list[float | None] = []
+    cursor = _cursor(codec, [])
+    seen_held: list[bool] = []
+
+    def general(timeout: float | None) -> str:
+        seen_held.append(lock.held)
+        asked.append(timeout)
+        return "general"
+
+    take = codec.LockedTake(lock, general)
+    assert take(1.5) == "general"  # no cursor yet
+    take.cursor = cursor
+    assert take() == "general"  # a cursor with nothing decoded
+    cursor._local = _records(codec, 0, 2)
+    assert take(0.5).offset == 0
+    assert take().offset == 1
+    assert cursor.next_nowait() is None  # taken from the cursor itself: its position moved
+    assert take(0.2) == "general"
+    take.cursor = None
+    assert take(0) == "general"
+    assert asked == [1.5, None, 0.2, 0]
+    assert seen_held == [False] * 4  # the general way runs without the lock
+    assert lock.taken == 6 and not lock.held

@@ -419,3 +419,29 @@ async def test_tansu_answers_beyond_max_partition_fetch_bytes_are_read_in_pieces
     # more than was asked for; yet no list held more than a piece (plus one batch).
     assert stats.peak_buffered_bytes > piece
     assert longest <= (piece + 120_000) // 100
+
+
+async def test_decoded_and_take_nowait_hand_out_what_the_core_decoded() -> None:
+    """A reader in another thread (pykaf.sync) waits with decoded() and takes without decoding."""
+    async with open_fake_cluster(brokers=1) as cluster:
+        cluster.create_topic(TOPIC, partitions=1)
+        async with pykaf.open_producer(cluster.bootstrap) as producer:
+            await producer.send_batch(TOPIC, [b"%d" % i for i in range(10)], partition=0)
+        async with pykaf.open_consumer(cluster.bootstrap, fetch_max_wait=0.05) as consumer:
+            pc = await consumer.consume_partition(TOPIC, 0, pykaf.OLDEST)
+            assert pc.take_nowait(5) == []  # nothing decoded yet: no wait, no decode
+            with trio.fail_after(30):
+                assert await pc.decoded()
+            assert await pc.decoded()  # records wait: at once, and none handed out
+            assert pc.position == 0
+            assert [r.offset for r in pc.take_nowait(3)] == [0, 1, 2]
+            assert pc.position == 3
+            assert pc.next_nowait().offset == 3
+            rest = pc.take_nowait(100)
+            assert [r.value for r in rest] == [b"%d" % i for i in range(4, 10)]
+            assert pc.position == 10
+            assert pc.take_nowait(1) == [] and pc.next_nowait() is None
+            rest.clear()  # the list read out is the caller's: the position stays
+            assert pc.position == 10
+            await pc.aclose()
+            assert not await pc.decoded()  # closed: False, no error
