@@ -120,7 +120,7 @@ class Route(Generic[T]):
         "worker",
     )
 
-    def __init__(self, topic: str, partition: int, owner: T) -> None:
+    def __init__(self, topic: str, partition: int, owner: T, *, stale: bool = True) -> None:
         self.topic = topic
         self.partition = partition
         self.owner = owner
@@ -133,7 +133,7 @@ class Route(Generic[T]):
         self.preferred = -1
         self.preferred_until = 0.0
         self.failures = 0
-        self.stale = True
+        self.stale = stale
         self.closed = False
         self.detached = trio.Event()
 

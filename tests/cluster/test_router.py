@@ -275,7 +275,7 @@ def test_no_role_tracks_leaders_itself() -> None:
     """Leaders, their epochs and the metadata's leader marks are the router's alone."""
     looked_up = {"leader_of", "mark_leader_unknown", "preferred_until", "preferred_replica"}
     found = []
-    for role in ("_producer", "_consumer"):
+    for role in ("_producer", "_consumer", "_share"):
         for path in sorted((PKG / role).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text())):
                 if not isinstance(node, ast.Attribute):
