@@ -55,26 +55,30 @@ class Worker(Protocol[T_contra]):
 
 
 class Role(Protocol[T_contra]):
-    """What :meth:`PartitionRouter.follow` asks of the role that owns a route."""
+    """What :meth:`PartitionRouter.follow` asks of the role that owns a route.
+
+    A role that subclasses it keeps the defaults of the first four (nothing
+    to prepare, refresh, check or wait for).
+    """
 
     async def prepare(self, owner: T_contra) -> bool:
         """Before a leader lookup: get ready (False: start over at once, no failure counted)."""
-        ...
+        return True
 
     def metadata_refreshed(self, topic: str) -> None:
         """The router refreshed ``topic``'s metadata for one of the role's routes."""
-        ...
+        return None
 
     async def validate(self, owner: T_contra, leader: int, previous: int, epoch: int) -> bool:
         """A leader under a new epoch (``previous`` was the last attached under; -1: none).
 
         False starts over at once (no failure counted); True attaches under ``epoch``.
         """
-        ...
+        return True
 
     def ready(self, owner: T_contra) -> bool:
         """Whether ``owner`` can be attached now that its node is known."""
-        ...
+        return True
 
     def worker(self, node: int) -> Worker[T_contra]:
         """The role's worker for broker ``node`` (started on first use)."""

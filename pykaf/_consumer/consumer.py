@@ -39,7 +39,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
-from pykaf._cluster.router import PartitionRouter
+from pykaf._cluster.router import PartitionRouter, Role
 from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.config import ConsumerConfig
 from pykaf._consumer.fetched import ByteBudget
@@ -356,8 +356,8 @@ class Consumer:
             self._closed_records_fetched += pc.records_fetched
 
 
-class _Role:
-    """The consumer's side of its partition router (:class:`pykaf._cluster.router.Role`)."""
+class _Role(Role[PartitionConsumer]):
+    """The consumer's side of its partition router."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
@@ -367,9 +367,6 @@ class _Role:
         if pc.fetch_offset < 0:
             await self.consumer._resolve_start(pc)
         return pc.fetch_offset >= 0
-
-    def metadata_refreshed(self, topic: str) -> None:
-        """Nothing to do: a partition consumer keeps no metadata of its own."""
 
     async def validate(self, pc: PartitionConsumer, leader: int, previous: int, epoch: int) -> bool:
         """A new leader epoch: check the log was not truncated below the position (KIP-320)."""

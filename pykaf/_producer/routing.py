@@ -20,6 +20,7 @@ import trio
 
 from pykaf import errors
 from pykaf._cluster.backoff import Retries
+from pykaf._cluster.router import Role
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.delivery import Reports
@@ -38,8 +39,13 @@ def _klen(data: Any) -> int:
     return 0 if data is None else len(data)
 
 
-class Router:
-    """The topic table, topic and partition tasks, leaders, and parked records."""
+class Router(Role[PartitionState]):
+    """The topic table, topic and partition tasks, and parked records.
+
+    The producer's side of its partition router: a new leader epoch needs no
+    check for producing (the leader fences writes), and a partition can always
+    be attached once its leader is known.
+    """
 
     def __init__(
         self,
@@ -204,14 +210,6 @@ class Router:
         t = self.topics.get(topic)
         if t is not None:
             self._update_available(t)
-
-    async def validate(self, p: PartitionState, leader: int, previous: int, epoch: int) -> bool:
-        """A new leader epoch needs no check for producing: the leader fences writes."""
-        return True
-
-    def ready(self, p: PartitionState) -> bool:
-        """A partition can always be attached once its leader is known."""
-        return True
 
     def worker(self, node: int) -> BrokerSink:
         """The sink of broker ``node``."""

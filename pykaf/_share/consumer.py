@@ -40,7 +40,7 @@ from pykaf import protocol as P
 from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import Client
 from pykaf._cluster.metadata import Metadata
-from pykaf._cluster.router import PartitionRouter, Route
+from pykaf._cluster.router import PartitionRouter, Role, Route
 from pykaf._share.config import ShareConsumerConfig
 from pykaf._share.membership import ShareMembership, TopicPartition
 from pykaf._share.records import (
@@ -103,24 +103,15 @@ class _Leader:
         self.partitions.discard(tp)
 
 
-class _Role:
-    """The share consumer's side of its partition router (:class:`~pykaf._cluster.router.Role`)."""
+class _Role(Role[TopicPartition]):
+    """The share consumer's side of its partition router.
+
+    Nothing to prepare or check: share fetches name no leader epoch.
+    """
 
     def __init__(self, metadata: Metadata) -> None:
         self.metadata = metadata
         self.leaders: dict[int, _Leader] = {}
-
-    async def prepare(self, tp: TopicPartition) -> bool:
-        return True
-
-    def metadata_refreshed(self, topic: str) -> None:
-        """Nothing to do: the membership resolves topic ids from the same cache."""
-
-    async def validate(self, tp: TopicPartition, leader: int, previous: int, epoch: int) -> bool:
-        return True  # share fetches name no leader epoch
-
-    def ready(self, tp: TopicPartition) -> bool:
-        return True
 
     def worker(self, node: int) -> _Leader:
         leader = self.leaders.get(node)
