@@ -136,10 +136,10 @@ class BrokerFetcher:
         consumer = self.consumer
         cfg = consumer.config
         now = trio.current_time()
-        expire = consumer.router.expire_preferred
+        expire, node = consumer.router.expire_preferred, self.node_id
         # KIP-392: a named replica stands for metadata_max_age; then the leader
         # is asked again (it may name the same one).
-        if any([expire(pc.route, self.node_id, now) for pc in parts]):
+        if any([expire(pc.route, node, now) for pc in parts if pc.route.preferred == node]):
             parts = [pc for pc in parts if pc.fetcher is self]
             if not parts:
                 return
