@@ -111,6 +111,8 @@ def test_future_internals_are_what_send_async_assumes() -> None:
 #: one is read, never written: the class has a method named for each change.
 OWNED: dict[str, tuple[str, tuple[str, ...]]] = {
     "PartitionState": ("pykaf/_producer/state.py", ("pykaf/_producer", "pykaf/_txn")),
+    # Leaders, leader epochs and named replicas are the partition router's alone.
+    "Route": ("pykaf/_cluster/router.py", ("pykaf/_producer", "pykaf/_consumer", "pykaf/_share")),
 }
 
 

@@ -2,7 +2,8 @@
 
 Built from Metadata responses; no I/O here. Leaders never move backwards: a
 response carrying an older leader epoch than the one cached for a partition
-(a stale broker answering) does not overwrite it.
+(a stale broker answering) does not overwrite it, unless the topic's id
+changed (a topic deleted and made again under the same name).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ class Metadata:
                 getattr(t, "topic_id", None),
                 bool(getattr(t, "is_internal", False)),
             )
+            if old is not None and as_topic_uuid(old.topic_id) != as_topic_uuid(topic.topic_id):
+                old = None  # a new topic of the same name: its epochs start again
             for p in t.partitions:
                 epoch = getattr(p, "leader_epoch", -1)
                 prev = old.partitions.get(p.partition_index) if old else None

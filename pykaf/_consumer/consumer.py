@@ -2,20 +2,22 @@
 
 Roles (trio tasks in the consumer's nursery):
 
-- one **partition task** per partition consumer resolves where to start
-  (an offset, ``OLDEST``, ``NEWEST`` or a timestamp), finds the leader and
-  attaches the partition to that broker's fetcher; after a leader error or a
-  lost connection it backs off, refreshes metadata and attaches it again;
+- one **partition task** per partition consumer follows its route
+  (:class:`~pykaf._cluster.router.PartitionRouter`): the consumer resolves
+  where to start (an offset, ``OLDEST``, ``NEWEST`` or a timestamp), the
+  router finds the leader (or the replica it named, KIP-392) and attaches the
+  partition to that broker's fetcher; after a leader error or a lost
+  connection the router backs off, refreshes metadata and attaches it again;
 - one **fetcher** per broker (``fetcher.py``) fetches all of that broker's
   partitions with one request and hands each partition consumer its record
   set as bytes, one per answer; the partition consumer's reader decodes them
   a piece at a time (``fetched.py``). The bytes held unread, over all
   partitions, are bounded by ``fetch_buffer_bytes`` (a :class:`ByteBudget`).
 
-Log truncation (KIP-320): each Fetch carries the partition's leader epoch from
-the metadata, and the partition consumer remembers the leader epoch of the
-batches it fetched. When the partition task attaches a partition under a new
-leader epoch (a leader change, a FENCED_LEADER_EPOCH answer, or a start given
+Log truncation (KIP-320): each Fetch carries the leader epoch the router
+attached the partition under, and the partition consumer remembers the leader
+epoch of the batches it fetched. When the router attaches a partition under a
+new leader epoch (a leader change, a FENCED_LEADER_EPOCH answer, or a start given
 with its epoch), it first asks the leader, with OffsetForLeaderEpoch, where
 the epoch of the last fetched record ends there. An end below the position
 means the log was truncated (an unclean leader election): reported as
@@ -37,6 +39,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
+from pykaf._cluster.router import PartitionRouter, Role
 from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.config import ConsumerConfig
 from pykaf._consumer.fetched import ByteBudget
@@ -99,8 +102,9 @@ class Consumer:
     def __init__(self, client: Client, config: ConsumerConfig, nursery: trio.Nursery) -> None:
         self.client = client
         self.config = config
-        #: the one retry backoff, after a partition's failed start or leader lookup
-        self._backoff = Backoff.of(config)
+        #: leaders, leader epochs and named replicas (KIP-392) of the partitions;
+        #: attaches them to their fetchers, after the one retry backoff on failure
+        self.router = PartitionRouter(client, Backoff.of(config), config.metadata_max_age)
         self._nursery = nursery
         self._partitions: dict[tuple[str, int], PartitionConsumer] = {}
         self._fetchers: dict[int, BrokerFetcher] = {}
@@ -108,6 +112,7 @@ class Consumer:
         #: the fetched, unread bytes of all partitions, against ``fetch_buffer_bytes``
         self.budget = ByteBudget(config.fetch_buffer_bytes)
         self._closed_records_fetched = 0  # of partition consumers closed since
+        self._role = _Role(self)
 
     async def topics(self) -> list[str]:
         """The cluster's topics."""
@@ -229,41 +234,7 @@ class Consumer:
     # -- partition tasks --------------------------------------------------------
 
     async def _partition_task(self, pc: PartitionConsumer) -> None:
-        while not pc.stopped:
-            if pc.fetcher is None:
-                if pc.failures:
-                    await self._backoff.wait(pc.failures)
-                try:
-                    if pc.fetch_offset < 0:
-                        await self._resolve_start(pc)
-                        if pc.fetch_offset < 0:
-                            continue  # a seek to an end meanwhile: look that one up
-                    node = await self._leader(pc)
-                    if node is not None and not await self._validate(pc, node):
-                        continue  # reset: resolve the new start first
-                    if node is not None:
-                        node = self._fetch_node(pc, node)
-                except errors.PykafError as exc:
-                    pc.failures += 1
-                    if pc.failures == 1 and not getattr(exc, "retriable", False):
-                        # Reported once per run of failures; the task keeps trying
-                        # with backoff (an ACL or a topic may yet appear).
-                        pc.report(exc)
-                    log.info("%s/%d: %s", pc.topic, pc.partition, exc)
-                    continue
-                if node is None:
-                    pc.failures += 1
-                    continue
-                if pc.stopped:
-                    return
-                if pc.fetch_offset < 0:
-                    # A seek to OLDEST or NEWEST came while the leader was looked
-                    # up: attached now, the partition would never be fetchable
-                    # (no offset) and never detached again. Resolve it first.
-                    continue
-                self._fetcher(node).attach(pc)
-            pc.detached = trio.Event()
-            await pc.detached.wait()
+        await self.router.follow(pc.route, self._role)
 
     async def _resolve_start(self, pc: PartitionConsumer) -> None:
         # read_committed: NEWEST is the last stable offset (as Java's seekToEnd).
@@ -281,49 +252,19 @@ class Consumer:
         if pc.generation == generation:
             pc.restart_at(offset)
 
-    def _fetch_node(self, pc: PartitionConsumer, leader: int) -> int:
-        """Where to fetch ``pc`` from: the replica its leader named (KIP-392), else the leader.
-
-        The named replica stands until ``metadata_max_age`` has passed since
-        the leader named it, as long as the metadata knows the broker.
-        """
-        preferred = pc.preferred_replica
-        if preferred < 0 or preferred == leader:
-            return leader
-        if trio.current_time() >= pc.preferred_until or (
-            preferred not in self.client.metadata.brokers
-        ):
-            pc.preferred_replica = -1
-            return leader
-        return preferred
-
-    async def _leader(self, pc: PartitionConsumer) -> int | None:
-        if pc.needs_metadata:
-            await self.client.refresh_metadata(pc.topic)
-            pc.needs_metadata = False
-        leader = self.client.metadata.leader_of(pc.topic, pc.partition)
-        if leader is None:
-            pc.needs_metadata = True
-            return None
-        return leader.node_id
-
-    async def _validate(self, pc: PartitionConsumer, node: int) -> bool:
+    async def _validate(self, pc: PartitionConsumer, node: int, current: int) -> bool:
         """Before fetching under a new leader epoch, check that the log was not truncated.
 
-        Asks the leader (OffsetForLeaderEpoch) where the epoch of the last
-        fetched record ends. Returns False when the position was reset to an
-        offset still to resolve (OLDEST/NEWEST), True to go on fetching.
+        Asks the leader ``node`` (OffsetForLeaderEpoch) where the epoch of the
+        last fetched record ends. Returns False when the position was reset to
+        an offset still to resolve (OLDEST/NEWEST) or moved by a seek meanwhile,
+        True to go on fetching under ``current``.
 
         Raises:
             KafkaError: the leader's error (a retriable one: after a metadata refresh).
         """
-        info = self.client.metadata.partition(pc.topic, pc.partition)
-        current = info.leader_epoch if info is not None else -1
-        if current == pc.leader_epoch:
-            return True
         last = pc.fetched_epoch
         if last < 0 or current < 0:
-            pc.leader_epoch = current
             return True
         conn = await self.client.broker_connection(node)
         try:
@@ -335,7 +276,6 @@ class Consumer:
             version = -1
         if version < MIN_EPOCH_VERSION:
             log.debug("%s/%d: the leader cannot validate positions", pc.topic, pc.partition)
-            pc.leader_epoch = current
             return True
         R = P.OffsetForLeaderEpochRequest
         request = R(
@@ -370,11 +310,10 @@ class Consumer:
         err = errors.error_for_code(answer.error_code)
         if err is not None:
             if issubclass(err, LEADER_ERRORS) or err.retriable:
-                pc.needs_metadata = True
+                pc.route.leader_unknown()
             raise err(f"{pc.topic}/{pc.partition}: OffsetForLeaderEpoch: {err.description}")
         if pc.fetch_offset != position or pc.generation != generation:
             return False  # a seek meanwhile: the answer is about a position gone; again
-        pc.leader_epoch = current
         end, epoch = answer.end_offset, answer.leader_epoch
         if end >= 0 and epoch >= 0 and end >= position:
             return True
@@ -415,6 +354,44 @@ class Consumer:
         if self._partitions.get((pc.topic, pc.partition)) is pc:
             del self._partitions[(pc.topic, pc.partition)]
             self._closed_records_fetched += pc.records_fetched
+
+
+class _Role(Role[PartitionConsumer]):
+    """The consumer's side of its partition router."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+
+    async def prepare(self, pc: PartitionConsumer) -> bool:
+        """Before a leader lookup: resolve where to start (False: a seek to an end meanwhile)."""
+        if pc.fetch_offset < 0:
+            await self.consumer._resolve_start(pc)
+        return pc.fetch_offset >= 0
+
+    async def validate(self, pc: PartitionConsumer, leader: int, previous: int, epoch: int) -> bool:
+        """A new leader epoch: check the log was not truncated below the position (KIP-320)."""
+        return await self.consumer._validate(pc, leader, epoch)
+
+    def ready(self, pc: PartitionConsumer) -> bool:
+        """Whether ``pc`` can be attached now.
+
+        Not once closed; not after a seek to OLDEST or NEWEST that came while
+        the leader was looked up: attached now, the partition would never be
+        fetchable (no offset) and never detached again. It resolves that first.
+        """
+        return not pc.stopped and pc.fetch_offset >= 0
+
+    def worker(self, node: int) -> BrokerFetcher:
+        """The fetcher of broker ``node``."""
+        return self.consumer._fetcher(node)
+
+    def unplaced(
+        self, pc: PartitionConsumer, failures: int, error: errors.PykafError | None
+    ) -> None:
+        """No node this time: report a refusal once per run of failures (it is tried again)."""
+        if error is not None and failures == 1 and not getattr(error, "retriable", False):
+            # The router keeps trying with backoff (an ACL or a topic may yet appear).
+            pc.report(error)
 
 
 @asynccontextmanager

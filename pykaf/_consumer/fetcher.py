@@ -7,7 +7,8 @@ decode what comes back: it reads each partition's batch headers
 and the leader epochs, and hands each partition consumer the record set's
 bytes, which its reader decodes piece by piece and filters (read_committed:
 aborted transactions and control records). Errors that a leader lookup may
-cure detach the partition (its partition task finds the new leader); an offset
+cure detach the partition (the partition router finds the new leader, or
+gives up a replica the leader named for the leader); an offset
 out of range is reset as configured; a batch larger than the fetch size grows
 the size. With an ``on_batch`` hook, each batch whose records were handed to
 the reader is reported as the reader decodes it.
@@ -38,6 +39,7 @@ from pykaf.protocol import quirks, versions
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
+    from pykaf._cluster.router import PartitionRouter
     from pykaf._consumer.config import ConsumerConfig
     from pykaf._consumer.fetch_session import FetchState, PartitionKey
     from pykaf._consumer.fetched import ByteBudget
@@ -81,6 +83,11 @@ class FetchOwner(Protocol):
         """The fetched bytes held over all partitions, against ``fetch_buffer_bytes``."""
         ...
 
+    @property
+    def router(self) -> PartitionRouter:
+        """The partition router: where each partition is fetched from."""
+        ...
+
 
 class BrokerFetcher:
     """Fetches the partitions one broker leads."""
@@ -107,17 +114,13 @@ class BrokerFetcher:
         self._wake.set()
 
     def attach(self, pc: PartitionConsumer) -> None:
-        """Start fetching ``pc``."""
-        pc.fetcher = self
+        """Start fetching ``pc`` (its route was attached here)."""
         self.parts[pc] = None
         self.wake()
 
     def detach(self, pc: PartitionConsumer) -> None:
-        """Stop fetching ``pc``; its partition task looks for the leader again."""
+        """Stop fetching ``pc`` (its route was detached from here)."""
         self.parts.pop(pc, None)
-        if pc.fetcher is self:
-            pc.fetcher = None
-        pc.detached.set()
 
     async def run(self) -> None:
         """Fetch while there are partitions to fetch."""
@@ -133,15 +136,10 @@ class BrokerFetcher:
         consumer = self.consumer
         cfg = consumer.config
         now = trio.current_time()
-        expired = [
-            pc for pc in parts if pc.preferred_replica == self.node_id and now >= pc.preferred_until
-        ]
-        if expired:
-            # KIP-392: a named replica stands for metadata_max_age; then the
-            # leader is asked again (it may name the same one).
-            for pc in expired:
-                pc.preferred_replica = -1
-                self.detach(pc)
+        expire, node = consumer.router.expire_preferred, self.node_id
+        # KIP-392: a named replica stands for metadata_max_age; then the leader
+        # is asked again (it may name the same one).
+        if any([expire(pc.route, node, now) for pc in parts if pc.route.preferred == node]):
             parts = [pc for pc in parts if pc.fetcher is self]
             if not parts:
                 return
@@ -160,7 +158,7 @@ class BrokerFetcher:
         for pc in parts:
             key = (pc.topic, pc.partition)
             asked[key] = (pc, pc.generation, pc.fetch_offset)
-            wanted[key] = (pc.fetch_offset, -1, pc.max_bytes, pc.leader_epoch)
+            wanted[key] = (pc.fetch_offset, -1, pc.max_bytes, pc.route.leader_epoch)
         plan = self.session.plan(wanted, version)
         topics: dict[str, list[Any]] = {}
         for key in plan.send:
@@ -251,12 +249,12 @@ class BrokerFetcher:
             err = errors.error_for_code(code)
             assert err is not None
             self.errors += 1
-            if pc.preferred_replica == self.node_id and (
+            if pc.route.preferred == self.node_id and (
                 code == _OFFSET_OUT_OF_RANGE or issubclass(err, LEADER_ERRORS) or err.retriable
             ):
                 # A replica the leader named (KIP-392) that cannot serve the
                 # position (it lags, or left the in-sync set): ask the leader again.
-                self._back_to_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
+                self._lost_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
             elif code == _OFFSET_OUT_OF_RANGE:
                 self._out_of_range(pc, err(f"{pc.topic}/{pc.partition}: offset {pc.fetch_offset}"))
             elif issubclass(err, LEADER_ERRORS) or err.retriable:
@@ -270,10 +268,7 @@ class BrokerFetcher:
         if preferred >= 0 and preferred != self.node_id:
             # KIP-392: the leader names a replica in the consumer's rack.
             log.debug("%s/%d: fetching from replica %d", pc.topic, pc.partition, preferred)
-            pc.preferred_replica = preferred
-            pc.preferred_until = trio.current_time() + self.consumer.config.metadata_max_age
-            if pc.fetcher is not None:
-                pc.fetcher.detach(pc)
+            self.consumer.router.prefer(pc.route, preferred)
 
     def _records(self, pc: PartitionConsumer, rp: Any, copy: bool) -> None:
         """Hand a partition's answer (no error) to its reader."""
@@ -303,7 +298,7 @@ class BrokerFetcher:
             if scanned.incomplete:
                 self._oversized(pc, data, scanned.partial_size)
             return
-        pc.failures = 0
+        pc.route.succeeded()
         pc.max_bytes = cfg.max_partition_fetch_bytes  # back from any growth
         if scanned.end <= start:
             return  # only batches before the position
@@ -325,31 +320,23 @@ class BrokerFetcher:
         if pc.deliver(pc.generation, answer):
             pc.note_batches(scanned.epochs, start, scanned.end)
 
-    def _back_to_leader(self, pc: PartitionConsumer, error: BaseException) -> None:
-        """A replica the leader named failed: fetch from the leader again (it may name another)."""
-        log.info(
-            "%s/%d: %s from replica %d; back to the leader",
-            pc.topic,
-            pc.partition,
-            error,
-            self.node_id,
-        )
-        pc.failures += 1
-        pc.preferred_replica = -1
-        if pc.fetcher is not None:
-            pc.fetcher.detach(pc)
-
     def _lost_leader(self, pc: PartitionConsumer, error: BaseException) -> None:
-        """A leader error or a lost connection: look the leader up again, then go on."""
-        if pc.preferred_replica == self.node_id:  # not the leader: a replica it named
-            self._back_to_leader(pc, error)
-            return
-        log.info("%s/%d: %s; looking for the leader", pc.topic, pc.partition, error)
-        pc.failures += 1
-        pc.needs_metadata = True
-        self.consumer.client.metadata.mark_leader_unknown(pc.topic, pc.partition)
-        if pc.fetcher is not None:
-            pc.fetcher.detach(pc)
+        """The broker failed ``pc`` (a leader error, a lost connection): the router moves it.
+
+        From a replica the leader named (KIP-392) back to the leader (it may
+        name another); from the leader, to the leader the metadata names next.
+        """
+        if pc.route.preferred == self.node_id:
+            log.info(
+                "%s/%d: %s from replica %d; back to the leader",
+                pc.topic,
+                pc.partition,
+                error,
+                self.node_id,
+            )
+        else:
+            log.info("%s/%d: %s; looking for the leader", pc.topic, pc.partition, error)
+        self.consumer.router.lost(pc.route, self.node_id)
 
     def _out_of_range(self, pc: PartitionConsumer, error: BaseException) -> None:
         """The position is outside the log: reset it as configured, or report."""

@@ -18,11 +18,12 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Literal, Protocol, overload
+from typing import TYPE_CHECKING, Literal, Protocol, cast, overload
 
 import trio
 
 from pykaf import errors
+from pykaf._cluster.router import Route
 from pykaf._consumer.fetched import Fetched
 from pykaf._net.metrics import BatchEvent, report_batch
 from pykaf.codec import (
@@ -62,6 +63,10 @@ class Fetching(Protocol):
 
     def wake(self) -> None:
         """Something changed: look at the partitions again."""
+        ...
+
+    def attach(self, pc: PartitionConsumer) -> None:
+        """Start fetching ``pc``."""
         ...
 
     def detach(self, pc: PartitionConsumer) -> None:
@@ -113,24 +118,17 @@ class PartitionConsumer(RecordCursor):
         self.start_is_time = False
         self.max_bytes = consumer.config.max_partition_fetch_bytes
         self.filter = tx_filter
-        self.fetcher: Fetching | None = None
+        #: Where the partition is led (its leader epoch, a replica named by the
+        #: leader, KIP-392), and the fetcher it is attached to there.
+        self.route: Route[PartitionConsumer] = Route(topic, partition, self)
         self.generation = 0  # bumped by seek(): answers to older fetches are dropped
         self.paused = False
         self.stopped = False
-        self.needs_metadata = True
-        self.failures = 0
-        #: KIP-392: the replica a rack-aware leader named for fetching (-1: the
-        #: leader), and the trio clock time it stands until (metadata_max_age).
-        self.preferred_replica = -1
-        self.preferred_until = 0.0
-        self.detached = trio.Event()
         self.records_fetched = 0
         self.bytes_fetched = 0
         self.buffered_bytes = 0
-        # Leader epochs (KIP-320): the epoch from the metadata that Fetch sends
-        # (-1 until attached), and where the fetched batches' epochs changed:
-        # (first offset, epoch) pairs, both increasing.
-        self.leader_epoch = -1
+        # Leader epochs (KIP-320) of the fetched batches: where they changed,
+        # as (first offset, epoch) pairs, both increasing.
         self._epochs: list[tuple[int, int]] = []
         self._epoch_offsets: list[int] = []
         # The reader's side.
@@ -145,6 +143,11 @@ class PartitionConsumer(RecordCursor):
         self._local_end = -1  # the offset after ``_local``'s piece
         self._next = 0
         self._position = -1  # the offset of the next record to hand out
+
+    @property
+    def fetcher(self) -> Fetching | None:
+        """The broker fetcher the partition is attached to (None while detached)."""
+        return cast("Fetching | None", self.route.worker)
 
     # -- reading ----------------------------------------------------------------
 
@@ -549,11 +552,9 @@ class PartitionConsumer(RecordCursor):
         """Stop consuming this partition; what it buffered is dropped."""
         if self._on_close is not None:
             self._on_close(self)
-        if self.fetcher is not None:
-            self.fetcher.detach(self)
+        self.route.close()  # detached, and its partition task ends
         self.close_channels()
         self.discard_buffer()  # its bytes go back to the other partitions
-        self.detached.set()
 
     # -- the fetcher's side -----------------------------------------------------
 
@@ -580,8 +581,8 @@ class PartitionConsumer(RecordCursor):
         """
         self.start, self.start_is_time = start, False
         self.fetch_offset = -1
-        if self.fetcher is not None:
-            self.fetcher.detach(self)
+        if self.route.worker is not None:
+            self.route.detach()
 
     def restart_at(self, offset: int, epoch: int = -1) -> None:
         """Fetch from ``offset`` on, with fresh transaction state; the reader continues there.

@@ -3,10 +3,12 @@
 :class:`Router` owns the producer's topic table. A record for a topic not
 known yet is parked on it; one **topic task** per topic looks its
 partitions up, then replays the parked records through the accumulator.
-One **partition task** per partition (sarama's partition producer) finds
-the partition's leader and attaches it to that broker's sink; when the sink
-detaches it (a retriable failure, a leader move), the task backs off,
-refreshes metadata and attaches it again.
+One **partition task** per partition (sarama's partition producer) follows
+the partition's route (:class:`~pykaf._cluster.router.PartitionRouter`):
+the cluster's router finds the leader and attaches the partition to that
+broker's sink; when the sink detaches it (a retriable failure, a leader
+move), the router backs off, refreshes metadata and attaches it again. This
+class is the producer's side of that (:class:`~pykaf._cluster.router.Role`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import trio
 
 from pykaf import errors
 from pykaf._cluster.backoff import Retries
+from pykaf._cluster.router import Role
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.delivery import Reports
@@ -27,6 +30,7 @@ from pykaf._producer.state import PartitionState, TopicState
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
+    from pykaf._producer.sink import BrokerSink
 
 log = logging.getLogger("pykaf.producer")
 
@@ -35,8 +39,13 @@ def _klen(data: Any) -> int:
     return 0 if data is None else len(data)
 
 
-class Router:
-    """The topic table, topic and partition tasks, leaders, and parked records."""
+class Router(Role[PartitionState]):
+    """The topic table, topic and partition tasks, and parked records.
+
+    The producer's side of its partition router: a new leader epoch needs no
+    check for producing (the leader fences writes), and a partition can always
+    be attached once its leader is known.
+    """
 
     def __init__(
         self,
@@ -186,36 +195,29 @@ class Router:
     # ------------------------------------------------------------------ partitions
 
     async def _partition_task(self, p: PartitionState) -> None:
-        """Attach the partition to its leader's sink, again after every failure."""
-        while True:
-            if p.broker is None:
-                if p.failures:
-                    await self._sinks.policy.wait(p.failures)
-                await self._ids.wait_bump()
-                leader = await self._find_leader(p)
-                if leader is None:
-                    p.attach_failed()
-                    self._sinks.expire(p)
-                    continue
-                p.leader_found()
-                self._sinks.sink_for(leader).attach(p)
-            await p.next_detach().wait()
+        """Keep the partition attached to its leader's sink (the router's loop)."""
+        await self._sinks.router.follow(p.route, self)
 
-    async def _find_leader(self, p: PartitionState) -> int | None:
-        try:
-            if p.needs_metadata:
-                await self._client.refresh_metadata(p.topic)
-                t = self.topics.get(p.topic)
-                if t is not None:
-                    self._update_available(t)
-            leader = self._client.metadata.leader_of(p.topic, p.partition)
-        except errors.PykafError as exc:
-            log.info("no leader for %s/%d yet: %s", p.topic, p.partition, exc)
-            return None
-        if leader is None:
-            p.leader_unknown()
-            return None
-        return leader.node_id
+    # The producer's side of the router (pykaf._cluster.router.Role).
+
+    async def prepare(self, p: PartitionState) -> bool:
+        """Before a leader lookup: no attach while the producer epoch is being bumped."""
+        await self._ids.wait_bump()
+        return True
+
+    def metadata_refreshed(self, topic: str) -> None:
+        """The topic's metadata was refreshed: its writable partitions may have changed."""
+        t = self.topics.get(topic)
+        if t is not None:
+            self._update_available(t)
+
+    def worker(self, node: int) -> BrokerSink:
+        """The sink of broker ``node``."""
+        return self._sinks.sink_for(node)
+
+    def unplaced(self, p: PartitionState, failures: int, error: errors.PykafError | None) -> None:
+        """No leader this time: fail what is past the delivery timeout meanwhile."""
+        self._sinks.expire(p)
 
 
 __all__ = ["Router"]

@@ -12,7 +12,7 @@ broker.
 :class:`Sinks` holds them all and what they share, and is the one place
 where answers are classified: acknowledged, retried (the partition detaches,
 its batches go back in front of its queue in order once nothing of it is in
-flight, and its partition task re-attaches it after a backoff), split (too
+flight, and its route re-attaches it after a backoff), split (too
 large) or failed. Ordering and gating (epoch bumps, transactions, the
 delivery timeout) are decided here too.
 """
@@ -30,6 +30,7 @@ import trio
 from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.backoff import Backoff
+from pykaf._cluster.router import PartitionRouter
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.batch import ProducerBatch
 from pykaf._producer.config import ProducerConfig
@@ -84,6 +85,8 @@ class Sinks:
         self.config = config
         #: the one retry backoff (exponential, jittered) of every detached partition
         self.policy = Backoff.of(config)
+        #: leaders and leader epochs of the partitions: attaches them to their sinks
+        self.router = PartitionRouter(client, self.policy)
         self.acc = accumulator
         self.reports = reports
         self.ids = ids
@@ -330,21 +333,9 @@ class Sinks:
             self.acc.seal(p, wake=False)
         self.expire_queued(p, now)
 
-    def backoff(self, p: PartitionState) -> float:
-        """Seconds before a detached partition is attached again (the one retry backoff)."""
-        return self.policy.delay(p.failures)
-
-    def partition_unreachable(self, p: PartitionState, error: BaseException) -> None:
-        """The leader could not be reached: look the leader up again, then retry."""
-        p.attach_failed(leader_lost=True)
-        self.client.metadata.mark_leader_unknown(p.topic, p.partition)
-        self.detach(p)
-
     def detach(self, p: PartitionState) -> None:
-        """Take ``p`` from its sink; its partition task finds its leader again."""
-        if p.broker is not None:
-            p.broker.detach(p)
-        p.detached.set()
+        """Take ``p`` from its sink; its route finds its leader again."""
+        p.route.detach()
 
     def count_sent(self, batches: list[ProducerBatch], records: int) -> None:
         """Counters for a request about to be written."""
@@ -401,7 +392,7 @@ class Sinks:
                 offset = r.base_offset if code == 0 else -1
                 reports.complete(batch, offset, getattr(r, "log_append_time_ms", -1))
                 if p is not None:
-                    p.delivered()
+                    p.route.succeeded()
                 continue
             exc_type = errors.error_for_code(code)
             assert exc_type is not None
@@ -449,9 +440,12 @@ class Sinks:
             return
         log.debug("retrying %r after %s", batch, error)
         p.retry.append(batch)
-        leader_lost = isinstance(error, _LEADER_ERRORS)
-        if p.retry_round(leader_lost=leader_lost) and leader_lost:
-            self.client.metadata.mark_leader_unknown(p.topic, p.partition)
+        if p.retry_round():  # a round's first batch: one failure, whatever comes back after
+            if isinstance(error, _LEADER_ERRORS):
+                # Detached once nothing of it is in flight (_finish_retry).
+                self.router.lost(p.route, detach=False)
+            else:
+                p.route.failed()
 
     def _split(self, p: PartitionState, batch: ProducerBatch) -> None:
         """Send a batch the broker refused as too large again as two halves, in its place.
@@ -664,8 +658,8 @@ class BrokerSink:
             log.info("broker %d unreachable for producing: %s", self.node_id, exc)
             self.errors += 1
             sinks.error_count += 1
-            for part in ready:
-                sinks.partition_unreachable(part, exc)
+            for part in ready:  # look the leader up again, then retry
+                sinks.router.lost(part.route, self.node_id)
             return
         txn = sinks.txn
         if sinks.paused or txn is not None:

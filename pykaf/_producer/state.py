@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import trio
 
+from pykaf._cluster.router import Route
 from pykaf._producer.batch import ProducerBatch
 
 
@@ -38,15 +39,14 @@ class PartitionState:
     Other modules read its fields and move batches between its places (the
     deques and ``retry``); every other change goes through a method below,
     named for the event it records (``tests/test_private_access.py`` fails on
-    a field written from outside this module).
+    a field written from outside this module). Its leader, its attach and
+    detach, and the failures its backoff counts are its :attr:`route`'s
+    (:mod:`pykaf._cluster.router`).
     """
 
     __slots__ = (
         "broker",
-        "detached",
-        "failures",
         "inflight",
-        "needs_metadata",
         "next_ordinal",
         "next_sequence",
         "open",
@@ -54,6 +54,7 @@ class PartitionState:
         "queue",
         "retry",
         "retrying",
+        "route",
         "topic",
         "txn_added",
     )
@@ -67,11 +68,10 @@ class PartitionState:
         self.retry: list[ProducerBatch] = []
         self.broker: Sender | None = None
         self.retrying = False
-        self.needs_metadata = True
-        self.failures = 0  # consecutive retry rounds, for the backoff
         self.next_ordinal = 0
         self.next_sequence = 0
-        self.detached = trio.Event()
+        #: Where the partition is led, and the sink it is attached to there.
+        self.route: Route[PartitionState] = Route(topic, partition, self)
         #: The serial of the transaction the partition was last added to (0: none).
         self.txn_added = 0
 
@@ -100,47 +100,23 @@ class PartitionState:
         batch, self.open = self.open, None
         return batch
 
-    # -- the sink it is attached to (sink and routing) --------------------------------
+    # -- the sink it is attached to (the route attaches and detaches it) ------------
 
     def attached(self, sender: Sender) -> None:
-        """``sender`` sends the partition's batches from now on."""
+        """``sender`` sends the partition's batches from now on: a new run of attempts."""
         self.broker = sender
+        self.retrying = False
 
     def detached_from(self, sender: Sender) -> None:
         """``sender`` stopped sending them (nothing if another took over)."""
         if self.broker is sender:
             self.broker = None
 
-    def leader_found(self) -> None:
-        """Its leader is known, about to be attached: a new run of attempts."""
-        self.retrying = False
-        self.needs_metadata = False
-
-    def next_detach(self) -> trio.Event:
-        """A fresh event, set when the partition is next detached."""
-        self.detached = trio.Event()
-        return self.detached
-
-    def leader_unknown(self) -> None:
-        """The metadata has no leader for it: ask again before the next attach."""
-        self.needs_metadata = True
-
-    def attach_failed(self, *, leader_lost: bool = False) -> None:
-        """One more failed round (the backoff grows); with ``leader_lost``, ask metadata."""
-        self.failures += 1
-        if leader_lost:
-            self.needs_metadata = True
-
-    def delivered(self) -> None:
-        """A batch was acknowledged: the next failure starts the backoff again."""
-        self.failures = 0
-
-    def retry_round(self, *, leader_lost: bool) -> bool:
-        """A batch came back to be retried; True if this starts a round (it counts a failure)."""
+    def retry_round(self) -> bool:
+        """A batch came back to be retried; True if this starts a round (a failure to count)."""
         if self.retrying:
             return False
         self.retrying = True
-        self.attach_failed(leader_lost=leader_lost)
         return True
 
     def resend_now(self) -> None:

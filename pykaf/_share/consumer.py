@@ -2,7 +2,11 @@
 
 :class:`ShareConsumer` fetches with ShareFetch from the leader of every
 partition the coordinator assigned it (:class:`~pykaf._share.membership.
-ShareMembership`), in one *share session* per leader: the session's epoch is
+ShareMembership`), in one *share session* per leader. Where a partition is
+led is the partition router's (:class:`~pykaf._cluster.router.PartitionRouter`):
+each round places the partitions not attached to a leader, and a partition
+the leader no longer serves is reported lost to it and placed again. In a
+session, the session's epoch is
 0 on the first request (which opens it), then counts up; a lost session
 (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH) starts again at 0.
 The broker answers with record batches and the ranges of offsets it
@@ -35,6 +39,8 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.client import Client
+from pykaf._cluster.metadata import Metadata
+from pykaf._cluster.router import PartitionRouter, Role, Route
 from pykaf._share.config import ShareConsumerConfig
 from pykaf._share.membership import ShareMembership, TopicPartition
 from pykaf._share.records import (
@@ -83,6 +89,48 @@ class _Session:
         self.partitions.clear()
 
 
+class _Leader:
+    """The partitions one broker leads for this member, as the router attached them."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.partitions: set[TopicPartition] = set()
+
+    def attach(self, tp: TopicPartition) -> None:
+        self.partitions.add(tp)
+
+    def detach(self, tp: TopicPartition) -> None:
+        self.partitions.discard(tp)
+
+
+class _Role(Role[TopicPartition]):
+    """The share consumer's side of its partition router.
+
+    Nothing to prepare or check: share fetches name no leader epoch.
+    """
+
+    def __init__(self, metadata: Metadata) -> None:
+        self.metadata = metadata
+        self.leaders: dict[int, _Leader] = {}
+
+    def worker(self, node: int) -> _Leader:
+        leader = self.leaders.get(node)
+        if leader is None:
+            leader = self.leaders[node] = _Leader(node)
+        return leader
+
+    def unplaced(self, tp: TopicPartition, failures: int, error: errors.PykafError | None) -> None:
+        """No leader this round: skipped (tried again next round), unless the error is final."""
+        if error is not None and not isinstance(
+            error, (errors.RetriableError, errors.KafkaConnectionError)
+        ):
+            raise error
+        # A topic the cluster will not describe (an authorization refused): final.
+        known = self.metadata.topic_errors.get(tp[0])
+        if known is not None and not known.retriable and tp[0] not in self.metadata.topics:
+            raise known(f"topic {tp[0]!r}: {known.description}")
+
+
 class ShareConsumer:
     """A member of a share group; see the module's docstring.
 
@@ -104,6 +152,10 @@ class ShareConsumer:
         self.membership = ShareMembership(client, config, group_id, topics)
         #: failed share fetches in a row, and the backoff they earn
         self._retries = Retries(Backoff.of(config))
+        #: where each partition is led (routes of the partitions assigned or with outcomes)
+        self._router = PartitionRouter(client, self._retries.policy)
+        self._role = _Role(client.metadata)
+        self._routes: dict[TopicPartition, Route[TopicPartition]] = {}
         self._sessions: dict[int, _Session] = {}
         self._pending = PendingAcks()
         #: Handed out and not settled, by partition and offset.
@@ -268,18 +320,40 @@ class ShareConsumer:
                     await self.membership.wait_assignment_change()
 
     async def _leaders(self, tps: set[TopicPartition]) -> dict[int, set[TopicPartition]]:
+        """``tps`` by the broker leading them; those without a leader now are left out."""
+        routes = self._routes
+        for tp in tps:
+            if tp not in routes:
+                # The membership resolved the assignment from fresh metadata.
+                routes[tp] = Route(tp[0], tp[1], tp, stale=False)
+        unplaced = [routes[tp] for tp in sorted(tps) if routes[tp].worker is None]
+        if unplaced:
+            async with open_service_nursery() as nursery:  # their refreshes are shared
+                for route in unplaced:
+                    nursery.start_soon(self._place, route)
         out: dict[int, set[TopicPartition]] = {}
-        for tp in sorted(tps):
-            try:
-                broker = await self.client.leader(*tp)
-            except (errors.RetriableError, errors.KafkaConnectionError) as exc:
-                log.info("share group %s: no leader for %s/%s: %s", self.group_id, *tp, exc)
-                continue
-            out.setdefault(broker.node_id, set()).add(tp)
+        for node_id, leader in self._role.leaders.items():
+            if leader.partitions & tps:
+                out[node_id] = leader.partitions & tps
         return out
 
+    async def _place(self, route: Route[TopicPartition]) -> None:
+        node = await self._router.place(route, self._role)
+        if node is not None:
+            route.attach(self._role.worker(node))
+
+    def _lost(self, node_id: int, tps: set[TopicPartition]) -> None:
+        """``node_id`` no longer serves ``tps``: the router places them again next round."""
+        for tp in tps:
+            route = self._routes.get(tp)
+            if route is not None and route.worker is self._role.leaders.get(node_id):
+                self._router.lost(route, node_id)
+
     async def _fetch_once(self, assigned: frozenset[TopicPartition]) -> list[ShareRecord]:
-        by_leader = await self._leaders(set(assigned) | set(self._pending.partitions()))
+        wanted = set(assigned) | set(self._pending.partitions())
+        for tp in [tp for tp in self._routes if tp not in wanted]:
+            self._routes.pop(tp).close()  # neither assigned nor with outcomes to send
+        by_leader = await self._leaders(wanted)
         for node_id in self._sessions:
             by_leader.setdefault(node_id, set())
         if not any(by_leader.values()):
@@ -348,9 +422,9 @@ class ShareConsumer:
             log.info("share group %s: ShareFetch to %s: %s", self.group_id, node_id, exc)
             session.reset()
             self._requeue(acks)
-            await self._retries.wait()
             # The node may be gone for good: ask where its partitions lead now.
-            await self._refresh_metadata()
+            self._lost(node_id, fetch | set(acks))
+            await self._retries.wait()
             return []
         err = errors.error_for_code(response.error_code)
         if err is not None:
@@ -360,7 +434,7 @@ class ShareConsumer:
         session.partitions = set(fetch)
         if response.acquisition_lock_timeout_ms > 0:
             self.acquisition_lock_timeout = response.acquisition_lock_timeout_ms / 1000
-        return await self._read(response)
+        return self._read(node_id, response)
 
     async def _send(
         self, node_id: int, request: Any, acks: dict[TopicPartition, dict[int, int]], renew: bool
@@ -408,10 +482,9 @@ class ShareConsumer:
             return []
         raise err(f"ShareFetch {self.group_id!r}: {message or err.description}")
 
-    async def _read(self, response: Any) -> list[ShareRecord]:
+    def _read(self, node_id: int, response: Any) -> list[ShareRecord]:
         out: list[ShareRecord] = []
         names = {self._id_or_none(t): t for t in self.membership.topics}
-        refresh = False
         for topic_resp in response.responses:
             topic = names.get(topic_resp.topic_id)
             if topic is None:
@@ -426,7 +499,7 @@ class ShareConsumer:
                 err = errors.error_for_code(part.error_code)
                 if err is not None:
                     if issubclass(err, _MOVED) or err.retriable:
-                        refresh = True
+                        self._lost(node_id, {tp})
                         for s in self._sessions.values():
                             s.partitions.discard(tp)
                         continue
@@ -434,15 +507,10 @@ class ShareConsumer:
                         f"ShareFetch {topic}/{tp[1]}: {part.error_message or err.description}"
                     )
                 out.extend(self._acquired(tp, part))
-        if refresh:
-            await self._refresh_metadata()
+                route = self._routes.get(tp)
+                if route is not None:
+                    route.succeeded()
         return out
-
-    async def _refresh_metadata(self) -> None:
-        try:
-            await self.client.refresh_metadata(*self.membership.topics)
-        except errors.PykafError as exc:
-            log.info("share group %s: metadata: %s", self.group_id, exc)
 
     def _id_or_none(self, topic: str) -> uuid.UUID | None:
         return self.membership.topic_id(topic)

@@ -141,7 +141,7 @@ async def _fetcher(**config: Any) -> tuple[BrokerFetcher, pykaf.PartitionConsume
     pc = pykaf.PartitionConsumer(consumer, "t", 0, 0, TransactionFilter("read_committed"))
     pc.restart_at(5)
     fetcher = BrokerFetcher(consumer, 1)
-    fetcher.attach(pc)
+    pc.route.attach(fetcher)
     return fetcher, pc
 
 
@@ -160,8 +160,9 @@ def _answer(error_code: int = 0, preferred: int = -1) -> Any:
 async def test_a_leader_naming_a_replica_moves_the_partition_there() -> None:
     fetcher, pc = await _fetcher(metadata_max_age=60.0)
     fetcher._partition(pc, _answer(preferred=3))
-    assert pc.preferred_replica == 3 and pc.fetcher is None and pc.detached.is_set()
-    assert pc.preferred_until == pytest.approx(trio.current_time() + 60.0)
+    route = pc.route
+    assert route.preferred == 3 and pc.fetcher is None and route.detached.is_set()
+    assert route.preferred_until == pytest.approx(trio.current_time() + 60.0)
     assert pc.fetch_offset == 5  # the position is kept
 
 
@@ -172,17 +173,20 @@ async def test_a_leader_naming_a_replica_moves_the_partition_there() -> None:
 async def test_a_named_replicas_error_sends_the_partition_back_to_the_leader(code: int) -> None:
     # With auto_offset_reset=latest, an offset out of range from the leader
     # would skip to the end; from a replica it only means "ask the leader".
-    fetcher, pc = await _fetcher(auto_offset_reset="latest")
-    pc.preferred_replica, pc.preferred_until = 1, trio.current_time() + 60.0
+    fetcher, pc = await _fetcher(auto_offset_reset="latest", metadata_max_age=60.0)
+    fetcher.consumer.router.prefer(pc.route, 1)  # the leader named node 1
+    pc.route.attach(fetcher)
     fetcher._partition(pc, _answer(error_code=code))
-    assert pc.preferred_replica == -1 and pc.fetcher is None
+    assert pc.route.preferred == -1 and pc.fetcher is None and pc.route.failures == 1
     assert pc.fetch_offset == 5 and not pc.paused
     with pytest.raises(trio.WouldBlock):
         pc.errors().receive_nowait()  # nothing reported: the leader serves it next
 
 
 async def test_a_named_replica_is_left_once_its_time_is_up() -> None:
-    fetcher, pc = await _fetcher()
-    pc.preferred_replica, pc.preferred_until = 1, trio.current_time() - 0.001
+    fetcher, pc = await _fetcher(metadata_max_age=0.001)
+    fetcher.consumer.router.prefer(pc.route, 1)  # the leader named node 1
+    pc.route.attach(fetcher)
+    await trio.sleep(0.002)
     await fetcher._fetch([pc])  # returns before any request: nothing left to fetch here
-    assert pc.preferred_replica == -1 and pc.fetcher is None
+    assert pc.route.preferred == -1 and pc.fetcher is None
