@@ -218,9 +218,12 @@ def records_of(case: str, client: str) -> int:
     return SHORT_RECORDS.get(client, RECORDS)
 
 
-def child_main(argv: list[str]) -> None:
-    """The child's side: open and warm up, "ready"; on "go", run, "done"; close, report."""
-    one = make_round(*argv)
+def child_main(argv: list[str], make: Callable[..., Round] = make_round) -> None:
+    """The child's side: open and warm up, "ready"; on "go", run, "done"; close, report.
+
+    ``make`` builds the round from ``argv`` (this module's :func:`make_round` by default).
+    """
+    one = make(*argv)
     one.start()
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
