@@ -42,8 +42,8 @@ from typing import Any
 
 import pytest
 
-from bench._support import PYKAF, bulk_values, note_rate, tag
-from bench.test_aio import ProcessRound, child_main
+from bench._support import PYKAF, bulk_values, tag
+from bench.test_aio import ProcessRound, child_main, run_rounds
 from bench.test_producer import (
     LINGER_S,
     PARTITIONS,
@@ -134,37 +134,22 @@ def test_first_loop(
         idempotence=True,
     )
     cold = case == "cold"
-    current: list[ColdProcessRound] = []
-    acknowledged: list[int] = []
 
-    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def start() -> ProcessRound:
         topic = f"bench-{case}-{broker_name}-{client}-{variant}-{next(_topic_ids)}"
         broker.create_topic(topic, PARTITIONS)
         if cold:
             broker.create_topic(warmup_topic(topic), 1)
-        one = ColdProcessRound(case, client, broker_name, broker.bootstrap, topic)
-        current.append(one)
-        one.start()
-        return (one,), {}
+        return ColdProcessRound(case, client, broker_name, broker.bootstrap, topic)
 
-    def teardown(one: ColdProcessRound) -> None:
-        current.remove(one)
-        acknowledged.append(one.stop())
-        marks = broker.high_watermarks(one.topic)
-        expected = RECORDS if cold else RECORDS + PARTITIONS  # and the warm-up records
-        assert sum(marks.values()) == expected, f"{one.topic}: {marks}, {expected} were sent"
-        broker.delete_topic(one.topic)
+    def after(one: ProcessRound) -> None:
         if cold:
             broker.delete_topic(warmup_topic(one.topic))
-        benchmark.extra_info.update(one.notes)
 
-    benchmark.pedantic(
-        ColdProcessRound.run, setup=setup, teardown=teardown, rounds=ROUNDS, iterations=1
+    # A cold round's topic holds the records only; a warm one's, the warm-up's too.
+    run_rounds(
+        benchmark, broker, RECORDS, start, warm_records=0 if cold else PARTITIONS, after=after
     )
-    while current:  # --benchmark-disable runs the target once, without teardown
-        teardown(current[0])
-    assert acknowledged and all(n == RECORDS for n in acknowledged), acknowledged
-    note_rate(benchmark, RECORDS)
 
 
 if __name__ == "__main__":  # a round's child process: python -m bench.test_cold ...

@@ -120,7 +120,13 @@ class Producer:
         if not self._on_send and self.txn is None and _in_trio():
             # Plain records are staged in runs by compiled code (staging.py);
             # the method below stays the path of every other record.
-            self._staging = Staging(acc, topics, reports, Producer.send_nowait.__get__(self))
+            self._staging = Staging(
+                acc,
+                topics,
+                reports,
+                Producer.send_nowait.__get__(self),
+                self._router.topic_state,
+            )
             self.send_nowait = self._staging.stager.produce  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ state
