@@ -206,6 +206,8 @@ class Producer:
             timestamp = _time_ns() // 1_000_000
         t = self._topics.get(topic)
         if t is None or t.count == 0:
+            if acc.staged:  # runs staged for the topic go first (input() comes here directly)
+                acc.drain_staged()
             self._router.park(topic, value, key, partition, headers, timestamp, on_delivery)
             return
         batch, delta = self._append(t, partition, key, value, headers, timestamp)

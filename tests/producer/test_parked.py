@@ -362,3 +362,43 @@ async def test_an_unauthorized_topic_fails_every_parked_record(
         await producer.flush()
     assert len(failed) == CHUNK + 10
     assert all(isinstance(e, errors.TopicAuthorizationError) for e in failed), failed[0]
+
+
+async def test_input_messages_keep_their_place_after_staged_records_of_a_fresh_topic() -> None:
+    async with open_fake_cluster(1) as cluster:
+        topics = [f"t{k}" for k in range(20)]
+        for topic in topics:
+            cluster.create_topic(topic, 1)
+        async with pykaf.open_producer(cluster.bootstrap) as producer:
+            channel = producer.input()
+            for topic in topics:
+                for i in range(20):
+                    producer.send_nowait(topic, b"s%d" % i)
+                # Handed to the dispatcher task, which parks it when it runs.
+                channel.send_nowait(pykaf.ProducerMessage(topic, b"m"))
+                await trio.sleep(0)
+            await producer.flush()
+        for topic in topics:
+            values = [r.value for r in (await _read(cluster.bootstrap, topic, 1))[0]]
+            assert values == [b"s%d" % i for i in range(20)] + [b"m"], topic
+
+
+async def test_records_staged_while_the_topic_is_looked_up_keep_their_place() -> None:
+    # The lookup may end at any checkpoint: before or after the staged records
+    # of the last step are parked. Either way they follow what was parked before.
+    async with open_fake_cluster(1) as cluster:
+        topics = [f"t{k}" for k in range(40)]
+        for topic in topics:
+            cluster.create_topic(topic, 1)
+        async with pykaf.open_producer(cluster.bootstrap) as producer:
+            for k, topic in enumerate(topics):
+                producer.send_nowait(topic, b"a")
+                for _ in range(k % 8):
+                    await trio.sleep(0)
+                producer.send_nowait(topic, b"h", headers=[("h", b"")])  # parked alone
+                for i in range(5):
+                    producer.send_nowait(topic, b"s%d" % i)
+            await producer.flush()
+        for topic in topics:
+            values = [r.value for r in (await _read(cluster.bootstrap, topic, 1))[0]]
+            assert values == [b"a", b"h"] + [b"s%d" % i for i in range(5)], topic
