@@ -76,6 +76,19 @@ async def _read(bootstrap: str, topic: str, partitions: int) -> dict[int, list[A
     return out
 
 
+def _one_partition_topics(cluster: FakeCluster, count: int) -> list[str]:
+    """``count`` new topics of one partition each."""
+    topics = [f"t{k}" for k in range(count)]
+    for topic in topics:
+        cluster.create_topic(topic, 1)
+    return topics
+
+
+async def _values(bootstrap: str, topic: str) -> list[bytes]:
+    """The values of a one-partition topic, oldest first."""
+    return [r.value for r in (await _read(bootstrap, topic, 1))[0]]
+
+
 def _stager(producer: pykaf.Producer) -> Any:
     """The compiled stager behind ``send_nowait`` (its counters are public)."""
     stager = producer.send_nowait.__self__  # type: ignore[attr-defined]
@@ -268,9 +281,7 @@ async def test_buffer_limits_hold_for_parked_records() -> None:
             assert producer.buffered_records == 100
             await producer.wait_for_space()  # the lookup, then the linger... flush instead
             await producer.flush()
-        assert [r.value for r in (await _read(cluster.bootstrap, "t", 1))[0]] == [
-            b"%d" % i for i in range(100)
-        ]
+        assert await _values(cluster.bootstrap, "t") == [b"%d" % i for i in range(100)]
         async with pykaf.open_producer(
             cluster.bootstrap, buffer_bytes=20_000, linger=5.0
         ) as producer:
@@ -293,7 +304,7 @@ async def test_purge_reaches_parked_records_and_counts_them() -> None:
             assert len(failed) == 20 and all(isinstance(e, errors.PurgedError) for e in failed)
             assert producer.buffered_records == 0
             producer.send_nowait("t", b"after")
-        assert [r.value for r in (await _read(cluster.bootstrap, "t", 1))[0]] == [b"after"]
+        assert await _values(cluster.bootstrap, "t") == [b"after"]
 
 
 async def test_a_large_or_odd_record_for_a_fresh_topic_takes_the_slow_path_in_order() -> None:
@@ -309,7 +320,7 @@ async def test_a_large_or_odd_record_for_a_fresh_topic_takes_the_slow_path_in_or
             producer.send_nowait("t", b"d")
             assert stager.queued == 2  # a and d
             await producer.flush()
-        assert [r.value for r in (await _read(cluster.bootstrap, "t", 1))[0]] == expected
+        assert await _values(cluster.bootstrap, "t") == expected
 
 
 async def test_a_bad_topic_name_raises_in_the_call() -> None:
@@ -366,9 +377,7 @@ async def test_an_unauthorized_topic_fails_every_parked_record(
 
 async def test_input_messages_keep_their_place_after_staged_records_of_a_fresh_topic() -> None:
     async with open_fake_cluster(1) as cluster:
-        topics = [f"t{k}" for k in range(20)]
-        for topic in topics:
-            cluster.create_topic(topic, 1)
+        topics = _one_partition_topics(cluster, 20)
         async with pykaf.open_producer(cluster.bootstrap) as producer:
             channel = producer.input()
             for topic in topics:
@@ -379,17 +388,16 @@ async def test_input_messages_keep_their_place_after_staged_records_of_a_fresh_t
                 await trio.sleep(0)
             await producer.flush()
         for topic in topics:
-            values = [r.value for r in (await _read(cluster.bootstrap, topic, 1))[0]]
-            assert values == [b"s%d" % i for i in range(20)] + [b"m"], topic
+            assert await _values(cluster.bootstrap, topic) == [b"s%d" % i for i in range(20)] + [
+                b"m"
+            ], topic
 
 
 async def test_records_staged_while_the_topic_is_looked_up_keep_their_place() -> None:
     # The lookup may end at any checkpoint: before or after the staged records
     # of the last step are parked. Either way they follow what was parked before.
     async with open_fake_cluster(1) as cluster:
-        topics = [f"t{k}" for k in range(40)]
-        for topic in topics:
-            cluster.create_topic(topic, 1)
+        topics = _one_partition_topics(cluster, 40)
         async with pykaf.open_producer(cluster.bootstrap) as producer:
             for k, topic in enumerate(topics):
                 producer.send_nowait(topic, b"a")
@@ -400,5 +408,6 @@ async def test_records_staged_while_the_topic_is_looked_up_keep_their_place() ->
                     producer.send_nowait(topic, b"s%d" % i)
             await producer.flush()
         for topic in topics:
-            values = [r.value for r in (await _read(cluster.bootstrap, topic, 1))[0]]
-            assert values == [b"a", b"h"] + [b"s%d" % i for i in range(5)], topic
+            assert await _values(cluster.bootstrap, topic) == [b"a", b"h"] + [
+                b"s%d" % i for i in range(5)
+            ], topic
