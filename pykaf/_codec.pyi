@@ -303,6 +303,7 @@ class RecordStager:
     queued: int
     accepted: int
     futures: int
+    joined_bytes: int
     small: int
     max_pending: int
     def __init__(

@@ -71,7 +71,7 @@ _new_metadata = tuple.__new__
 class _Run:
     """Staged records for one topic and partition, in order (keyed or not)."""
 
-    __slots__ = ("callbacks", "keys", "partition", "stamps", "topic", "values")
+    __slots__ = ("callbacks", "keys", "mark", "partition", "stamps", "topic", "values")
 
     def __init__(
         self,
@@ -81,6 +81,7 @@ class _Run:
         keys: list[bytes] | None,
         stamps: list[int] | None,
         callbacks: list[OnDelivery] | None,
+        mark: int,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -88,6 +89,9 @@ class _Run:
         self.keys = keys
         self.stamps = stamps
         self.callbacks = callbacks
+        #: The stager's ``joined_bytes`` when the run opened: its records'
+        #: values and keys are the bytes from there to the next run's mark.
+        self.mark = mark
 
 
 class ParkedRun:
@@ -100,18 +104,14 @@ class ParkedRun:
 
     __slots__ = ("_staging", "nbytes", "now", "records", "run")
 
-    def __init__(self, staging: Staging, run: _Run, now: int) -> None:
+    def __init__(self, staging: Staging, run: _Run, now: int, data: int) -> None:
         self._staging = staging
         self.run = run
         self.now = now  # when it was parked: the stamp of records without their own
-        #: The records in the run, and the bytes they count for in the buffer.
+        #: The records in the run, and the bytes they count for in the buffer
+        #: (``data``: their values and keys).
         self.records = len(run.values)
-        keys = run.keys
-        self.nbytes = (
-            sum(map(len, run.values))
-            + (0 if keys is None else sum(map(len, keys)))
-            + RECORD_OVERHEAD * self.records
-        )
+        self.nbytes = data + RECORD_OVERHEAD * self.records
 
     def replay(self, t: TopicState) -> None:
         """Append the records to ``t``'s batches, now that its partitions are known."""
@@ -300,13 +300,16 @@ class Staging:
         keys = None if key is None else [key]
         stamps = None if timestamp is None else [timestamp]
         stager = self.stager
+        # The run's bytes are from its mark to the next run's: its first record's too.
+        mark = stager.joined_bytes
+        stager.joined_bytes += len(value) + (0 if key is None else len(key))
         if on_delivery is None:
             stager.open_run(topic, partition, values, keys, stamps)
-            run = _Run(t, partition, values, keys, stamps, None)
+            run = _Run(t, partition, values, keys, stamps, None, mark)
         else:
             callbacks = [on_delivery]
             stager.open_callback_run(topic, partition, values, callbacks, keys, stamps)
-            run = _Run(t, partition, values, keys, stamps, callbacks)
+            run = _Run(t, partition, values, keys, stamps, callbacks, mark)
         stager.queued += 1
         self.runs.append(run)
         if not self._scheduled:
@@ -334,11 +337,13 @@ class Staging:
         reserved, self._reserved = self._reserved, 0
         acc.unreserve(reserved, reserved * PER_RECORD)  # the records count for themselves now
         now = time.time_ns() // 1_000_000
-        for run in runs:
+        ends = [run.mark for run in runs[1:]]
+        ends.append(stager.joined_bytes)
+        for run, end in zip(runs, ends, strict=True):
             stager.accepted += len(run.values)
             t = run.topic
             if t.count == 0 and t.error is None:  # its partitions are still being looked up
-                parked = ParkedRun(self, run, now)
+                parked = ParkedRun(self, run, now, end - run.mark)
                 acc.reserve(parked.records, parked.nbytes)
                 t.pending.append(parked)
             else:

@@ -113,6 +113,25 @@ async def test_a_fresh_topics_records_are_staged_and_all_delivered() -> None:
         assert sum(len(records) for records in log.values()) == 3 * CHUNK + 100
 
 
+async def test_parked_records_count_their_own_bytes_in_the_buffer() -> None:
+    async with (
+        open_fake_cluster(1) as cluster,
+        pykaf.open_producer(cluster.bootstrap, linger=5.0) as producer,
+    ):
+        expected = 0
+        for i in range(2 * CHUNK + 100):  # runs of both kinds, keyed or not, drained twice
+            value = b"v" * (i % 50)
+            key = b"k" * (i % 7) if (i // 300) % 2 else None
+            on_delivery = (lambda e, md: None) if (i // 1000) % 2 else None
+            producer.send_nowait("t", value, key=key, on_delivery=on_delivery)
+            expected += len(value) + (0 if key is None else len(key)) + 24
+        # Parked (the topic is not known yet), counted exactly.
+        assert producer.buffered_bytes == expected
+        assert producer.buffered_records == 2 * CHUNK + 100
+        producer.purge()
+        assert producer.buffered_bytes == producer.buffered_records == 0
+
+
 async def test_order_keys_partitions_and_timestamps_hold_for_parked_records(
     target: Target,
 ) -> None:
