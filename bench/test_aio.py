@@ -218,9 +218,12 @@ def records_of(case: str, client: str) -> int:
     return SHORT_RECORDS.get(client, RECORDS)
 
 
-def child_main(argv: list[str]) -> None:
-    """The child's side: open and warm up, "ready"; on "go", run, "done"; close, report."""
-    one = make_round(*argv)
+def child_main(argv: list[str], make: Callable[..., Round] = make_round) -> None:
+    """The child's side: open and warm up, "ready"; on "go", run, "done"; close, report.
+
+    ``make`` builds the round from ``argv`` (this module's :func:`make_round` by default).
+    """
+    one = make(*argv)
     one.start()
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
@@ -333,13 +336,35 @@ def measure(
         idempotence=idempotence,
         **({} if awaited else {"linger_ms": LINGER_S * 1000}),
     )
+
+    def start() -> ProcessRound:
+        topic = f"bench-aio-{broker_name}-{client}-{variant}-{next(_topic_ids)}"
+        broker.create_topic(topic, PARTITIONS)
+        return ProcessRound(case, client, variant, broker_name, broker.bootstrap, topic)
+
+    run_rounds(benchmark, broker, records, start)
+
+
+def run_rounds(
+    benchmark: Any,
+    broker: Any,
+    records: int,
+    start: Callable[[], ProcessRound],
+    *,
+    warm_records: int = PARTITIONS,
+    after: Callable[[ProcessRound], None] | None = None,
+) -> None:
+    """Time ``ROUNDS`` rounds, each a child process ``start`` makes (on a fresh topic).
+
+    After each round the topic must hold ``records`` plus the ``warm_records``
+    of the warm-up, and the child must say every record was acknowledged;
+    then the topic is deleted and ``after`` runs (outside the timing).
+    """
     current: list[ProcessRound] = []
     acknowledged: list[int] = []
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
-        topic = f"bench-aio-{broker_name}-{client}-{variant}-{next(_topic_ids)}"
-        broker.create_topic(topic, PARTITIONS)
-        one = ProcessRound(case, client, variant, broker_name, broker.bootstrap, topic)
+        one = start()
         current.append(one)
         one.start()
         return (one,), {}
@@ -348,9 +373,11 @@ def measure(
         current.remove(one)
         acknowledged.append(one.stop())
         marks = broker.high_watermarks(one.topic)
-        expected = records + PARTITIONS
+        expected = records + warm_records
         assert sum(marks.values()) == expected, f"{one.topic}: {marks}, {expected} were sent"
         broker.delete_topic(one.topic)
+        if after is not None:
+            after(one)
         benchmark.extra_info.update(one.notes)
 
     benchmark.pedantic(

@@ -289,6 +289,10 @@ class ConfluentRound(Round):
                 "enable.idempotence": self.idempotence,
             }
         )
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """Send one record to each partition and wait for them (outside the timing)."""
         for partition in range(self.partitions):
             self.producer.produce(self.topic, _warm_value(self.values), partition=partition)
         left = self.producer.flush(ROUND_TIMEOUT_S)
@@ -411,8 +415,7 @@ class _PykafRound(_ThreadedRound):
         pykaf = importlib.import_module("pykaf")
         options = {**_pykaf_options(), "idempotence": self.idempotence}
         async with pykaf.open_producer(self.bootstrap, **options) as producer:
-            for partition in range(self.partitions):
-                await producer.send(self.topic, _warm_value(self.values), partition=partition)
+            await self.warm_up(producer)
             self.gate.ready.set()
             await trio.to_thread.run_sync(self.gate.go.wait)
             with trio.fail_after(ROUND_TIMEOUT_S):
@@ -420,6 +423,11 @@ class _PykafRound(_ThreadedRound):
             self.gate.done.set()
             self.notes.update(_pykaf_stats(producer.statistics()))
             self.notes["buffer_bytes"] = producer.config.buffer_bytes
+
+    async def warm_up(self, producer: Any) -> None:
+        """Send one record to each partition and wait for them (outside the timing)."""
+        for partition in range(self.partitions):
+            await producer.send(self.topic, _warm_value(self.values), partition=partition)
 
     async def produce(self, producer: Any) -> int:
         raise NotImplementedError

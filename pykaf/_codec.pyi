@@ -310,6 +310,7 @@ class RecordStager:
     queued: int
     accepted: int
     futures: int
+    joined_bytes: int
     small: int
     max_pending: int
     def __init__(

@@ -1977,7 +1977,8 @@ cdef class RecordStager:
     otherwise. ``queued`` counts the records staged, ``accepted`` those the
     loop has taken over, ``futures`` the ``send_async`` records among them;
     past ``max_pending`` records in between, every call takes the slow path
-    (which waits for room).
+    (which waits for room). ``joined_bytes`` adds up the values and keys of
+    the records joined to runs here (not those the owner opened runs with).
     """
 
     cdef readonly object lock
@@ -1991,6 +1992,7 @@ cdef class RecordStager:
     cdef public Py_ssize_t queued
     cdef public Py_ssize_t accepted
     cdef public Py_ssize_t futures
+    cdef public Py_ssize_t joined_bytes
     cdef public Py_ssize_t small
     cdef public Py_ssize_t max_pending
     # The open run: its kind (0 none, 1 plain, 2 with callbacks, 3 futures),
@@ -2016,6 +2018,7 @@ cdef class RecordStager:
         self.queued = 0
         self.accepted = 0
         self.futures = 0
+        self.joined_bytes = 0
         self.close_runs()
 
     def reset_lock(self, lock):
@@ -2071,8 +2074,10 @@ cdef class RecordStager:
         if not (topic == self._topic and partition == self._partition):
             return False
         self._values.append(value)
+        self.joined_bytes += PyBytes_GET_SIZE(value)
         if key is not None:
             self._keys.append(key)
+            self.joined_bytes += PyBytes_GET_SIZE(key)
         if timestamp is not None:
             self._stamps.append(timestamp)
         if target is not None:

@@ -1601,6 +1601,8 @@ class RecordStager:
     staged, ``accepted`` those the loop has taken over, ``futures`` the
     ``send_async`` records among them; past ``max_pending`` records in
     between, every call takes the slow path (which waits for room).
+    ``joined_bytes`` adds up the values and keys of the records joined to
+    runs here (not those the owner opened runs with).
     """
 
     def __init__(
@@ -1626,6 +1628,7 @@ class RecordStager:
         self.queued = 0
         self.accepted = 0
         self.futures = 0
+        self.joined_bytes = 0
         # The open run: its kind (0 none, 1 plain, 2 with callbacks, 3
         # futures), where it goes, its lists (keys None for a keyless run).
         self._kind = 0
@@ -1731,9 +1734,11 @@ class RecordStager:
         if not (topic == self._topic and partition == self._partition):
             return False
         self._values.append(value)
+        self.joined_bytes += len(value)
         if key is not None:
             assert self._keys is not None
             self._keys.append(key)
+            self.joined_bytes += len(key)
         if timestamp is not None:
             assert self._stamps is not None
             self._stamps.append(timestamp)

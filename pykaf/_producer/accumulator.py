@@ -332,23 +332,35 @@ class Accumulator:
         self,
         t: TopicState,
         values: list[bytes],
+        keys: list[bytes] | None,
         timestamps: list[int] | None,
         partition: int | None,
         now: int,
         delivery: BatchDelivery,
         done: list[int],
     ) -> None:
-        """Append a run of staged unkeyed records at once, without waiting for space.
+        """Append a run of staged records at once, without waiting for space.
 
         The caller made sure of the space (``Staging`` stages no more than
-        the buffer had room for). ``done[0]`` follows the records appended
-        (or failed alone) so far, as in :meth:`append_columns`.
+        the buffer had room for) and of ``partition``. Keyed records without
+        a partition are grouped by the partition their key goes to, as
+        :meth:`append_columns` groups them. ``done[0]`` follows the records
+        appended (or failed alone) so far, as in :meth:`append_columns`.
         """
-        start, n = 0, len(values)
-        while start < n:
-            start = self._append_step(
-                t, values, None, None, timestamps, partition, now, delivery, done, start, n
+        if keys is None or partition is not None:
+            bounds = [0, len(values)]
+            parts = [partition]
+        else:
+            values, keys, _, timestamps, bounds = self._group(
+                t, values, keys, None, timestamps, delivery
             )
+            parts = list(range(t.count))
+        for i, part in enumerate(parts):
+            start, stop = bounds[i], bounds[i + 1]
+            while start < stop:
+                start = self._append_step(
+                    t, values, keys, None, timestamps, part, now, delivery, done, start, stop
+                )
 
     def _append_step(
         self,
@@ -437,19 +449,9 @@ class Accumulator:
             and (headers is None or type(headers) in (list, tuple))
             and (timestamps is None or type(timestamps) in (list, tuple))
         ):
-            # Grouped by partition in Cython (a stable counting sort; murmur2
-            # inline for the default partitioner), checked before anything is
-            # buffered; each partition's records then go in ranges.
-            parts = None
-            if type(self.partitioner) is not Murmur2Partitioner:
-                parts = [self._choose(t, keys[i]) for i in range(n)]  # asks and checks
-            order, bounds = partition_order(keys, t.count, parts)
-            delivery.order = order
-            values, keys = take(values, order), take(keys, order)
-            if headers is not None:
-                headers = take(headers, order)
-            if timestamps is not None:
-                timestamps = take(timestamps, order)
+            values, keys, headers, timestamps, bounds = self._group(
+                t, values, keys, headers, timestamps, delivery
+            )
             for part in range(t.count):
                 start, stop = bounds[part], bounds[part + 1]
                 if start < stop:
@@ -482,6 +484,34 @@ class Accumulator:
             else:
                 batch.add_delivery(delivery, 1, delta, i)
             done[0] = i + 1
+
+    def _group(
+        self,
+        t: TopicState,
+        values: Any,
+        keys: Any,
+        headers: Any,
+        timestamps: Any,
+        delivery: BatchDelivery,
+    ) -> tuple[Any, Any, Any, Any, list[int]]:
+        """Keyed columns grouped by partition; ``bounds[p]:bounds[p + 1]`` are ``p``'s.
+
+        In Cython: a stable counting sort, murmur2 inline for the default
+        partitioner (another is asked for each key, and checked), before
+        anything is buffered. ``delivery.order`` maps the grouped positions
+        back to the columns' own.
+        """
+        parts = None
+        if type(self.partitioner) is not Murmur2Partitioner:
+            parts = [self._choose(t, keys[i]) for i in range(len(keys))]  # asks and checks
+        order, bounds = partition_order(keys, t.count, parts)
+        delivery.order = order
+        values, keys = take(values, order), take(keys, order)
+        if headers is not None:
+            headers = take(headers, order)
+        if timestamps is not None:
+            timestamps = take(timestamps, order)
+        return values, keys, headers, timestamps, bounds
 
     def _purged_rest(
         self,

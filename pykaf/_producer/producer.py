@@ -14,9 +14,10 @@ module and owning its own state (the record path, in order):
 - ``delivery.py``: waiters, callbacks, channels and ``flush()`` reports.
 
 Records never travel one by one between tasks. ``send_nowait()`` stages a
-plain record (a bytes value, no key, no headers) in a run, in compiled code
-(``staging.py``); runs are appended in bulk at the caller's next checkpoint,
-or before anything else touches the buffer. Any other record is partitioned
+plain record (a bytes value, no key, no headers; a key too for a topic not
+known yet) in a run, in compiled code (``staging.py``); runs are appended in
+bulk at the caller's next checkpoint, or before anything else touches the
+buffer, or parked on their topic until its partitions are known. Any other record is partitioned
 and appended to its partition's open batch in the caller's own call. The
 data moves between tasks only as whole batches and requests; completion is
 tracked per batch.
@@ -120,7 +121,13 @@ class Producer:
         if not self._on_send and self.txn is None and _in_trio():
             # Plain records are staged in runs by compiled code (staging.py);
             # the method below stays the path of every other record.
-            self._staging = Staging(acc, topics, reports, Producer.send_nowait.__get__(self))
+            self._staging = Staging(
+                acc,
+                topics,
+                reports,
+                Producer.send_nowait.__get__(self),
+                self._router.topic_state,
+            )
             self.send_nowait = self._staging.stager.produce  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ state
@@ -166,7 +173,9 @@ class Producer:
         staged by compiled code and appended with the records staged around
         it at the caller's next checkpoint, or before anything else touches
         the buffer (see "Ways to send" in ``docs/producer.md``); others are
-        appended in this call. Either way the order and the limits hold.
+        appended in this call. Either way the order and the limits hold. For
+        a topic whose partitions are not known yet, keyed records are staged
+        too, and all wait for the partitions (the partitioner is asked then).
 
         ``on_delivery(error, metadata)`` is called (in the producer's trio
         loop) once the record is acknowledged (``error`` None) or has failed.
@@ -197,6 +206,8 @@ class Producer:
             timestamp = _time_ns() // 1_000_000
         t = self._topics.get(topic)
         if t is None or t.count == 0:
+            if acc.staged:  # runs staged for the topic go first (input() comes here directly)
+                acc.drain_staged()
             self._router.park(topic, value, key, partition, headers, timestamp, on_delivery)
             return
         batch, delta = self._append(t, partition, key, value, headers, timestamp)

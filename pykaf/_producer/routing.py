@@ -85,6 +85,17 @@ class Router(Role[PartitionState]):
         t.pending.append((*record, nbytes))
         self._acc.reserve(1, nbytes)
 
+    def topic_state(self, topic: str) -> TopicState:
+        """The topic's state; its lookup starts now if it is new.
+
+        Raises:
+            InvalidTopicError: not a topic name. ClosedError: the producer is closed.
+        """
+        t = self.topics.get(topic)
+        if t is None:
+            t = self._start_topic(topic)
+        return t
+
     async def ready_topic(self, topic: str) -> TopicState:
         """The topic, once its partitions are known.
 
@@ -100,12 +111,19 @@ class Router(Role[PartitionState]):
                 raise t.error
         return t
 
-    def fail_parked(self, t: TopicState, error: BaseException) -> None:
-        """Fail the records waiting for ``t``'s partitions to be known."""
+    def fail_parked(self, t: TopicState, error: BaseException) -> int:
+        """Fail the records waiting for ``t``'s partitions to be known; return how many."""
         pending, t.pending = t.pending, []
+        failed = 0
         for record in pending:
+            if type(record) is not tuple:  # a run send_nowait staged (staging.ParkedRun)
+                failed += record.records
+                record.fail(error)
+                continue
+            failed += 1
             self._acc.release(1, record[-1])
             self._reports.parked_failed(t.name, record, error)
+        return failed
 
     def _start_topic(self, topic: str) -> TopicState:
         if not isinstance(topic, str) or not topic:
@@ -121,12 +139,15 @@ class Router(Role[PartitionState]):
         try:
             partitions = await self._lookup_topic(t.name)
         except errors.PykafError as exc:
+            self._acc.drain_staged()  # runs staged for the topic are parked: they fail too
             t.error = exc
             if self.topics.get(t.name) is t:
                 del self.topics[t.name]  # a later send asks again
             self.fail_parked(t, exc)
             t.ready.set()
             return
+        # Runs staged for the topic join the records parked for it, after them.
+        self._acc.drain_staged()
         t.parts = [PartitionState(t.name, i) for i in range(len(partitions))]
         for p in t.parts:
             self._nursery.start_soon(
@@ -135,10 +156,14 @@ class Router(Role[PartitionState]):
         t.count = len(t.parts)
         self._update_available(t)
         pending, t.pending = t.pending, []
+        records = [record for record in pending if type(record) is tuple]
         # Their space is released in one step; append takes it again one by one.
-        self._acc.unreserve(len(pending), sum(record[-1] for record in pending))
+        self._acc.unreserve(len(records), sum(record[-1] for record in records))
         append = self._acc.append
         for record in pending:
+            if type(record) is not tuple:  # a staged run: appended in bulk, or failed
+                record.replay(t)
+                continue
             value, key, partition, headers, timestamp, target, _ = record
             try:
                 batch, delta = append(t, partition, key, value, headers, timestamp)

@@ -227,7 +227,7 @@ class Sinks:
     async def drop_transaction(
         self,
         error: BaseException,
-        fail_parked: Callable[[TopicState, BaseException], None],
+        fail_parked: Callable[[TopicState, BaseException], object],
     ) -> bool:
         """Abort's part: fail what is unsent, wait out what is in flight.
 
@@ -257,7 +257,7 @@ class Sinks:
         *,
         queued: bool,
         in_flight: bool,
-        fail_parked: Callable[[TopicState, BaseException], None],
+        fail_parked: Callable[[TopicState, BaseException], int],
     ) -> int:
         """``Producer.purge``'s part: fail buffered and/or in-flight records; how many.
 
@@ -281,8 +281,7 @@ class Sinks:
         lost = False
         for t in list(self._topics.values()):
             if queued and t.pending:
-                purged += len(t.pending)
-                fail_parked(t, unsent)
+                purged += fail_parked(t, unsent)
             for p in t.parts:
                 if in_flight:
                     for batch in p.inflight:

@@ -12,6 +12,17 @@ checkpoint, or before anything else touches the buffer: every other way of
 appending, ``flush``, ``purge`` and the statistics drain the runs first, so
 records keep their order and the counts are exact.
 
+Records for a topic whose partitions are not known yet (its lookup is
+started by the first of them) are staged the same way, keys too (a bytes key
+of at most ``SMALL`` bytes, with the default partitioner or an explicit
+partition): a drain then *parks* their run on the topic (``TopicState.pending``,
+after the records parked before it, in order) as a :class:`ParkedRun`, counted
+in the buffer for its exact bytes. Once the partitions are known the topic
+task replays the run through the column path: the partitioner applied then
+(keyed records grouped by partition, each partition's in their order), or
+the run fails as a whole with the lookup's error, each record's delivery
+report told.
+
 The buffer's limits hold exactly: a run that opens reserves room in the
 buffer for up to ``CHUNK`` records at ``SMALL`` bytes each (what the other
 paths then see as taken), and the compiled path stages no more records than
@@ -19,7 +30,7 @@ reserved; a drain gives the reservation back and counts the records
 themselves. A plain record that finds no room left after a drain, and any
 other record, takes ``send_nowait``'s own path (after the runs), which
 raises ``BufferFullError`` on a full buffer as before. A record without its
-own timestamp is stamped when its run is appended.
+own timestamp is stamped when its run is drained.
 """
 
 from __future__ import annotations
@@ -33,8 +44,10 @@ from typing import Any
 
 import trio
 
+from pykaf import errors
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.delivery import OnDelivery, Reports
+from pykaf._producer.partitioner import Murmur2Partitioner
 from pykaf._producer.records import BatchDelivery, RecordMetadata
 from pykaf._producer.state import TopicState
 from pykaf.codec import RecordStager
@@ -56,23 +69,60 @@ _new_metadata = tuple.__new__
 
 
 class _Run:
-    """Staged records for one topic and partition, in order."""
+    """Staged records for one topic and partition, in order (keyed or not)."""
 
-    __slots__ = ("callbacks", "partition", "stamps", "topic", "values")
+    __slots__ = ("callbacks", "keys", "mark", "partition", "stamps", "topic", "values")
 
     def __init__(
         self,
-        topic: str,
+        topic: TopicState,
         partition: int | None,
         values: list[bytes],
+        keys: list[bytes] | None,
         stamps: list[int] | None,
         callbacks: list[OnDelivery] | None,
+        mark: int,
     ) -> None:
         self.topic = topic
         self.partition = partition
         self.values = values
+        self.keys = keys
         self.stamps = stamps
         self.callbacks = callbacks
+        #: The stager's ``joined_bytes`` when the run opened: its records'
+        #: values and keys are the bytes from there to the next run's mark.
+        self.mark = mark
+
+
+class ParkedRun:
+    """A staged run waiting for its topic's partitions (an item of ``TopicState.pending``).
+
+    The routing stage calls :meth:`replay` once the partitions are known, or
+    :meth:`fail` (the lookup failed, a purge, an abort, closing); either
+    gives the run's room in the buffer back.
+    """
+
+    __slots__ = ("_staging", "nbytes", "now", "records", "run")
+
+    def __init__(self, staging: Staging, run: _Run, now: int, data: int) -> None:
+        self._staging = staging
+        self.run = run
+        self.now = now  # when it was parked: the stamp of records without their own
+        #: The records in the run, and the bytes they count for in the buffer
+        #: (``data``: their values and keys).
+        self.records = len(run.values)
+        self.nbytes = data + RECORD_OVERHEAD * self.records
+
+    def replay(self, t: TopicState) -> None:
+        """Append the records to ``t``'s batches, now that its partitions are known."""
+        self._staging.acc.unreserve(self.records, self.nbytes)  # appending counts them again
+        self._staging.append(t, self.run, self.now)
+
+    def fail(self, error: BaseException) -> None:
+        """Fail every record of the run with ``error`` (each one's report is told)."""
+        staging = self._staging
+        staging.acc.release(self.records, self.nbytes)
+        staging.fail(self.run, staging.delivery(self.run, self.now), error, 0)
 
 
 class _Callbacks:
@@ -126,6 +176,8 @@ class Staging:
 
     ``send_nowait`` is :attr:`stager`'s ``produce``; records it does not
     stage go to ``fallback`` (the producer's own ``send_nowait``).
+    ``topic_state`` gives a topic's state, starting its lookup when it is
+    new (the routing stage's ``Router.topic_state``).
     """
 
     def __init__(
@@ -134,17 +186,21 @@ class Staging:
         topics: dict[str, TopicState],
         reports: Reports,
         fallback: SendNowait,
+        topic_state: Callable[[str], TopicState],
     ) -> None:
-        self._acc = acc
+        #: The accumulator the runs are appended to.
+        self.acc = acc
         self._topics = topics
         self._reports = reports
         self._fallback = fallback
+        self._topic_state = topic_state
         self._token = trio.lowlevel.current_trio_token()
         # The accumulator holds the same list: it drains before anything else appends.
         self.runs: list[_Run] = acc.staged
         acc.drain_staged = self.drain
         self._scheduled = False
         self._reserved = 0  # records reserved in the buffer (PER_RECORD bytes each)
+        small = min(SMALL, acc.max_message - RECORD_OVERHEAD)
         self.stager = RecordStager(
             threading.Lock(),
             self._stage,
@@ -152,21 +208,27 @@ class Staging:
             _no_poll,
             _no_futures,
             [],
-            small=min(SMALL, acc.max_message - RECORD_OVERHEAD),
+            small=small,
             max_pending=0,
         )
         # The sticky partitioner picks one partition per batch for null keys, as
         # the bulk path does; another partitioner is asked for every record.
         self._sticky = acc.sticky_nulls
+        # Keyed records are staged for topics not known yet, with the default
+        # partitioner (hashed in bulk once the partitions are known) or an
+        # explicit partition, when a key and a value of ``small`` bytes each
+        # fit ``max_message_bytes``.
+        self._keyed = 2 * small <= acc.max_message - RECORD_OVERHEAD
+        self._hashed = type(acc.partitioner) is Murmur2Partitioner
 
     @property
     def staged(self) -> int:
-        """Records staged and not appended yet."""
+        """Records staged and not appended (or parked) yet."""
         return self.stager.queued - self.stager.accepted
 
     def _reserve(self) -> bool:
         """Reserve buffer room for up to ``CHUNK`` more records; False when there is none."""
-        acc = self._acc
+        acc = self.acc
         room = min(
             CHUNK,
             acc.max_records - acc.buffered_records,
@@ -179,6 +241,31 @@ class Staging:
         self.stager.max_pending = self.staged + room
         return True
 
+    def _stageable(
+        self, t: TopicState | None, key: Any, value: Any, partition: Any, headers: Any, stamp: Any
+    ) -> bool:
+        """Whether the record may open a run (see the module's docstring)."""
+        small = self.stager.small
+        if not (
+            type(value) is bytes
+            and len(value) <= small
+            and headers is None
+            and (stamp is None or (type(stamp) is int and _INT64_MIN <= stamp <= _INT64_MAX))
+            and not (self.acc.closing or self.acc.gated)
+        ):
+            return False
+        if t is not None and t.count > 0:  # known partitions: unkeyed records only
+            return key is None and (
+                (partition is None and self._sticky)
+                or (type(partition) is int and 0 <= partition < t.count)
+            )
+        # Not known yet: the partition is checked and the partitioner asked on replay.
+        if key is not None and not (type(key) is bytes and len(key) <= small and self._keyed):
+            return False
+        if partition is None:
+            return self._sticky if key is None else self._hashed
+        return type(partition) is int
+
     def _stage(
         self,
         topic: str,
@@ -190,25 +277,8 @@ class Staging:
         on_delivery: OnDelivery | None,
     ) -> None:
         """A record the compiled path did not take: open a run for it, or send it alone."""
-        acc = self._acc
         t = self._topics.get(topic)
-        plain = (
-            type(value) is bytes
-            and len(value) <= self.stager.small
-            and key is None
-            and headers is None
-            and (
-                timestamp is None
-                or (type(timestamp) is int and _INT64_MIN <= timestamp <= _INT64_MAX)
-            )
-            and t is not None
-            and t.count > 0
-            and (
-                (partition is None and self._sticky)
-                or (type(partition) is int and 0 <= partition < t.count)
-            )
-            and not (acc.closing or acc.gated)
-        )
+        plain = self._stageable(t, key, value, partition, headers, timestamp)
         if plain and self.staged >= self.stager.max_pending:  # the reservation is used up
             self.drain()
             plain = self._reserve()
@@ -224,16 +294,22 @@ class Staging:
                 on_delivery=on_delivery,
             )
             return
+        if t is None:  # its lookup starts now (InvalidTopicError, ClosedError: raised here)
+            t = self._topic_state(topic)
         values = [value]
+        keys = None if key is None else [key]
         stamps = None if timestamp is None else [timestamp]
         stager = self.stager
+        # The run's bytes are from its mark to the next run's: its first record's too.
+        mark = stager.joined_bytes
+        stager.joined_bytes += len(value) + (0 if key is None else len(key))
         if on_delivery is None:
-            stager.open_run(topic, partition, values, None, stamps)
-            run = _Run(topic, partition, values, stamps, None)
+            stager.open_run(topic, partition, values, keys, stamps)
+            run = _Run(t, partition, values, keys, stamps, None, mark)
         else:
             callbacks = [on_delivery]
-            stager.open_callback_run(topic, partition, values, callbacks, None, stamps)
-            run = _Run(topic, partition, values, stamps, callbacks)
+            stager.open_callback_run(topic, partition, values, callbacks, keys, stamps)
+            run = _Run(t, partition, values, keys, stamps, callbacks, mark)
         stager.queued += 1
         self.runs.append(run)
         if not self._scheduled:
@@ -245,7 +321,11 @@ class Staging:
         self.drain()
 
     def drain(self) -> None:
-        """Append every staged run to its partitions' batches, in order; never raises."""
+        """Append every staged run to its partitions' batches, in order; never raises.
+
+        A run whose topic's partitions are not known yet is parked on the
+        topic instead (:class:`ParkedRun`), after what was parked before it.
+        """
         if not self.runs:
             return
         runs = self.runs.copy()
@@ -253,29 +333,57 @@ class Staging:
         stager = self.stager
         stager.close_runs()
         stager.max_pending = 0  # the next record reserves again
-        acc = self._acc
+        acc = self.acc
         reserved, self._reserved = self._reserved, 0
         acc.unreserve(reserved, reserved * PER_RECORD)  # the records count for themselves now
         now = time.time_ns() // 1_000_000
-        for run in runs:
-            n = len(run.values)
-            stager.accepted += n
-            delivery = BatchDelivery(n)
-            if run.stamps is None:
-                delivery.timestamp = now
-            if run.callbacks is not None:
-                delivery.on_settle = _Callbacks(run.topic, run.callbacks, run.stamps)
-                delivery.observed = True
-            # A run opened for a topic whose partitions were known; those stay known.
-            t = self._topics[run.topic]
-            done = [0, acc.purges]
-            try:
-                acc.append_run_now(t, run.values, run.stamps, run.partition, now, delivery, done)
-            except Exception as exc:  # not expected: fail the rest, never lose them silently
-                log.exception("appending staged records failed")
-                part = -1 if run.partition is None else run.partition
-                self._reports.fail_alone(run.topic, part, exc, delivery, done[0], n - done[0])
+        ends = [run.mark for run in runs[1:]]
+        ends.append(stager.joined_bytes)
+        for run, end in zip(runs, ends, strict=True):
+            stager.accepted += len(run.values)
+            t = run.topic
+            if t.count == 0 and t.error is None:  # its partitions are still being looked up
+                parked = ParkedRun(self, run, now, end - run.mark)
+                acc.reserve(parked.records, parked.nbytes)
+                t.pending.append(parked)
+            else:
+                self.append(t, run, now)
         acc.release(0, 0)  # what the reservation held and the records do not: wake who waits
 
+    def delivery(self, run: _Run, now: int) -> BatchDelivery:
+        """The delivery that tracks ``run``'s records (its callbacks as its hook)."""
+        delivery = BatchDelivery(len(run.values))
+        if run.stamps is None:
+            delivery.timestamp = now
+        if run.callbacks is not None:
+            delivery.on_settle = _Callbacks(run.topic.name, run.callbacks, run.stamps)
+            delivery.observed = True
+        return delivery
 
-__all__ = ["CHUNK", "SMALL", "Staging"]
+    def append(self, t: TopicState, run: _Run, now: int) -> None:
+        """Append ``run`` to ``t``'s batches (whose partitions are known), or fail it."""
+        delivery = self.delivery(run, now)
+        done = [0, self.acc.purges]
+        try:
+            if t.count == 0:  # the topic's lookup failed
+                assert t.error is not None
+                raise t.error
+            if run.partition is not None:
+                self.acc.check_partition(t, run.partition)
+            self.acc.append_run_now(
+                t, run.values, run.keys, run.stamps, run.partition, now, delivery, done
+            )
+        except errors.PykafError as exc:  # the topic's, or an explicit partition out of range
+            self.fail(run, delivery, exc, done[0])
+        except Exception as exc:  # not expected: fail the rest, never lose them silently
+            log.exception("appending staged records failed")
+            self.fail(run, delivery, exc, done[0])
+
+    def fail(self, run: _Run, delivery: BatchDelivery, error: BaseException, start: int) -> None:
+        """Fail ``run``'s records from ``start`` on, through ``delivery``."""
+        part = -1 if run.partition is None else run.partition
+        n = len(run.values)
+        self._reports.fail_alone(run.topic.name, part, error, delivery, start, n - start)
+
+
+__all__ = ["CHUNK", "SMALL", "ParkedRun", "Staging"]

@@ -161,9 +161,10 @@ def _ordinal(batch: ProducerBatch) -> int:
 class TopicState:
     """A topic as the producer sees it: its partitions, once metadata is known.
 
-    Records sent before the topic's metadata arrives wait in ``pending`` (as
-    tuples the producer replays through its normal path), so ``send_nowait``
-    never has to await.
+    Records sent before the topic's metadata arrives wait in ``pending``, in
+    order (as tuples the producer replays through its normal path, and runs
+    ``send_nowait`` staged, ``staging.ParkedRun``, replayed in bulk), so
+    ``send_nowait`` never has to await.
     """
 
     __slots__ = (
@@ -183,7 +184,7 @@ class TopicState:
         self.count = 0
         self.parts: list[PartitionState] = []
         self.available: list[int] | None = None
-        self.pending: list[tuple[Any, ...]] = []
+        self.pending: list[Any] = []
         #: ``send_now()`` came while records waited: send them once they are appended.
         self.hurry = False
         self.ready = trio.Event()

@@ -122,6 +122,19 @@ def test_records_that_do_not_fit_the_run_take_the_slow_path(
     assert call[:2] == (topic, value)
 
 
+def test_joined_bytes_adds_up_the_values_and_keys_joined(codec: ModuleType) -> None:
+    stager, owner = _stager(codec, max_pending=10)
+    stager.open_run("t", None, [b"opened"], [b"key"])  # the owner's: not counted
+    stager.produce("t", b"abc", key=b"k1")
+    stager.produce("t", b"abcd", key=b"k2", headers=[("h", b"")])  # slow path: not counted
+    stager.produce("t", b"", key=b"")
+    stager.open_run("t", None, [b"x"])
+    stager.produce("t", b"12345")
+    stager.produce("t", b"6", on_delivery=print)  # not of the open run: not counted
+    assert stager.joined_bytes == 3 + 2 + 0 + 0 + 5
+    assert len(owner.staged) == 2
+
+
 def test_past_max_pending_every_record_takes_the_slow_path(codec: ModuleType) -> None:
     stager, owner = _stager(codec, max_pending=2)
     values: list[bytes] = []
