@@ -68,10 +68,14 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
 
     def _take_more(self) -> bool:
         """Take what trio has fetched into the cursor; False when only a wait gives more."""
+        cursor = self._cursor
+        # The list read out is dropped before the next piece is decoded (as
+        # trio's partition consumer drops its own): its records' memory is
+        # then reused by the new ones, not added to.
+        cursor._local, cursor._next = [], 0
         start = self._trio.position
         taken = self._trio.take_decoded()
-        cursor = self._cursor
-        cursor._local, cursor._next, self._start = taken, 0, start
+        cursor._local, self._start = taken, start
         return bool(taken)
 
     def _rest(self) -> list[Record]:
