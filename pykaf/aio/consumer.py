@@ -26,21 +26,26 @@ class _Cursor(RecordCursor):
     is read out it awaits :meth:`_refill_next`, which asks trio for more.
     """
 
-    __slots__ = ("_reader",)
+    __slots__ = ("_loop", "_reader", "_runner", "_trio")
 
-    def __init__(self, reader: PartitionConsumer) -> None:
+    def __init__(
+        self, reader: PartitionConsumer, trio_object: pykaf.PartitionConsumer, runner: Runner
+    ) -> None:
         self._reader = reader
+        self._trio = trio_object
+        self._runner = runner
+        self._loop = runner.loop
 
     async def _refill_next(self) -> Record:
-        reader = self._reader
         # Checked once a list, where trio is asked: handing out records
         # already taken touches nothing of trio's.
-        if _get_running_loop() is not reader._loop:
-            wrong_loop(reader._loop)
+        if _get_running_loop() is not self._loop:
+            wrong_loop(self._loop)
+        reader = self._reader
         if reader._take_more():
             self._next = 1
             return self._local[0]
-        return await call_keeping(reader._runner, reader._unread, reader._trio.__anext__)
+        return await call_keeping(self._runner, reader._unread, self._trio.__anext__)
 
 
 class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
@@ -57,7 +62,7 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
 
     def __init__(self, trio_object: pykaf.PartitionConsumer, runner: Runner) -> None:
         super().__init__(trio_object, runner)
-        self._cursor = _Cursor(self)
+        self._cursor = _Cursor(self, trio_object, runner)
         self._start = -1
 
     def __aiter__(self) -> AsyncIterator[Record]:
