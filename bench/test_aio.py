@@ -18,7 +18,9 @@ Kafka, one node). Clients:
   flush()``: the trio round of ``test_producer.py`` line for line, on asyncio.
 * ``pykaf[aio_send_nowait_uvloop]``: the same on uvloop's loop.
 * ``pykaf[send_nowait]``: the same on trio (``pykaf.open_producer`` in
-  ``trio.run``), the reference for the asyncio paths.
+  ``trio.run``), the reference for the asyncio paths: tagged as a peer (as
+  are the trio rounds of the awaited case), so ``bench/ratios.py`` gives
+  asyncio against trio, ``pykaf[aio_send_nowait] | pykaf[send_nowait]``.
 * ``aiokafka[send]``: ``await send()`` per record, the futures kept, then
   ``flush()`` and ``gather`` (``test_producer.py``'s aiokafka round;
   without idempotence on Tansu, which refuses its InitProducerId v0).
@@ -35,6 +37,9 @@ records a round, each waited for before the next): groups
 (the plain one not idempotent: aiokafka's settings on Tansu), and
 ``pykaf[aio_send]`` and ``pykaf[aio_send_plain]``, the same loops on asyncio.
 
+Each round notes the child's CPU seconds from "go" to "done" (every thread
+of its process: librdkafka's too), as ``cpu_s_per_M``.
+
 Run one group with ``pytest bench/test_aio.py --benchmark-only -k tansu``.
 """
 
@@ -46,13 +51,14 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench._support import AIOKAFKA, PYKAF, bulk_values, note_rate, tag
+from bench._support import AIOKAFKA, PYKAF, CpuMeter, bulk_values, note_rate, tag
 from bench.test_awaited import (
     AiokafkaSendAndWaitRound,
     PykafSendPlainRound,
@@ -99,7 +105,18 @@ AWAITED_CLIENTS: list[tuple[str, str]] = [
     (PYKAF, "aio_send_plain"),
 ]
 
+#: pykaf's rounds on trio: the reference of the asyncio rounds. ``bench/ratios.py``
+#: takes them as peers, so each asyncio round gets a ratio against trio's
+#: (``pykaf[aio_send_nowait] | pykaf[send_nowait]``); trio against the other
+#: clients is measured in the trio benchmarks' own groups.
+TRIO_VARIANTS = frozenset({"send_nowait", "send", "send_plain", "iter"})
+
 _topic_ids = itertools.count()
+
+
+def reference_role(client: str, variant: str) -> dict[str, str]:
+    """``tag``'s role for a round: "peer" for pykaf's trio rounds, else its own."""
+    return {"role": "peer"} if client == PYKAF and variant in TRIO_VARIANTS else {}
 
 
 def run_loop(main: Callable[[], Coroutine[Any, Any, None]], *, uvloop: bool) -> None:
@@ -225,13 +242,26 @@ def child_main(argv: list[str], make: Callable[..., Round] = make_round) -> None
     """
     one = make(*argv)
     one.start()
+    cpu_s = run_when_told(one.run)
+    acknowledged = one.stop()
+    report = {"acknowledged": acknowledged, "cpu_s": cpu_s, "notes": one.notes}
+    print(json.dumps(report), flush=True)
+
+
+def run_when_told(run: Callable[[], object]) -> float:
+    """A child's timed part: "ready"; on "go", ``run()``, "done". Returns its CPU seconds.
+
+    The CPU time is the process's (every thread: the loop's, the caller's,
+    librdkafka's), from "go" to "done".
+    """
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":
         raise SystemExit("the parent did not say go")
-    one.run()
+    start = time.process_time()
+    run()
+    cpu_s = time.process_time() - start
     print("done", flush=True)
-    acknowledged = one.stop()
-    print(json.dumps({"acknowledged": acknowledged, "notes": one.notes}), flush=True)
+    return cpu_s
 
 
 class ProcessRound:
@@ -249,6 +279,8 @@ class ProcessRound:
             cwd=ROOT,
         )
         self.notes: dict[str, Any] = {}
+        #: The child's CPU seconds from "go" to "done" (once it reported).
+        self.cpu_s = 0.0
 
     def _expect(self, word: str) -> str:
         assert self.process.stdout is not None
@@ -273,6 +305,7 @@ class ProcessRound:
         if self.process.wait(ROUND_TIMEOUT_S) != 0:
             raise AssertionError(f"the round's process exited {self.process.returncode}")
         self.notes = report["notes"]
+        self.cpu_s = float(report["cpu_s"])
         return report
 
     def stop(self) -> int:
@@ -335,6 +368,7 @@ def measure(
         acks="all",
         idempotence=idempotence,
         **({} if awaited else {"linger_ms": LINGER_S * 1000}),
+        **reference_role(client, variant),
     )
 
     def start() -> ProcessRound:
@@ -362,6 +396,7 @@ def run_rounds(
     """
     current: list[ProcessRound] = []
     acknowledged: list[int] = []
+    cpu = CpuMeter()
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         one = start()
@@ -372,6 +407,7 @@ def run_rounds(
     def teardown(one: ProcessRound) -> None:
         current.remove(one)
         acknowledged.append(one.stop())
+        cpu.seconds.append(one.cpu_s)
         marks = broker.high_watermarks(one.topic)
         expected = records + warm_records
         assert sum(marks.values()) == expected, f"{one.topic}: {marks}, {expected} were sent"
@@ -387,6 +423,7 @@ def run_rounds(
         teardown(current[0])
     assert acknowledged and all(n == records for n in acknowledged), acknowledged
     note_rate(benchmark, records)
+    cpu.note(benchmark, records)
 
 
 if __name__ == "__main__":  # a round's child process: python -m bench.test_aio ...

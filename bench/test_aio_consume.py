@@ -19,7 +19,13 @@ node), with ``bench/test_consumer.py``'s consumer settings (64 MiB a fetch,
   a task per partition, ``async for record in pc`` from ``OLDEST`` to the
   partition's end (``test_consumer.py``'s ``iter`` round on asyncio).
 * ``pykaf[aio_iter_uvloop]``: the same on uvloop's loop.
-* ``pykaf[iter]``: the same on trio, the reference for the asyncio paths.
+* ``pykaf[iter]``: the same on trio, the reference for the asyncio paths:
+  tagged as a peer, so ``bench/ratios.py`` gives ``pykaf[aio_iter] |
+  pykaf[iter]`` (asyncio against trio, > 1: asyncio is faster) beside
+  ``pykaf[aio_iter] | aiokafka[getmany]``.
+
+Each round notes the child's CPU seconds from "go" to "done" (every thread
+of its process), as ``cpu_s_per_M``; ``bench/ratios.py`` prints their ratios.
 
 Run one group with ``pytest bench/test_aio_consume.py --benchmark-only -k tansu``.
 """
@@ -38,7 +44,7 @@ import pytest
 
 from bench import test_aio as aio_bench
 from bench import test_consumer as cons
-from bench._support import AIOKAFKA, PYKAF, note_rate, tag
+from bench._support import AIOKAFKA, PYKAF, CpuMeter, note_rate, tag
 
 ROUNDS = 5
 PARTITIONS = 4
@@ -108,13 +114,10 @@ def child_main(argv: list[str], rounds: Mapping[str, type[cons.Round]] = ROUNDS_
     data = cons.Dataset(broker, topic, {int(p): n for p, n in json.loads(ends).items()})
     one = rounds[variant](data)
     one.start()
-    print("ready", flush=True)
-    if sys.stdin.readline().strip() != "go":
-        raise SystemExit("the parent did not say go")
-    one.run()
-    print("done", flush=True)
+    cpu_s = aio_bench.run_when_told(one.run)
     count, size = one.stop()
-    print(json.dumps({"count": count, "size": size, "notes": one.notes}), flush=True)
+    report = {"count": count, "size": size, "cpu_s": cpu_s, "notes": one.notes}
+    print(json.dumps(report), flush=True)
 
 
 class ConsumeProcessRound(aio_bench.ProcessRound):
@@ -189,9 +192,11 @@ def measure(
         variant=variant,
         value_bytes=cons.VALUE_SIZE,
         partitions=PARTITIONS,
+        **aio_bench.reference_role(client, variant),
     )
     current: list[ConsumeProcessRound] = []
     read: list[tuple[int, int]] = []
+    cpu = CpuMeter()
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         ends = json.dumps({str(p): n for p, n in data.ends.items()})
@@ -203,6 +208,7 @@ def measure(
     def teardown(one: ConsumeProcessRound) -> None:
         current.remove(one)
         read.append((one.stop(), one.size))
+        cpu.seconds.append(one.cpu_s)
         benchmark.extra_info.update(one.notes)
 
     benchmark.pedantic(
@@ -213,6 +219,7 @@ def measure(
     expected = (data.records, data.value_bytes)
     assert read and all(got == expected for got in read), (read, expected)
     note_rate(benchmark, data.records)
+    cpu.note(benchmark, data.records)
 
 
 if __name__ == "__main__":  # a round's child process: python -m bench.test_aio_consume ...

@@ -38,6 +38,7 @@ BASELINE = "bench/baseline.json"
 BROKER_RUN = "bench/runs/broker.json"
 KAFKA_RUN = "bench/runs/kafka.json"
 SPARK_RUN = "bench/runs/spark.json"
+AIO_RUN = "bench/runs/aio.json"
 FOURTH_PASS = "history/benchmarks-log.md#the-fourth-pass-2026-11-27-later-partitions-spark-reads"
 
 
@@ -49,7 +50,9 @@ class Table:
 
     ``keys`` are shell patterns over ``group | pykaf label | peer``; ``unit``
     is ``"rate"`` (records/s) or ``"latency"`` (the rates are 1/latency and are
-    shown as milliseconds); ``note`` is printed under the table.
+    shown as milliseconds); ``note`` is printed under the table. With ``cpu``
+    the table has a column of the CPU ratios (the peer's CPU seconds per record
+    over pykaf's), for files whose runs noted them.
     """
 
     name: str
@@ -58,6 +61,7 @@ class Table:
     keys: tuple[str, ...]
     unit: str = "rate"
     note: str = ""
+    cpu: bool = False
 
 
 TABLES = [
@@ -88,6 +92,41 @@ TABLES = [
     ),
     Table(
         "consumer", "Consuming", BASELINE, ("consume-1M-* | * | *", "consume-1000x1000-* | * | *")
+    ),
+    Table(
+        "aio-producer",
+        "Per record on asyncio: send_nowait",
+        AIO_RUN,
+        ("aio-send_nowait-* | * | *",),
+        note="The peer `pykaf[send_nowait]` is the same loop on trio: its row is asyncio "
+        "against trio (< 1: asyncio is slower). CPU: each round's process, every thread "
+        "(librdkafka's too), from go to done.",
+        cpu=True,
+    ),
+    Table(
+        "aio-awaited",
+        "Awaited sends on asyncio, one at a time",
+        AIO_RUN,
+        (
+            "aio-awaited-2k-* | pykaf[aio_send] | aiokafka*",
+            "aio-awaited-2k-* | pykaf[aio_send] | pykaf[send]",
+            "aio-awaited-2k-* | pykaf[aio_send_plain] | aiokafka*",
+            "aio-awaited-2k-* | pykaf[aio_send_plain] | pykaf[send_plain]",
+        ),
+        note="aiokafka is idempotent on Kafka and plain on Tansu (which refuses its "
+        "InitProducerId v0); `pykaf[send]` and `pykaf[send_plain]` are the same loops on trio "
+        "(asyncio against trio).",
+        cpu=True,
+    ),
+    Table(
+        "aio-consumer",
+        "async for on asyncio",
+        AIO_RUN,
+        ("aio-consume-1M-* | * | *",),
+        note="The peer `pykaf[iter]` is the same `async for` on trio: its row is asyncio "
+        "against trio (< 1: asyncio is slower). CPU: each round's process, every thread, "
+        "from go to done.",
+        cpu=True,
     ),
     Table(
         "aiokafka",
@@ -155,6 +194,16 @@ LEFT_OUT = [
         "re-measured in the consumer table",
     ),
     (
+        AIO_RUN,
+        "aio-awaited-2k-* | pykaf[aio_send] | pykaf[send_plain]",
+        "idempotent asyncio sends against plain trio ones: the table pairs like with like",
+    ),
+    (
+        AIO_RUN,
+        "aio-awaited-2k-* | pykaf[aio_send_plain] | pykaf[send]",
+        "plain asyncio sends against idempotent trio ones: the table pairs like with like",
+    ),
+    (
         KAFKA_RUN,
         "* | * | confluent-kafka*",
         "re-measured in quiet runs in the producer and consumer tables",
@@ -182,6 +231,8 @@ class Row:
     ratio: float
     pykaf_rate: float | None
     peer_rate: float | None
+    #: The peer's CPU seconds per record over pykaf's (> 1: pykaf spends less), if noted.
+    cpu_ratio: float | None = None
 
     @property
     def key(self) -> str:
@@ -214,17 +265,21 @@ def rows_of(data: dict[str, Any], source: str) -> list[Row]:
         parts = [p.strip() for p in key.split("|")]
         if len(parts) != 3:
             raise PageError(f"{source}: {key!r} is not 'group | pykaf label | peer'")
+        cpu = None
         if isinstance(value, dict):
             ratio = value.get("ratio")
             pykaf_rate = value.get("subject_records_per_s")
             peer_rate = value.get("peer_records_per_s")
+            cpu = value.get("cpu_ratio")
         else:
             ratio = value
             pykaf_rate = rates.get(key, {}).get("pykaf")
             peer_rate = rates.get(key, {}).get("peer")
         if not isinstance(ratio, (int, float)) or not ratio > 0:
             raise PageError(f"{source}: {key!r} has no positive ratio ({ratio!r})")
-        rows.append(Row(parts[0], parts[1], parts[2], float(ratio), pykaf_rate, peer_rate))
+        if cpu is not None and not (isinstance(cpu, (int, float)) and cpu > 0):
+            raise PageError(f"{source}: {key!r} has a CPU ratio that is not positive ({cpu!r})")
+        rows.append(Row(parts[0], parts[1], parts[2], float(ratio), pykaf_rate, peer_rate, cpu))
     return rows
 
 
@@ -276,12 +331,19 @@ def render_table(table: Table, root: Path = ROOT) -> str:
     else:
         head = "| case | pykaf | peer | pykaf records/s | peer records/s | pykaf ÷ peer |"
         fmt = fmt_rate
-    lines = [head, "|---|---|---|---:|---:|---:|"]
+    rule = "|---|---|---|---:|---:|---:|"
+    if table.cpu:
+        head += " peer ÷ pykaf CPU |"
+        rule += "---:|"
+    lines = [head, rule]
     for row in rows:
-        lines.append(
+        line = (
             f"| `{row.group}` | `{row.subject}` | `{row.peer}` | {fmt(row.pykaf_rate)} "
             f"| {fmt(row.peer_rate)} | {fmt_ratio(row.ratio)} |"
         )
+        if table.cpu:
+            line += f" {'' if row.cpu_ratio is None else fmt_ratio(row.cpu_ratio)} |"
+        lines.append(line)
     statistic = data.get("statistic", "median")
     lines.append("")
     lines.append(

@@ -8,6 +8,7 @@ through the bridge.
 from __future__ import annotations
 
 from asyncio import _get_running_loop
+from collections.abc import AsyncIterator
 from typing import Any, Literal, Protocol, TypeVar, overload
 
 import trio
@@ -72,7 +73,7 @@ class RecordReader(Wrapper[R]):
         """The partition's high watermark at the last fetch (-1 before one)."""
         return self._trio.high_water_mark
 
-    def __aiter__(self) -> RecordReader[R]:
+    def __aiter__(self) -> AsyncIterator[Record]:
         return self
 
     async def __anext__(self) -> Record:

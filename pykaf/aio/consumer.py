@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from asyncio import _get_running_loop
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal, overload
 
@@ -14,7 +14,38 @@ from pykaf.aio._reader import RecordReader
 from pykaf.aio._runner import Runner
 from pykaf.aio._wrap import Wrapper, awaits, direct
 from pykaf.aio.client import Client, unwrap_client
-from pykaf.codec import Record
+from pykaf.codec import Record, RecordCursor
+
+
+class _Cursor(RecordCursor):
+    """The records ``async for`` hands out on asyncio: the codec's compiled cursor.
+
+    ``_local`` is what trio had fetched and decoded, taken at once
+    (``take_decoded``); the cursor's ``__anext__`` hands it out record by
+    record with no coroutine, as trio's partition consumer does. When the list
+    is read out it awaits :meth:`_refill_next`, which asks trio for more.
+    """
+
+    __slots__ = ("_loop", "_reader", "_runner", "_trio")
+
+    def __init__(
+        self, reader: PartitionConsumer, trio_object: pykaf.PartitionConsumer, runner: Runner
+    ) -> None:
+        self._reader = reader
+        self._trio = trio_object
+        self._runner = runner
+        self._loop = runner.loop
+
+    async def _refill_next(self) -> Record:
+        # Checked once a list, where trio is asked: handing out records
+        # already taken touches nothing of trio's.
+        if _get_running_loop() is not self._loop:
+            wrong_loop(self._loop)
+        reader = self._reader
+        if reader._take_more():
+            self._next = 1
+            return self._local[0]
+        return await call_keeping(self._runner, reader._unread, self._trio.__anext__)
 
 
 class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
@@ -24,55 +55,48 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
     ``pause()``, ``resume()`` and the positions work as in trio.
     """
 
-    # ``async for`` takes every record fetched at once (``take_decoded``) and
-    # hands them out from ``_taken`` by index: the per-record path is a list
-    # index, as trio's is. ``_start`` is the position before ``_taken``.
-    __slots__ = ("_start", "_taken", "_taken_next")
+    # ``async for`` iterates ``_cursor`` (``__aiter__`` returns it): every
+    # record fetched is taken at once and handed out by the compiled cursor.
+    # ``_start`` is the position before the cursor's list.
+    __slots__ = ("_cursor", "_start")
 
     def __init__(self, trio_object: pykaf.PartitionConsumer, runner: Runner) -> None:
         super().__init__(trio_object, runner)
-        self._taken: list[Record] = []
-        self._taken_next = 0
+        self._cursor = _Cursor(self, trio_object, runner)
         self._start = -1
 
-    async def __anext__(self) -> Record:
-        i = self._taken_next
-        taken = self._taken
-        if i < len(taken):
-            self._taken_next = i + 1
-            return taken[i]
-        # Checked once a list, where trio is asked: handing out records
-        # already taken touches nothing of trio's.
-        if _get_running_loop() is not self._loop:
-            wrong_loop(self._loop)
-        if self._take_more():
-            self._taken_next = 1
-            return self._taken[0]
-        return await call_keeping(self._runner, self._unread, self._trio.__anext__)
+    def __aiter__(self) -> AsyncIterator[Record]:
+        return self._cursor
+
+    def __anext__(self) -> Awaitable[Record]:  # type: ignore[override]
+        return self._cursor.__anext__()
 
     def _take_more(self) -> bool:
-        """Take what trio has fetched into ``_taken``; False when only a wait gives more."""
+        """Take what trio has fetched into the cursor; False when only a wait gives more."""
+        cursor = self._cursor
+        # The list read out is dropped before the next piece is decoded (as
+        # trio's partition consumer drops its own): its records' memory is
+        # then reused by the new ones, not added to.
+        cursor._local, cursor._next = [], 0
         start = self._trio.position
         taken = self._trio.take_decoded()
-        self._taken, self._taken_next, self._start = taken, 0, start
+        cursor._local, self._start = taken, start
         return bool(taken)
 
     def _rest(self) -> list[Record]:
         """The taken records not handed out, handed out now."""
-        i, taken = self._taken_next, self._taken
-        self._taken, self._taken_next = [], 0
+        cursor = self._cursor
+        i, taken = cursor._next, cursor._local
+        cursor._local, cursor._next = [], 0
         return taken[i:] if i < len(taken) else []
 
     def next_nowait(self) -> Record | None:
         """The next record if one is fetched, else None (no wait, no fetch)."""
         self._check_loop()
-        i = self._taken_next
-        if i >= len(self._taken):
-            if not self._take_more():
-                return None
-            i = 0
-        self._taken_next = i + 1
-        return self._taken[i]
+        record = self._cursor.next_nowait()
+        if record is None and self._take_more():
+            record = self._cursor.next_nowait()
+        return record
 
     @overload
     async def next_batch(self, *, columnar: Literal[False] = False) -> list[Record]: ...
@@ -102,7 +126,8 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
     @property
     def position(self) -> int:
         """The offset of the next record to be handed out (-1 before the start is known)."""
-        i, taken = self._taken_next, self._taken
+        cursor = self._cursor
+        i, taken = cursor._next, cursor._local
         if i >= len(taken):
             return self._trio.position
         return taken[i - 1].offset + 1 if i else self._start
@@ -110,10 +135,10 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
     def seek(self, offset: int) -> None:
         """Continue from ``offset`` (an offset, ``OLDEST`` or ``NEWEST``); drops the buffer."""
         super().seek(offset)
-        self._taken, self._taken_next = [], 0
+        self._cursor._local, self._cursor._next = [], 0
 
     def _unread(self, taken: Record | list[Record] | ColumnBatch) -> None:
-        self._taken, self._taken_next = [], 0
+        self._cursor._local, self._cursor._next = [], 0
         super()._unread(taken)
 
     @property

@@ -128,6 +128,44 @@ def test_async_for_hands_out_what_it_took_and_the_positions_follow(aio_broker: A
     asyncio.run(main())
 
 
+def test_async_for_stopped_midway_and_the_other_calls_go_on_from_there(aio_broker: Any) -> None:
+    """A loop left with ``break`` leaves its records to next_nowait, __anext__ and next_batch."""
+    topic = unique("aio-break")
+    aio_broker.create(topic, 1)
+
+    async def main() -> None:
+        async with pykaf.aio.open_producer(aio_broker.bootstrap) as producer:
+            for start in range(0, 100, 25):  # four batches
+                values = [b"%d" % i for i in range(start, start + 25)]
+                await (await producer.send_batch(topic, values)).wait()
+        async with pykaf.aio.open_consumer(aio_broker.bootstrap, **FAST) as consumer:
+            pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
+            got: list[Any] = []
+            async for record in pc:
+                got.append(record)
+                if record.offset == 36:
+                    break
+            assert pc.position == 37 and pc.lag == 63
+            record = pc.next_nowait() or await asyncio.wait_for(pc.__anext__(), 30)
+            got.append(record)
+            assert record.offset == 37 and pc.position == 38
+            async for record in pc:  # a second loop goes on where the first stopped
+                got.append(record)
+                if record.offset == 59:
+                    break
+            while len(got) < 100:
+                got += await asyncio.wait_for(pc.next_batch(), 30)
+            assert [r.offset for r in got] == list(range(100))
+            assert [r.value for r in got] == [b"%d" % i for i in range(100)]
+            assert (pc.position, pc.lag) == (100, 0)
+            pc.seek(98)
+            async for record in pc:
+                assert (record.offset, pc.position) == (98, 99)
+                break
+
+    asyncio.run(main())
+
+
 def test_transactions(aio_broker: Any) -> None:
     topic = unique("aio-txn")
     aio_broker.create(topic, 1)

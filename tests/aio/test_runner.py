@@ -70,6 +70,34 @@ def test_a_call_without_a_running_loop_names_the_entry_points() -> None:
         trio.run(under_trio)
 
 
+def test_a_partition_consumer_read_from_another_loop_is_refused(run: Run) -> None:
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap) as producer:
+                await (await producer.send_batch("t", [b"a", b"b"])).wait()
+            async with pykaf.aio.open_consumer(cluster.bootstrap) as consumer:
+                pc = await consumer.consume_partition("t", 0, pykaf.OLDEST)
+
+                async def elsewhere() -> None:
+                    with pytest.raises(RuntimeError, match="another asyncio loop"):
+                        async for _record in pc:
+                            pass
+                    with pytest.raises(RuntimeError, match="another asyncio loop"):
+                        pc.next_nowait()
+
+                await asyncio.to_thread(asyncio.run, elsewhere())
+                # and it still reads on its own loop, from the start
+                values = []
+                async for record in pc:
+                    values.append(record.value)
+                    if len(values) == 2:
+                        break
+                assert values == [b"a", b"b"] and pc.position == 2
+
+    run(main)
+
+
 def test_a_plain_call_from_a_worker_thread_is_refused(run: Run) -> None:
     async def main() -> None:
         async with open_fake_cluster() as cluster:

@@ -106,3 +106,24 @@ def test_each_chart_shows_its_tables_ratios() -> None:
         assert f"](img/{svg.name})" in page
     charts = {p.name for p in img.glob("bench-*.svg")}
     assert charts == {f"bench-{t.name}.svg" for t in GEN.TABLES}, "a chart with no table"
+
+
+def test_a_cpu_table_shows_the_cpu_ratios(tmp_path: Path) -> None:
+    root = copy_inputs(tmp_path)
+    run = root / "bench" / "runs" / "cpu.json"
+    ratios = {
+        "case | pykaf[a] | peer": {"ratio": 2.0, "subject_records_per_s": 2000, "cpu_ratio": 1.5},
+        "case | pykaf[b] | peer": {"ratio": 0.5, "subject_records_per_s": 500, "cpu_ratio": None},
+    }
+    run.write_text(json.dumps({"sources": ["x"], "ratios": ratios}))
+    table = GEN.Table("t", "T", "bench/runs/cpu.json", ("case | * | *",), cpu=True)
+    lines = GEN.render_table(table, root).splitlines()
+    assert lines[0].endswith("| pykaf ÷ peer | peer ÷ pykaf CPU |")
+    assert lines[2] == "| `case` | `pykaf[a]` | `peer` | 2k |  | **2.00x** | **1.50x** |"
+    assert lines[3] == "| `case` | `pykaf[b]` | `peer` | 500 |  | 0.5x |  |"
+    plain = GEN.render_table(GEN.Table("t", "T", "bench/runs/cpu.json", ("case | * | *",)), root)
+    assert "CPU" not in plain
+    ratios["case | pykaf[b] | peer"]["cpu_ratio"] = -1
+    run.write_text(json.dumps({"sources": ["x"], "ratios": ratios}))
+    with pytest.raises(GEN.PageError, match="CPU ratio"):
+        GEN.rows_of(GEN.load("bench/runs/cpu.json", root), "bench/runs/cpu.json")
