@@ -21,6 +21,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "PySpark keeps the JVM session of a SparkSession only there; the save-mode "
         "wrapper needs it to ask the JVM which data sources it has"
     ),
+    ("pykaf/testing/_spark.py", "_jsc"): (
+        "PySpark has no public call that counts the executors registered with the driver; "
+        "standalone_spark_session waits for them through the JVM SparkContext"
+    ),
     ("pykaf/_sync/producer.py", "_invoke_callbacks"): (
         "send_async's futures subclass concurrent.futures.Future without its per-future "
         "Condition (sharing the producer's) and resolve a settled batch's futures under one "

@@ -90,10 +90,10 @@ def standalone_spark_session(
             the master or a worker did not start in time (their logs' ends
             are in the message).
     """
-    from pyspark import SparkContext
     from pyspark.find_spark_home import _find_spark_home
+    from pyspark.sql import SparkSession
 
-    if SparkContext._active_spark_context is not None:
+    if SparkSession.getActiveSession() is not None:
         # getOrCreate would hand back that one, not a session on the cluster
         raise RuntimeError(
             "a SparkContext is already running in this process (one per process): "
