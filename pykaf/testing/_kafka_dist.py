@@ -179,6 +179,11 @@ class KafkaRelease:
         """Whether ``unclean.leader.election.interval.ms`` exists (KIP-966, Kafka 4.0+)."""
         return self.line >= (4, 0)
 
+    @property
+    def initial_task_delay(self) -> bool:
+        """Whether ``log.initial.task.delay.ms`` exists (Kafka 3.8+; 3.7 waits a fixed 30 s)."""
+        return self.line >= (3, 8)
+
     def pom(self) -> str:
         """The pom whose dependencies are this release's broker, tools and logging."""
         logging = LOG4J2_DEPENDENCIES if self.log4j2 else RELOAD4J_DEPENDENCIES

@@ -185,12 +185,18 @@ def test_a_3x_node_gets_only_the_settings_it_knows(tmp_path: Path) -> None:
     assert "group.share." not in old and "share.coordinator" not in old
     assert "unclean.leader.election.interval.ms" not in old
     assert "group.consumer.heartbeat.interval.ms=1000" in old
+    assert "log.initial.task.delay.ms=0" in old
+    cluster37 = KafkaCluster(1, version="3.7.2", directory=tmp_path)
+    cluster37._directory = tmp_path
+    cluster37._nodes[1] = node
+    assert "log.initial.task.delay.ms" not in cluster37._properties(node)
     cluster4 = KafkaCluster(1, version="4.4.0", directory=tmp_path)
     cluster4._directory = tmp_path
     cluster4._nodes[1] = node
     new = cluster4._properties(node)
     assert "group.share.heartbeat.interval.ms=1000" in new
     assert "unclean.leader.election.interval.ms=1000" in new
+    assert "log.initial.task.delay.ms=0" in new
 
 
 def test_a_node_that_cannot_read_its_logging_config_fails_at_once(
@@ -356,6 +362,38 @@ def test_a_node_stopped_and_started_keeps_its_data(kafka_cluster3: KafkaCluster)
 
 
 # -- the trio form -----------------------------------------------------------------------
+
+
+#: Kafka's default wait before its log tasks first run (``log.initial.task.delay.ms``)
+_KAFKA_INITIAL_TASK_DELAY = 30.0
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+async def test_records_older_than_retention_outlive_the_first_half_minute() -> None:
+    """Records with old create times are still there after the broker's first log tasks.
+
+    Kafka's one retention check of a test broker used to come 30 s after its
+    start: it deleted the old records of whatever test ran then, between its
+    writing and its reading (a consumer's fetch was out of range, reset to an
+    empty log, and nothing came).
+    """
+    async with open_kafka_cluster(1) as kafka:
+        ready = trio.current_time()
+        await kafka.create_topic("old", 1)
+        async with pykaf.open_producer(kafka.bootstrap) as producer:
+            for i in range(5):
+                producer.send_nowait("old", b"%d" % i, partition=0, timestamp=1_600_000_000_000 + i)
+            await producer.flush()
+        await trio.sleep_until(ready + _KAFKA_INITIAL_TASK_DELAY + 5)
+        async with pykaf.open_consumer(kafka.bootstrap) as consumer:
+            pc = await consumer.consume_partition("old", 0, pykaf.OLDEST)
+            got: list[bytes | None] = []
+            with trio.fail_after(30):
+                while len(got) < 5:
+                    got.extend(r.value for r in await pc.next_batch())
+        assert got == [b"%d" % i for i in range(5)]
+        assert "due to log retention time" not in kafka.log_text(1)
 
 
 async def test_open_kafka_cluster_runs_in_a_trio_test() -> None:
