@@ -157,13 +157,10 @@ class PartitionConsumer(RecordCursor):
     # record out without a coroutine per record. When the list is read out, it
     # awaits this:
     async def _refill_next(self) -> Record:
+        # (another __anext__ awaited first may have filled the list already)
+        if not await self.decoded():
+            raise StopAsyncIteration
         i = self._next
-        if i >= len(self._local):  # (another __anext__ awaited first may have filled it)
-            try:
-                await self._fill()
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                raise StopAsyncIteration from None
-            i = 0
         self._next = i + 1
         return self._local[i]
 
