@@ -58,6 +58,13 @@ class Configured(Protocol):
         ...
 
 
+def lag_of(high_water_mark: int, position: int) -> int:
+    """Records between ``position`` and the high watermark (0 when either is unknown, -1)."""
+    if high_water_mark < 0 or position < 0:
+        return 0
+    return max(0, high_water_mark - position)
+
+
 class Fetching(Protocol):
     """The broker fetcher a partition consumer is attached to, as the partition sees it."""
 
@@ -515,9 +522,7 @@ class PartitionConsumer(RecordCursor):
     @property
     def lag(self) -> int:
         """High watermark minus position (0 when unknown)."""
-        if self.high_water_mark < 0 or self.position < 0:
-            return 0
-        return max(0, self.high_water_mark - self.position)
+        return lag_of(self.high_water_mark, self.position)
 
     # -- control ----------------------------------------------------------------
 
@@ -693,4 +698,4 @@ class PartitionConsumer(RecordCursor):
         )
 
 
-__all__ = ["ConsumerError", "PartitionConsumer"]
+__all__ = ["ConsumerError", "PartitionConsumer", "lag_of"]

@@ -38,7 +38,7 @@ from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.client import NEWEST, OLDEST, Client
 from pykaf._cluster.group_metadata import GroupMetadata
 from pykaf._consumer.consumer import Consumer
-from pykaf._consumer.partition import PartitionConsumer
+from pykaf._consumer.partition import PartitionConsumer, lag_of
 from pykaf._group.config import GroupConfig
 from pykaf._group.offsets import OffsetManager
 from pykaf._group.runner import MemberRunner
@@ -277,7 +277,7 @@ class ConsumerGroup(abc.ABC):
         for (topic, partition), claim in sorted(self._claims.items()):
             position = claim.position
             hwm = claim.high_water_mark
-            lag = max(0, hwm - position) if hwm >= 0 and position >= 0 else 0
+            lag = lag_of(hwm, position)
             parts.append(
                 GroupPartitionStatistics(
                     topic,

@@ -22,7 +22,7 @@ from pykaf._column_batch import ColumnBatch
 from pykaf._config import bootstrap_argument
 from pykaf._consumer.consumer import Consumer as AsyncConsumer
 from pykaf._consumer.consumer import ConsumerStatistics, open_consumer
-from pykaf._consumer.partition import PartitionConsumer
+from pykaf._consumer.partition import PartitionConsumer, lag_of
 from pykaf._group.group import ConsumerGroup as AsyncConsumerGroup
 from pykaf._group.group import GroupStatistics
 from pykaf._group.opener import open_consumer_group
@@ -125,8 +125,7 @@ def _handed_out(stats: _Stats, feeds: Mapping[TopicPartition, _Feed]) -> _Stats:
         feed = feeds.get((ps.topic, ps.partition))
         if feed is not None and feed.batch is not None:
             position = feed.position()
-            hwm = ps.high_water_mark
-            lag = max(0, hwm - position) if hwm >= 0 else 0
+            lag = lag_of(ps.high_water_mark, position)
             ps = dataclasses.replace(ps, position=position, lag=lag)
         partitions.append(ps)
     return dataclasses.replace(stats, partitions=partitions)

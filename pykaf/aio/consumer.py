@@ -9,6 +9,7 @@ from typing import Any, Literal, overload
 
 import pykaf
 from pykaf._column_batch import ColumnBatch
+from pykaf._consumer.partition import lag_of
 from pykaf.aio._bridge import call, call_keeping, open_in_run, wrong_loop
 from pykaf.aio._reader import RecordReader
 from pykaf.aio._runner import Runner
@@ -154,10 +155,7 @@ class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):
     @property
     def lag(self) -> int:
         """High watermark minus position (0 when unknown)."""
-        high, position = self._trio.high_water_mark, self.position
-        if high < 0 or position < 0:
-            return 0
-        return max(0, high - position)
+        return lag_of(self._trio.high_water_mark, self.position)
 
     @property
     def paused(self) -> bool:
