@@ -31,7 +31,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -58,6 +57,7 @@ from pykaf.testing._kafka_dist import (
     kafka_home,
     kafka_release,
 )
+from pykaf.testing._tansu import free_port
 
 __all__ = [
     "AsyncKafkaCluster",
@@ -179,13 +179,6 @@ T = TypeVar("T")
 
 class KafkaClusterError(RuntimeError):
     """The Kafka cluster could not be provisioned, started, stopped or used."""
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _die_with_parent() -> None:
@@ -501,7 +494,7 @@ class KafkaCluster:
         for node_id in self.node_ids:
             node = _Node(node_id, self._directory / f"node-{node_id}")
             node.directory.mkdir(exist_ok=True)
-            node.ports = {name: _free_port() for name in names}
+            node.ports = {name: free_port(_HOST) for name in names}
             self._nodes[node_id] = node
         for node in self._nodes.values():
             (node.directory / "server.properties").write_text(self._properties(node))
@@ -732,7 +725,7 @@ class KafkaCluster:
         if new_ports:
             for name in node.ports:
                 if name != "CONTROLLER":
-                    node.ports[name] = _free_port()
+                    node.ports[name] = free_port(_HOST)
             (node.directory / "server.properties").write_text(self._properties(node))
         self._spawn(node)
 

@@ -9,7 +9,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from pykaf.testing._tansu import free_port
 
 #: How long a standalone cluster's master and workers may take to start.
 STANDALONE_START_TIMEOUT = 90.0
@@ -136,7 +137,7 @@ def standalone_spark_session(
         raise RuntimeError(f"the Spark standalone cluster did not start ({text!r}):\n{tails}")
 
     try:
-        port = _free_port()
+        port = free_port(LOOPBACK)
         master = f"spark://{LOOPBACK}:{port}"
         started = start(
             "master",
@@ -208,10 +209,3 @@ def _wait_for_executors(session: Any, count: int) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{count} executors did not register in time")
         time.sleep(0.2)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port

@@ -54,7 +54,7 @@ def find_tansu_binary() -> str:
     return str(path)
 
 
-def _free_port(host: str) -> int:
+def free_port(host: str) -> int:
     """Ask the OS for a port that is free on ``host`` right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -225,7 +225,7 @@ class TansuBroker:
         self.stop()
         last_error: TansuError | None = None
         for _ in range(self._start_attempts):
-            port = _free_port(self._host)
+            port = free_port(self._host)
             try:
                 self._launch(port)
                 self._wait_ready(port)
