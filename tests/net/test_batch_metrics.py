@@ -361,7 +361,7 @@ async def test_what_waits_beyond_the_last_stable_offset_is_neither_handed_out_no
     config = pykaf.ConsumerConfig(on_batch=events.append, partition_buffer=1)
     consumer = pykaf.Consumer(None, config, None)  # type: ignore[arg-type]
     pc = pykaf.PartitionConsumer(consumer, "t", 0, 0, TransactionFilter("read_committed"))
-    pc.restart_at(3)
+    pc.cursor.restart_at(3)
     fetcher = BrokerFetcher(consumer, 7)
     batches = [_batch(0, 10, compression=1), _batch(10, 10), _batch(20, 10)]
     answer = SimpleNamespace(
@@ -372,12 +372,12 @@ async def test_what_waits_beyond_the_last_stable_offset_is_neither_handed_out_no
         aborted_transactions=None,
         records=b"".join(batches),
     )
-    fetcher._partition(pc, answer)
+    fetcher._partition(pc.cursor, answer)
     assert pc.fetch_offset == 15
     assert events == []  # the answer is decoded, and its batches reported, as it is read
     # The reader's buffer (one answer) is full: nothing is handed over, nor reported.
-    pc.fetch_offset = 3
-    fetcher._partition(pc, answer)
+    pc.cursor.restart_at(3)  # back where the full buffer began
+    fetcher._partition(pc.cursor, answer)
     assert pc.fetch_offset == 3
     records = await pc.next_batch()
     assert [r.offset for r in records] == list(range(3, 15))
