@@ -91,7 +91,7 @@ async def test_produced_and_fetched_batches_add_up_and_match(broker: Any, compre
                 producer.send_nowait(topic, b"value %d " % i * 8, partition=i % 3)
             await producer.flush()
             stats = producer.statistics()
-        leaders = {p: client.metadata.leader_of(topic, p) for p in range(3)}
+        leaders = {p: await client.leader(topic, p) for p in range(3)}
     counts = {p: len(range(p, n, 3)) for p in range(3)}
 
     assert len(produced) == stats.batches_sent and stats.retries == 0
@@ -102,8 +102,7 @@ async def test_produced_and_fetched_batches_add_up_and_match(broker: Any, compre
         assert e.kind == "produce" and e.topic == topic
         assert e.error is None and e.retries == 0 and e.dropped == 0
         assert e.compression == compression
-        leader = leaders[e.partition]
-        assert leader is not None and e.node_id == leader.node_id
+        assert e.node_id == leaders[e.partition].node_id
         assert e.seconds is not None and e.seconds >= 0
         assert e.uncompressed_bytes is not None and e.bytes > 61  # more than a header
         if compression == "none":
