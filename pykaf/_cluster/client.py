@@ -396,8 +396,8 @@ class Client:
 
     async def writable_partitions(self, topic: str) -> list[int]:
         """The topic's partitions that have a leader right now."""
-        t = await self._topic(topic)
-        return sorted(p for p, info in t.partitions.items() if info.leader >= 0)
+        await self._topic(topic)
+        return self.router.available(topic)
 
     async def _partition(self, topic: str, partition: int) -> PartitionInfo:
         t = await self._topic(topic)

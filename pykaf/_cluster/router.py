@@ -26,7 +26,8 @@ A request sent once to a partition's leader (ListOffsets, a watermark Fetch,
 DeleteRecords), with no route, asks :meth:`PartitionRouter.leader` (the
 client's router, ``Client.router``) and, after an answer saying the leader
 moved, :meth:`PartitionRouter.forget_leader`: the same reading of the metadata
-as the routes'.
+as the routes'. The partitions a partitioner may pick from (those with a
+leader) are :meth:`PartitionRouter.available`.
 """
 
 from __future__ import annotations
@@ -356,6 +357,17 @@ class PartitionRouter:
         if not self._led(info):
             raise errors.LeaderNotAvailableError(f"{topic}/{partition} has no leader right now")
         return info.leader
+
+    def available(self, topic: str) -> list[int]:
+        """The partitions of ``topic`` the metadata names a leader for, in order.
+
+        What a partitioner may pick from (Java's available partitions); none
+        while the metadata does not know the topic. No refresh.
+        """
+        info = self.client.metadata.topics.get(topic)
+        if info is None:
+            return []
+        return sorted(i for i, p in info.partitions.items() if self._led(p))
 
     def forget_leader(self, topic: str, partition: int) -> None:
         """The leader answered as though it no longer leads: the next lookup asks the metadata."""

@@ -329,6 +329,16 @@ async def test_a_one_shot_lookup_reads_the_metadata_as_routes_do() -> None:
                 await router.leader("t", 5)
 
 
+async def test_the_available_partitions_are_those_with_a_leader() -> None:
+    async with open_fake_cluster(1) as cluster:
+        cluster.create_topic("t", 3)
+        async with pykaf.open_client(cluster.bootstrap) as client:
+            assert client.router.available("other") == []  # a topic it does not know
+            assert await client.writable_partitions("t") == [0, 1, 2]
+            client.router.forget_leader("t", 1)
+            assert client.router.available("t") == [0, 2]
+
+
 def test_the_leader_check_finds_a_lookup() -> None:
     tree = ast.parse("leader = self.client.metadata.leader_of(p.topic, p.partition)")
     assert any(isinstance(n, ast.Attribute) and n.attr == "leader_of" for n in ast.walk(tree))
