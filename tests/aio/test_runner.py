@@ -530,3 +530,40 @@ def test_records_taken_for_a_cancelled_reader_are_read_again(run: Run) -> None:
                 assert got == [b"%d" % i for i in range(50)]
 
     run(main)
+
+
+class _TaskSteps(trio.abc.Instrument):
+    """Counts the trio tasks started and the steps they take, but the fake brokers'."""
+
+    def __init__(self) -> None:
+        self.spawned = 0
+        self.steps = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned += 1
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if "serve_listeners" not in task.name:  # the fake cluster runs in the same trio run
+            self.steps += 1
+
+
+def test_awaited_sends_run_no_trio_task(run: Run) -> None:
+    # An awaited send() is written by the asyncio task itself, its answer read
+    # by the loop (add_reader) and handed to the task's future: the client's
+    # trio tasks (and so trio's guest I/O thread) take no part in a loop of them.
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap, linger=3600) as producer:
+                await producer.send("t", b"warm")
+                await asyncio.sleep(0.05)  # the trio side settles down
+                steps = _TaskSteps()
+                trio.lowlevel.add_instrument(steps)
+                try:
+                    mds = [await producer.send("t", b"v%d" % i) for i in range(20)]
+                finally:
+                    trio.lowlevel.remove_instrument(steps)
+                assert [md.offset for md in mds] == list(range(1, 21))
+                assert (steps.spawned, steps.steps) == (0, 0)
+
+    run(main)
