@@ -690,6 +690,12 @@ class BrokerConnection:
             self._deliver(data)
         except ProtocolError as exc:
             self._fail(exc)
+        except Exception as exc:
+            # A reader task that raised would take the client down with it; a
+            # loop callback's error would only be logged by the loop, leaving
+            # every request behind it unanswered: the connection fails instead.
+            log.exception("%s: handing over an answer failed", self)
+            self._fail(KafkaConnectionError(f"{self}: handing over an answer failed: {exc!r}"))
 
     def _hosted(self) -> Any:
         """The host loop reading this connection (registered now), or None: trio reads."""

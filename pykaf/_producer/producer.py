@@ -241,16 +241,19 @@ class Producer:
         """
         acc = self._acc
         purges = acc.purges
-        await acc.wait_for_space()
+        if acc.closing or acc.gated or acc.full():
+            await acc.wait_for_space()  # (which raises when closing or gated)
         if self._on_send:
             topic, value, key, partition, headers, timestamp = self._intercept(
                 topic, value, key, partition, headers, timestamp
             )
         if timestamp is None:
             timestamp = _now_ms()
-        t = await self._router.ready_topic(topic)
-        # Again: other senders may have filled the buffer while the topic was looked up.
-        await acc.wait_for_space()
+        t = self._topics.get(topic)
+        if t is None or t.count == 0:
+            t = await self._router.ready_topic(topic)
+            # Again: other senders may have filled the buffer while the topic was looked up.
+            await acc.wait_for_space()
         if acc.purges != purges:
             raise errors.PurgedError("purged from the producer before it was sent")
         batch, delta, broker = self._append_awaited(t, partition, key, value, headers, timestamp)

@@ -368,9 +368,8 @@ class Sinks:
         for batch in batches:
             t = self._topics.get(batch.topic)
             p = t.parts[batch.partition] if t is not None else None
-            if p is not None:
-                with suppress(ValueError):
-                    p.inflight.remove(batch)
+            if p is not None and batch in p.inflight:  # (no context manager per batch)
+                p.inflight.remove(batch)
             if batch.done:
                 continue
             if response is None and error is None:  # acks=0
