@@ -115,8 +115,10 @@ class _Slot:
         "size",
     )
 
-    def __init__(self, api_key: int, api: str) -> None:
-        self.event = trio.Event()
+    def __init__(self, api_key: int, api: str, *, awaited: bool = True) -> None:
+        #: Set once the answer is in or the request failed; a submitted
+        #: request, which nobody awaits, has none (its callbacks tell instead).
+        self.event: trio.Event | None = trio.Event() if awaited else None
         self.response: Any = None
         self.error: BaseException | None = None
         #: Called by the reader task with the decoded body as the answer is read.
@@ -134,6 +136,11 @@ class _Slot:
     def failed(self) -> bool:
         """Whether the request failed (its ``error`` says why)."""
         return self.error is not None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the answer is in or the request failed."""
+        return self.response is not None or self.error is not None
 
 
 #: A request's slot, as :meth:`BrokerConnection.submit` returns it.
@@ -500,7 +507,7 @@ class BrokerConnection:
     ) -> _Slot:
         """Frame ``request`` (expecting an answer) for the next write; its slot."""
         cls = type(request)
-        slot = _Slot(cls.API_KEY, _api_name(cls))
+        slot = _Slot(cls.API_KEY, _api_name(cls), awaited=on_failure is None)
         slot.on_answer = on_answer
         slot.on_failure = on_failure
         self._proto.send_request(request, version, expect_response=True, context=slot)
@@ -636,15 +643,17 @@ class BrokerConnection:
             return data
 
     async def _wait(self, slot: _Slot, timeout: float) -> Any:
-        if not slot.event.is_set():  # (no timer needed for an answer already in)
+        event = slot.event
+        assert event is not None  # (a submitted request is never awaited)
+        if not event.is_set():  # (no timer needed for an answer already in)
             with trio.move_on_after(timeout) as scope:
-                await slot.event.wait()
+                await event.wait()
             if scope.cancelled_caught:
                 # Responses come in order: one that is late blocks all behind it.
                 self._fail(KafkaTimeoutError(f"{self}: no response within {timeout}s"))
         if slot.error is not None:
             raise fresh_error(slot.error)
-        if not slot.event.is_set():  # failed before this request was answered
+        if not event.is_set():  # failed before this request was answered
             raise fresh_error(self._error or KafkaConnectionError(f"{self}: connection lost"))
         return slot.response
 
@@ -665,7 +674,8 @@ class BrokerConnection:
             # freed once read, not at the next full garbage collection.
             resp.context = None
             slot.response = resp
-            slot.event.set()
+            if slot.event is not None:
+                slot.event.set()
             record(slot.api_key, slot.api, now - slot.sent_at, slot.size, None)
             if slot.on_failure is not None:  # submitted: nobody collects it
                 self._in_flight.release()
@@ -762,9 +772,10 @@ class BrokerConnection:
             log.info("%s", text if text.startswith(repr(self)) else f"{self}: {text}")
         for pending in self._proto.take_pending():
             slot = pending.context
-            if slot is not None and not slot.event.is_set():
+            if slot is not None and not slot.settled:
                 slot.error = error
-                slot.event.set()
+                if slot.event is not None:
+                    slot.event.set()
                 if slot.sent_at:
                     self._record_failure(slot, error)
                 if slot.on_failure is not None:  # submitted: nobody collects it

@@ -338,11 +338,11 @@ class Sinks:
         """Take ``p`` from its sink; its route finds its leader again."""
         p.route.detach()
 
-    def count_sent(self, batches: list[ProducerBatch], records: int) -> None:
-        """Counters for a request about to be written."""
-        self.batches_sent += len(batches)
+    def count_sent(self, batches: int, records: int, retried: int) -> None:
+        """Counters for a request about to be written (``retried``: batches sent before)."""
+        self.batches_sent += batches
         self.records_sent += records
-        self.retries += sum(1 for b in batches if b.attempts > 1)
+        self.retries += retried
 
     def in_flight_changed(self) -> None:
         """A response arrived; wake whoever waits for requests to drain."""
@@ -502,6 +502,8 @@ class _Answer:
             watched = sink.watched
             while watched and watched[0].settled:  # answers come in order: this one, mostly
                 watched.popleft()
+            if watched and watched[0].slot is not None and watched[0].slot.failed:
+                sink.watchdog.unpark_all()  # a failure that waited behind this answer
 
     def failed(self) -> None:
         """The request failed (the connection broke or timed out): the watchdog settles it."""
@@ -755,6 +757,7 @@ class BrokerSink:
         build = sinks.ids.build
         nbytes = 0
         nrecords = 0
+        retried = 0
         for part in ready:
             batch = part.queue.popleft()
             raw = build(part, batch)
@@ -763,6 +766,8 @@ class BrokerSink:
             topics.setdefault(part.topic, []).append(
                 partition_data(index=part.partition, records=raw)
             )
+            if batch.attempts:
+                retried += 1
             batch.attempts += 1
             nbytes += len(raw)
             nrecords += batch.count
@@ -779,7 +784,7 @@ class BrokerSink:
         self.batches += len(batches)
         self.records += nrecords
         self.bytes += nbytes
-        sinks.count_sent(batches, nrecords)
+        sinks.count_sent(len(batches), nrecords, retried)
         # In flight from here on: an epoch bump waits until no request is.
         self.in_flight += 1
         return _Answer(self, batches), version, request
