@@ -209,6 +209,8 @@ class BrokerConnection:
         #: Whether the last read emptied the socket (the next one waits first).
         self._drained = False
         self._nursery: trio.Nursery | None = None
+        #: The loop reading this connection for trio (see ``READ_HOST``), or None.
+        self._host: Any = None
         self._in_flight = trio.Semaphore(config.max_in_flight_per_connection)
         # Shielded: only close() ends the reader. A caller's scope that is
         # cancelled must not take the connection with it while a shielded
@@ -685,6 +687,9 @@ class BrokerConnection:
     def _hosted_readable(self) -> None:
         """The host loop's callback: the socket is readable (see ``READ_HOST``)."""
         if self._error is not None:
+            # Failed: the reader task removes this callback once trio runs, but
+            # a socket at its end stays readable and would call it until then.
+            self._host.remove_reader(self._fd)
             return
         try:
             data = os.read(self._fd, _READ_SIZE)
@@ -716,6 +721,7 @@ class BrokerConnection:
             host.add_reader(self._fd, self._hosted_readable)
         except NotImplementedError:
             return None
+        self._host = host
         return host
 
     async def _reader(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
