@@ -137,6 +137,15 @@ class Client:
                 raise errors.BrokerNotAvailableError(f"broker {node_id} is not in the cluster")
         return await self._pool.get(broker.host, broker.port, node_id)
 
+    def live_connection(self, node_id: int) -> BrokerConnection | None:
+        """Broker ``node_id``'s connection if it is open now, else None (nothing is awaited)."""
+        if self._closed:
+            return None
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            return None
+        return self._pool.live(broker.host, broker.port)
+
     async def connect_to(self, broker: BrokerInfo) -> BrokerConnection:
         """A live connection to ``broker`` (which need not be in the metadata)."""
         self._check_open()
