@@ -142,6 +142,22 @@ class Accumulator:
         if self.closing or self.gated:
             self.refuse()
 
+    async def wait_for_room(self, nbytes: int) -> None:
+        """Wait until one more record of ``nbytes`` bytes fits in the buffer.
+
+        Raises:
+            ClosedError, TransactionStateError: as :meth:`refuse`.
+        """
+        while (
+            self.buffered_records >= self.max_records
+            or self.max_bytes - self.buffered_bytes < nbytes
+        ):
+            if self.closing or self.gated:
+                self.refuse()
+            await self._space.park()
+        if self.closing or self.gated:
+            self.refuse()
+
     async def wait_for_space_lenient(self) -> None:
         """Wait until the buffer has room or the producer closes; never raise."""
         while self.full() and not self.closing:
@@ -166,8 +182,7 @@ class Accumulator:
 
     def close(self) -> None:
         """Accept no more records (the staged ones are appended first); wake who waits."""
-        if self.staged:
-            self.drain_staged()
+        self.drain_staged()  # also gives back room reserved for records to come
         self.closing = True
         self._space.unpark_all()
 

@@ -39,6 +39,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from itertools import repeat
 from typing import Any
 
@@ -75,7 +76,7 @@ class _Run:
 
     def __init__(
         self,
-        topic: TopicState,
+        topic: TopicState | str,
         partition: int | None,
         values: list[bytes],
         keys: list[bytes] | None,
@@ -83,6 +84,8 @@ class _Run:
         callbacks: list[OnDelivery] | None,
         mark: int,
     ) -> None:
+        #: Its topic's state; its name when staged from another thread (the
+        #: state is looked up by the drain, in the loop).
         self.topic = topic
         self.partition = partition
         self.values = values
@@ -92,6 +95,56 @@ class _Run:
         #: The stager's ``joined_bytes`` when the run opened: its records'
         #: values and keys are the bytes from there to the next run's mark.
         self.mark = mark
+
+
+class _Loose:
+    """A record staged from another thread that no run takes, in its place in the order.
+
+    The drain replays it through the producer's own ``send_nowait``;
+    ``extra`` is the buffer room it reserved beyond ``PER_RECORD``.
+    """
+
+    __slots__ = (
+        "extra",
+        "headers",
+        "key",
+        "mark",
+        "on_delivery",
+        "partition",
+        "timestamp",
+        "topic",
+        "value",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: Any,
+        headers: Any,
+        timestamp: Any,
+        on_delivery: OnDelivery | None,
+        extra: int,
+        mark: int,
+    ) -> None:
+        self.topic = topic
+        self.value = value
+        self.key = key
+        self.partition = partition
+        self.headers = headers
+        self.timestamp = timestamp
+        self.on_delivery = on_delivery
+        self.extra = extra
+        self.mark = mark  # the stager's joined_bytes: where the run before it ends
+
+
+def _size(data: Any) -> int:
+    """The bytes a value or key counts for in the buffer (0 for what is not bytes-like)."""
+    try:
+        return 0 if data is None else len(data)
+    except TypeError:
+        return 0
 
 
 class ParkedRun:
@@ -105,6 +158,7 @@ class ParkedRun:
     __slots__ = ("_staging", "nbytes", "now", "records", "run")
 
     def __init__(self, staging: Staging, run: _Run, now: int, data: int) -> None:
+        assert isinstance(run.topic, TopicState)
         self._staging = staging
         self.run = run
         self.now = now  # when it was parked: the stamp of records without their own
@@ -178,6 +232,18 @@ class Staging:
     stage go to ``fallback`` (the producer's own ``send_nowait``).
     ``topic_state`` gives a topic's state, starting its lookup when it is
     new (the routing stage's ``Router.topic_state``).
+
+    Other threads may stage too (``pykaf.sync``), and touch nothing the
+    loop owns: a record's topic is looked up, its partition checked, by
+    the drain. Their room in the buffer is granted by the loop, ``CHUNK``
+    records at a time (:meth:`_grant`, through :attr:`call_in_loop`); a
+    thread that finds none waits up to :attr:`block` seconds for it, then
+    raises ``BufferFullError``. A record no run takes (headers, a value
+    over ``SMALL``, a key another partitioner must see) is staged as it
+    is, after the runs before it, and replayed by the drain through
+    ``fallback``: each thread's records keep their order whatever the mix,
+    with no call to the loop per record. Runs are appended to, and the
+    list swapped, under :attr:`stager`'s lock.
     """
 
     def __init__(
@@ -196,7 +262,7 @@ class Staging:
         self._topic_state = topic_state
         self._token = trio.lowlevel.current_trio_token()
         # The accumulator holds the same list: it drains before anything else appends.
-        self.runs: list[_Run] = acc.staged
+        self.runs: list[_Run | _Loose] = acc.staged
         acc.drain_staged = self.drain
         self._scheduled = False
         self._reserved = 0  # records reserved in the buffer (PER_RECORD bytes each)
@@ -220,51 +286,79 @@ class Staging:
         # fit ``max_message_bytes``.
         self._keyed = 2 * small <= acc.max_message - RECORD_OVERHEAD
         self._hashed = type(acc.partitioner) is Murmur2Partitioner
+        # Staging from other threads (see the class's docstring):
+        self._loop_thread = threading.get_ident()
+        self._extra = 0  # room reserved beyond PER_RECORD per record, for loose records
+        self._extra_used = 0  # of it, what staged loose records take
+        self._threads = False  # a drain's records came from other threads
+        #: Set by the owner: records from other threads are refused (ClosedError).
+        self.closed = False
+        #: Seconds a record from another thread waits for room before ``BufferFullError``.
+        self.block = 0.0
+        #: How another thread runs ``await fn(*args)`` in the loop (the owner's portal).
+        self.call_in_loop: Callable[..., Any] = partial(
+            trio.from_thread.run, trio_token=self._token
+        )
 
     @property
     def staged(self) -> int:
         """Records staged and not appended (or parked) yet."""
         return self.stager.queued - self.stager.accepted
 
-    def _reserve(self) -> bool:
-        """Reserve buffer room for up to ``CHUNK`` more records; False when there is none."""
+    def _reserve(self, extra: int = 0) -> bool:
+        """Reserve buffer room for up to ``CHUNK`` more records; False when there is none.
+
+        ``extra``: bytes for a loose record beyond its ``PER_RECORD``.
+        """
         acc = self.acc
-        room = min(
-            CHUNK,
-            acc.max_records - acc.buffered_records,
-            (acc.max_bytes - acc.buffered_bytes) // PER_RECORD,
-        )
-        if room <= 0:
-            return False
-        acc.reserve(room, room * PER_RECORD)
-        self._reserved += room
-        self.stager.max_pending = self.staged + room
+        with self.stager.lock:
+            room = min(
+                CHUNK,
+                acc.max_records - acc.buffered_records,
+                (acc.max_bytes - acc.buffered_bytes - extra) // PER_RECORD,
+            )
+            if room <= 0:
+                return False
+            acc.reserve(room, room * PER_RECORD + extra)
+            self._reserved += room
+            self._extra += extra
+            self.stager.max_pending = self.staged + room
         return True
+
+    def _plain(self, value: Any, headers: Any, stamp: Any) -> bool:
+        """Whether the record's value, headers and timestamp let it join a run."""
+        return (
+            type(value) is bytes
+            and len(value) <= self.stager.small
+            and headers is None
+            and (stamp is None or (type(stamp) is int and _INT64_MIN <= stamp <= _INT64_MAX))
+        )
+
+    def _routable(self, key: Any, partition: Any) -> bool:
+        """Whether a run can go where the record goes, its topic not looked at.
+
+        The partition is checked, and the partitioner asked, by the drain.
+        """
+        if key is not None and not (
+            type(key) is bytes and len(key) <= self.stager.small and self._keyed
+        ):
+            return False
+        if partition is None:
+            return self._sticky if key is None else self._hashed
+        return type(partition) is int
 
     def _stageable(
         self, t: TopicState | None, key: Any, value: Any, partition: Any, headers: Any, stamp: Any
     ) -> bool:
         """Whether the record may open a run (see the module's docstring)."""
-        small = self.stager.small
-        if not (
-            type(value) is bytes
-            and len(value) <= small
-            and headers is None
-            and (stamp is None or (type(stamp) is int and _INT64_MIN <= stamp <= _INT64_MAX))
-            and not (self.acc.closing or self.acc.gated)
-        ):
+        if not self._plain(value, headers, stamp) or self.acc.closing or self.acc.gated:
             return False
         if t is not None and t.count > 0:  # known partitions: unkeyed records only
             return key is None and (
                 (partition is None and self._sticky)
                 or (type(partition) is int and 0 <= partition < t.count)
             )
-        # Not known yet: the partition is checked and the partitioner asked on replay.
-        if key is not None and not (type(key) is bytes and len(key) <= small and self._keyed):
-            return False
-        if partition is None:
-            return self._sticky if key is None else self._hashed
-        return type(partition) is int
+        return self._routable(key, partition)  # not known yet
 
     def _stage(
         self,
@@ -277,6 +371,9 @@ class Staging:
         on_delivery: OnDelivery | None,
     ) -> None:
         """A record the compiled path did not take: open a run for it, or send it alone."""
+        if threading.get_ident() != self._loop_thread:
+            self._stage_outside(topic, value, key, partition, headers, timestamp, on_delivery)
+            return
         t = self._topics.get(topic)
         plain = self._stageable(t, key, value, partition, headers, timestamp)
         if plain and self.staged >= self.stager.max_pending:  # the reservation is used up
@@ -296,6 +393,111 @@ class Staging:
             return
         if t is None:  # its lookup starts now (InvalidTopicError, ClosedError: raised here)
             t = self._topic_state(topic)
+        self.runs.append(self._open(t, topic, partition, value, key, timestamp, on_delivery))
+        if not self._scheduled:
+            self._scheduled = True
+            self._token.run_sync_soon(self._drain_soon)
+
+    def _stage_outside(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: Any,
+        headers: Any,
+        timestamp: Any,
+        on_delivery: OnDelivery | None,
+    ) -> None:
+        """``_stage`` for a caller in another thread: a run or a loose record, in order.
+
+        Raises:
+            BufferFullError: no room within :attr:`block` seconds.
+            ClosedError: the owner closed, or the loop has stopped (the
+                record is withdrawn; what other threads staged meanwhile
+                fails through its own reports).
+        """
+        run = self._plain(value, headers, timestamp) and self._routable(key, partition)
+        extra = 0
+        if not run:  # a loose record counts for its own bytes (one too large fails on replay)
+            nbytes = _size(value) + _size(key) + RECORD_OVERHEAD
+            extra = 0 if nbytes > self.acc.max_message else max(nbytes - PER_RECORD, 0)
+        stager = self.stager
+        deadline = None
+        while True:
+            with stager.lock:
+                if self.closed:
+                    raise errors.ClosedError("the producer is closed")
+                if self.staged < stager.max_pending and self._extra_used + extra <= self._extra:
+                    item = self._put(
+                        run, extra, topic, value, key, partition, headers, timestamp, on_delivery
+                    )
+                    schedule = not self._scheduled
+                    self._scheduled = self._threads = True
+                    break
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self.block
+            if not self.call_in_loop(self._grant, extra, max(deadline - now, 0.0)):
+                raise errors.BufferFullError(
+                    f"no room in the producer's buffer within {self.block} s"
+                )
+        if schedule:
+            try:
+                self._token.run_sync_soon(self._drain_soon)
+            except BaseException as exc:  # the loop has stopped
+                self._unstage(item, exc)
+                raise errors.ClosedError("the producer's loop has stopped") from exc
+
+    def _put(
+        self,
+        run: bool,
+        extra: int,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: Any,
+        headers: Any,
+        timestamp: Any,
+        on_delivery: OnDelivery | None,
+    ) -> _Run | _Loose:
+        """Under the lock: stage a record from another thread, as a new run or loose."""
+        stager = self.stager
+        item: _Run | _Loose
+        if run:
+            item = self._open(topic, topic, partition, value, key, timestamp, on_delivery)
+        else:
+            stager.close_runs()  # the records after it open a run of their own
+            stager.queued += 1
+            self._extra_used += extra
+            item = _Loose(
+                topic,
+                value,
+                key,
+                partition,
+                headers,
+                timestamp,
+                on_delivery,
+                extra,
+                stager.joined_bytes,
+            )
+        self.runs.append(item)
+        return item
+
+    def _open(
+        self,
+        where: TopicState | str,
+        topic: str,
+        partition: Any,
+        value: bytes,
+        key: bytes | None,
+        timestamp: int | None,
+        on_delivery: OnDelivery | None,
+    ) -> _Run:
+        """A new run of the record, open for the compiled path to join.
+
+        Under the lock when other threads stage; ``where`` is the topic's
+        state, or its name.
+        """
         values = [value]
         keys = None if key is None else [key]
         stamps = None if timestamp is None else [timestamp]
@@ -303,45 +505,107 @@ class Staging:
         # The run's bytes are from its mark to the next run's: its first record's too.
         mark = stager.joined_bytes
         stager.joined_bytes += len(value) + (0 if key is None else len(key))
+        stager.queued += 1
         if on_delivery is None:
             stager.open_run(topic, partition, values, keys, stamps)
-            run = _Run(t, partition, values, keys, stamps, None, mark)
-        else:
-            callbacks = [on_delivery]
-            stager.open_callback_run(topic, partition, values, callbacks, keys, stamps)
-            run = _Run(t, partition, values, keys, stamps, callbacks, mark)
-        stager.queued += 1
-        self.runs.append(run)
-        if not self._scheduled:
-            self._scheduled = True
-            self._token.run_sync_soon(self._drain_soon)
+            return _Run(where, partition, values, keys, stamps, None, mark)
+        callbacks = [on_delivery]
+        stager.open_callback_run(topic, partition, values, callbacks, keys, stamps)
+        return _Run(where, partition, values, keys, stamps, callbacks, mark)
+
+    async def _grant(self, extra: int, timeout: float) -> bool:
+        """In the loop, for another thread: room for ``CHUNK`` records and ``extra`` bytes.
+
+        Waits up to ``timeout`` seconds for it; False when none came.
+
+        Raises:
+            ClosedError, TransactionStateError: no record may be sent now.
+        """
+        with trio.move_on_after(timeout):
+            while True:
+                self.drain()
+                if self._reserve(extra):
+                    return True
+                await self.acc.wait_for_room(PER_RECORD + extra)
+        return False
+
+    def _unstage(self, own: _Run | _Loose, exc: BaseException) -> None:
+        """The loop has stopped: withdraw the caller's record, fail what others staged."""
+        stager = self.stager
+        with stager.lock:
+            items = self.runs.copy()
+            self.runs.clear()
+            stager.close_runs()
+            stager.max_pending = 0
+            stager.accepted = stager.queued
+            self._scheduled = False
+        error = errors.ClosedError("the producer's loop stopped before the record was sent")
+        error.__cause__ = exc
+        now = time.time_ns() // 1_000_000
+        for item in items:
+            if isinstance(item, _Loose):
+                if item is not own:
+                    self._fail_loose(item, error, now)
+                continue
+            if item is own:
+                for column in (item.values, item.keys, item.stamps, item.callbacks):
+                    if column is not None:
+                        del column[0]  # the caller's record opened the run
+                if not item.values:
+                    continue
+            self.fail(item, self.delivery(item, now), error, 0)
 
     def _drain_soon(self) -> None:
-        self._scheduled = False
+        with self.stager.lock:
+            self._scheduled = False
+            threads, self._threads = self._threads, False
         self.drain()
+        acc = self.acc
+        if threads and not (self.closed or acc.closing or acc.gated):
+            self._reserve()  # more will come: their room is there already
 
     def drain(self) -> None:
         """Append every staged run to its partitions' batches, in order; never raises.
 
         A run whose topic's partitions are not known yet is parked on the
         topic instead (:class:`ParkedRun`), after what was parked before it.
+        Records staged from other threads are given their topic's state
+        here, and loose ones replayed through ``fallback``. The reservation
+        is given back.
         """
-        if not self.runs:
-            return
-        runs = self.runs.copy()
-        self.runs.clear()
         stager = self.stager
-        stager.close_runs()
-        stager.max_pending = 0  # the next record reserves again
+        if not (self.runs or self._reserved):
+            return
+        with stager.lock:
+            runs = self.runs.copy()
+            self.runs.clear()
+            stager.close_runs()
+            stager.max_pending = 0  # the next record reserves again
+            reserved, self._reserved = self._reserved, 0
+            extra, self._extra, self._extra_used = self._extra, 0, 0
+            stager.accepted = stager.queued  # each item is taken over below
+            end = stager.joined_bytes
         acc = self.acc
-        reserved, self._reserved = self._reserved, 0
-        acc.unreserve(reserved, reserved * PER_RECORD)  # the records count for themselves now
+        # The records count for themselves now.
+        acc.unreserve(reserved, reserved * PER_RECORD + extra)
         now = time.time_ns() // 1_000_000
-        ends = [run.mark for run in runs[1:]]
-        ends.append(stager.joined_bytes)
+        ends = [item.mark for item in runs[1:]]
+        if runs:
+            ends.append(end)
         for run, end in zip(runs, ends, strict=True):
-            stager.accepted += len(run.values)
+            if isinstance(run, _Loose):
+                self._replay(run, now)
+                continue
             t = run.topic
+            if type(t) is str:  # staged from another thread
+                try:
+                    if acc.closing or acc.gated:
+                        acc.refuse()
+                    t = run.topic = self._topic_state(t)
+                except errors.PykafError as exc:
+                    self.fail(run, self.delivery(run, now), exc, 0)
+                    continue
+            assert isinstance(t, TopicState)
             if t.count == 0 and t.error is None:  # its partitions are still being looked up
                 parked = ParkedRun(self, run, now, end - run.mark)
                 acc.reserve(parked.records, parked.nbytes)
@@ -350,13 +614,42 @@ class Staging:
                 self.append(t, run, now)
         acc.release(0, 0)  # what the reservation held and the records do not: wake who waits
 
+    def _replay(self, item: _Loose, now: int) -> None:
+        """Send a loose record through ``fallback``; its error goes to its report."""
+        try:
+            self._fallback(
+                item.topic,
+                item.value,
+                key=item.key,
+                partition=item.partition,
+                headers=item.headers,
+                timestamp=item.timestamp,
+                on_delivery=item.on_delivery,
+            )
+        except Exception as exc:  # told as send_nowait would have raised it
+            self._fail_loose(item, exc, now)
+
+    def _fail_loose(self, item: _Loose, error: BaseException, now: int) -> None:
+        """Fail a loose record through its ``on_delivery``, or for the next flush."""
+        stamp = item.timestamp if type(item.timestamp) is int else None
+        run = _Run(
+            item.topic,
+            item.partition if type(item.partition) is int else None,
+            [item.value],
+            None,
+            None if stamp is None else [stamp],
+            None if item.on_delivery is None else [item.on_delivery],
+            item.mark,
+        )
+        self.fail(run, self.delivery(run, now), error, 0)
+
     def delivery(self, run: _Run, now: int) -> BatchDelivery:
         """The delivery that tracks ``run``'s records (its callbacks as its hook)."""
         delivery = BatchDelivery(len(run.values))
         if run.stamps is None:
             delivery.timestamp = now
         if run.callbacks is not None:
-            delivery.on_settle = _Callbacks(run.topic.name, run.callbacks, run.stamps)
+            delivery.on_settle = _Callbacks(_name(run), run.callbacks, run.stamps)
             delivery.observed = True
         return delivery
 
@@ -383,7 +676,13 @@ class Staging:
         """Fail ``run``'s records from ``start`` on, through ``delivery``."""
         part = -1 if run.partition is None else run.partition
         n = len(run.values)
-        self._reports.fail_alone(run.topic.name, part, error, delivery, start, n - start)
+        self._reports.fail_alone(_name(run), part, error, delivery, start, n - start)
+
+
+def _name(run: _Run) -> str:
+    """The name of the run's topic."""
+    t = run.topic
+    return t if isinstance(t, str) else t.name
 
 
 __all__ = ["CHUNK", "SMALL", "ParkedRun", "Staging"]
