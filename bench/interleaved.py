@@ -30,6 +30,14 @@ Awaited sends (``bench/test_awaited.py``; use ``--records 2000``):
         --clients aiokafka[send_and_wait] pykaf[send] \\
                   confluent-kafka[produce_flush] pykaf[sync_send]
 
+On asyncio (``bench/test_aio.py``'s rounds): ``pykaf[aio_send]`` and
+``pykaf[aio_send_plain]`` (``pykaf.aio``'s ``await send()`` per record)
+against ``aiokafka[send_and_wait]``.
+
+Besides records/s, each client's median CPU time per record is printed: the
+process's (every thread's), from the start of the timed part to its end,
+which load from other processes disturbs less than the wall time.
+
 ``--broker kafka`` runs one Apache Kafka node (``bench/_kafka.py``) and one
 untimed warm-up round first (its JIT); ``--pykaf-option flush_bytes=1000000``
 gives every pykaf client another option, to try it against the same peer
@@ -48,6 +56,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import test_aio as aio
 from bench import test_awaited as awaited
 from bench import test_producer as prod
 from bench._support import bulk_values
@@ -65,6 +74,8 @@ CLIENTS = {
     "pykaf[send]": awaited.PykafSendRound,
     "pykaf[send_plain]": awaited.PykafSendPlainRound,
     "pykaf[sync_send]": awaited.PykafSyncSendRound,
+    "pykaf[aio_send]": aio.PykafAioSendRound,
+    "pykaf[aio_send_plain]": aio.PykafAioSendPlainRound,
 }
 PEER = "confluent-kafka[poll]"
 #: Each pykaf client's peer, where it is not PEER: the same idiom on confluent-kafka.
@@ -74,6 +85,8 @@ PEERS = {
     "pykaf[send]": "aiokafka[send_and_wait]",
     "pykaf[send_plain]": "aiokafka[send_and_wait]",
     "pykaf[sync_send]": "confluent-kafka[produce_flush]",
+    "pykaf[aio_send]": "aiokafka[send_and_wait]",
+    "pykaf[aio_send_plain]": "aiokafka[send_and_wait]",
 }
 
 
@@ -107,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup = args.warmup if args.warmup is not None else int(args.broker == "kafka")
     values = bulk_values(args.records, prod.VALUE_SIZE).values
     seconds: dict[str, list[float]] = {name: [] for name in args.clients}
+    cpu: dict[str, list[float]] = {name: [] for name in args.clients}
     ids = itertools.count()
     broker: BenchBroker
     if args.broker == "tansu":
@@ -127,9 +141,10 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     one = CLIENTS[name](broker.bootstrap, topic, values)
                 one.start()
-                started = time.perf_counter()
+                started, cpu_started = time.perf_counter(), time.process_time()
                 one.run()
                 took = time.perf_counter() - started
+                cpu_took = time.process_time() - cpu_started
                 assert one.stop() == len(values), f"{name}: records unacknowledged"
                 marks = broker.high_watermarks(topic)
                 assert sum(marks.values()) == len(values) + prod.PARTITIONS, (name, marks)
@@ -138,11 +153,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{what} {name}: {len(values) / took:,.0f} records/s")
                 if n >= 0:
                     seconds[name].append(took)
+                    cpu[name].append(cpu_took)
     options = f", pykaf options {prod.PYKAF_OPTIONS}" if prod.PYKAF_OPTIONS else ""
     print(f"\n{args.broker}, {args.records:,} x {prod.VALUE_SIZE} B, {args.rounds} rounds{options}")
     for name in args.clients:
         rate = len(values) / statistics.median(seconds[name])
-        line = f"{name:24} {rate:12,.0f} records/s"
+        cpu_us = statistics.median(cpu[name]) / len(values) * 1e6
+        line = f"{name:24} {rate:12,.0f} records/s {cpu_us:8.1f} us CPU/record"
         peer = PEERS.get(name, PEER)
         if peer in seconds and name.startswith("pykaf"):
             ratios = [p / s for p, s in zip(seconds[peer], seconds[name], strict=True)]

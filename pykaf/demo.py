@@ -237,7 +237,7 @@ async def create_topic(client: Client, topic: str, partitions: int) -> None:
             info is not None
             and info.error is None
             and len(info.partitions) == partitions
-            and all(p.leader >= 0 for p in info.partitions.values())
+            and len(client.router.available(topic)) == partitions
         )
 
     if await wait_until(led, 30, Backoff.of(client.config)):

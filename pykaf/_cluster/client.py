@@ -33,6 +33,7 @@ from pykaf._cluster import request as rq
 from pykaf._cluster.backoff import Backoff, Retries
 from pykaf._cluster.metadata import BrokerInfo, Metadata, PartitionInfo
 from pykaf._cluster.pool import ConnectionPool
+from pykaf._cluster.router import PartitionRouter
 from pykaf._config import ClientConfig
 from pykaf._net.connection import BrokerConnection
 from pykaf._net.metrics import RequestStatistics, merge
@@ -85,6 +86,9 @@ class Client:
         self._nursery = nursery
         self._pool = ConnectionPool(nursery, config)
         self.metadata = Metadata()
+        #: the leaders of requests sent once to a partition's leader (the
+        #: request path's); roles follow their routes on routers of their own
+        self.router = PartitionRouter(self, Backoff.of(config))
         self._refresh_lock = trio.Lock()
         self._refreshes = 0  # refreshes completed
         self._coordinators: dict[tuple[int, str], BrokerInfo] = {}
@@ -132,6 +136,15 @@ class Client:
             if broker is None:
                 raise errors.BrokerNotAvailableError(f"broker {node_id} is not in the cluster")
         return await self._pool.get(broker.host, broker.port, node_id)
+
+    def live_connection(self, node_id: int) -> BrokerConnection | None:
+        """Broker ``node_id``'s connection if it is open now, else None (nothing is awaited)."""
+        if self._closed:
+            return None
+        broker = self.metadata.brokers.get(node_id)
+        if broker is None:
+            return None
+        return self._pool.live(broker.host, broker.port)
 
     async def connect_to(self, broker: BrokerInfo) -> BrokerConnection:
         """A live connection to ``broker`` (which need not be in the metadata)."""
@@ -392,8 +405,8 @@ class Client:
 
     async def writable_partitions(self, topic: str) -> list[int]:
         """The topic's partitions that have a leader right now."""
-        t = await self._topic(topic)
-        return sorted(p for p, info in t.partitions.items() if info.leader >= 0)
+        await self._topic(topic)
+        return self.router.available(topic)
 
     async def _partition(self, topic: str, partition: int) -> PartitionInfo:
         t = await self._topic(topic)
@@ -411,14 +424,9 @@ class Client:
             UnknownTopicOrPartitionError: no such topic or partition.
             LeaderNotAvailableError: the partition has no leader right now.
         """
-        info = await self._partition(topic, partition)
-        if info.leader < 0 or info.leader not in self.metadata.brokers:
-            await self.refresh_metadata(topic)
-            info = await self._partition(topic, partition)
-        broker = self.metadata.brokers.get(info.leader)
-        if broker is None:
-            raise errors.LeaderNotAvailableError(f"{topic}/{partition} has no leader right now")
-        return broker
+        await self._partition(topic, partition)  # it exists (waiting out its creation)
+        node = await self.router.leader(topic, partition)
+        return self.metadata.brokers[node]  # (a refresh replaces the table: read it after)
 
     async def replicas(self, topic: str, partition: int) -> list[int]:
         """The partition's replica broker ids, leader first as the broker lists them."""

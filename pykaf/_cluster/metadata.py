@@ -135,13 +135,6 @@ class Metadata:
         t = self.topics.get(topic)
         return t.partitions.get(partition) if t else None
 
-    def leader_of(self, topic: str, partition: int) -> BrokerInfo | None:
-        """The partition's leader broker, or None if unknown or unavailable."""
-        p = self.partition(topic, partition)
-        if p is None or p.leader < 0:
-            return None
-        return self.brokers.get(p.leader)
-
     def topic_id(self, topic: str) -> uuid.UUID | None:
         """The id of ``topic`` (None when unknown, or the broker gave none)."""
         info = self.topics.get(topic)

@@ -89,6 +89,18 @@ class ConnectionPool:
             self.connects += 1
             return conn
 
+    def live(self, host: str, port: int) -> BrokerConnection | None:
+        """The open connection to ``host:port`` that :meth:`get` would return at once, or None."""
+        slot = self._slots.get((host, port))
+        if slot is None or self._closed:
+            return None
+        conn = slot.conn
+        if conn is None or conn.broken:
+            return None
+        if conn.expires_at is not None and trio.current_time() >= conn.expires_at:
+            return None  # get() authenticates afresh first
+        return conn
+
     def connections(self) -> list[BrokerConnection]:
         """The live connections."""
         return [s.conn for s in self._slots.values() if s.conn is not None and not s.conn.broken]

@@ -3,7 +3,9 @@
 Every coordinator, admin and cluster call that may be asked again goes
 through :func:`call` (or :func:`request`, which also picks the version and
 builds the request): the broker is chosen by a :class:`Target` (any broker, a
-node, a partition's leader, a group's or a transactional id's coordinator),
+node, a partition's leader, a group's or a transactional id's coordinator;
+a leader is the client's partition router's,
+:meth:`~pykaf._cluster.router.PartitionRouter.leader`),
 the answer is turned into the typed error of :mod:`pykaf.errors` by the
 caller's ``check``, and a failure the caller retries waits the one backoff
 (:mod:`pykaf._cluster.backoff`: ``retry_backoff`` doubling per attempt up to
@@ -31,6 +33,7 @@ from pykaf._cluster.backoff import Backoff, Retries
 
 if TYPE_CHECKING:
     from pykaf._cluster.metadata import BrokerInfo, Metadata
+    from pykaf._cluster.router import PartitionRouter
     from pykaf._config import ClientConfig
     from pykaf._net.connection import BrokerConnection
 
@@ -54,6 +57,8 @@ class Client(Protocol):
 
     config: ClientConfig
     metadata: Metadata
+    #: the partition router of one-shot leader lookups (``Client.leader`` uses it)
+    router: PartitionRouter
 
     async def any_connection(self) -> BrokerConnection: ...
     async def broker_connection(self, node_id: int) -> BrokerConnection: ...
@@ -149,7 +154,7 @@ class Target:
         elif self.kind == _LEADER and (
             lost or (isinstance(failure, errors.KafkaError) and failure.retriable)
         ):
-            client.metadata.mark_leader_unknown(*self.key)
+            client.router.forget_leader(*self.key)
 
 
 #: Any reachable broker.

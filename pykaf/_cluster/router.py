@@ -21,6 +21,13 @@ The roles report what they see (:meth:`PartitionRouter.lost`,
 :meth:`PartitionRouter.prefer`, :meth:`PartitionRouter.expire_preferred`,
 :meth:`Route.succeeded`, :meth:`Route.detach`) and react to an attach or a
 detach (:class:`Worker`); none of them looks a leader up itself.
+
+A request sent once to a partition's leader (ListOffsets, a watermark Fetch,
+DeleteRecords), with no route, asks :meth:`PartitionRouter.leader` (the
+client's router, ``Client.router``) and, after an answer saying the leader
+moved, :meth:`PartitionRouter.forget_leader`: the same reading of the metadata
+as the routes'. The partitions a partitioner may pick from (those with a
+leader) are :meth:`PartitionRouter.available`.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ import trio
 
 from pykaf import errors
 from pykaf._cluster.backoff import Backoff
-from pykaf._cluster.metadata import Metadata, as_topic_uuid
+from pykaf._cluster.metadata import Metadata, PartitionInfo, as_topic_uuid
 
 __all__ = ["PartitionRouter", "Role", "Route", "Worker"]
 
@@ -253,7 +260,7 @@ class PartitionRouter:
         metadata = client.metadata
         topic = metadata.topics.get(route.topic)
         info = topic.partitions.get(route.partition) if topic is not None else None
-        if info is None or info.leader < 0 or info.leader not in metadata.brokers:
+        if info is None or not self._led(info):
             route.stale = True
             return -1, -1
         topic_id = as_topic_uuid(topic.topic_id) if topic is not None else None
@@ -307,7 +314,7 @@ class PartitionRouter:
             route.preferred = -1
         else:
             route.stale = True
-            self.client.metadata.mark_leader_unknown(route.topic, route.partition)
+            self.forget_leader(route.topic, route.partition)
         if detach:
             route.detach()
 
@@ -328,3 +335,44 @@ class PartitionRouter:
         route.preferred = -1
         route.detach()
         return True
+
+    # -- one-shot lookups ----------------------------------------------------------
+
+    async def leader(self, topic: str, partition: int) -> int:
+        """The node leading ``topic``/``partition`` now, for a request sent once (no route).
+
+        The metadata is asked again when it names no leader it knows; the
+        caller retries on its own (the request path's backoff).
+
+        Raises:
+            UnknownTopicOrPartitionError: the metadata has no such partition.
+            LeaderNotAvailableError: the partition has no leader right now.
+        """
+        info = self.client.metadata.partition(topic, partition)
+        if info is None or not self._led(info):
+            await self.client.refresh_metadata(topic)
+            info = self.client.metadata.partition(topic, partition)
+        if info is None:
+            raise errors.UnknownTopicOrPartitionError(f"{topic}/{partition} is not in the metadata")
+        if not self._led(info):
+            raise errors.LeaderNotAvailableError(f"{topic}/{partition} has no leader right now")
+        return info.leader
+
+    def available(self, topic: str) -> list[int]:
+        """The partitions of ``topic`` the metadata names a leader for, in order.
+
+        What a partitioner may pick from (Java's available partitions); none
+        while the metadata does not know the topic. No refresh.
+        """
+        info = self.client.metadata.topics.get(topic)
+        if info is None:
+            return []
+        return sorted(i for i, p in info.partitions.items() if self._led(p))
+
+    def forget_leader(self, topic: str, partition: int) -> None:
+        """The leader answered as though it no longer leads: the next lookup asks the metadata."""
+        self.client.metadata.mark_leader_unknown(topic, partition)
+
+    def _led(self, info: PartitionInfo) -> bool:
+        """Whether the metadata names a leader for the partition, among the brokers it knows."""
+        return info.leader >= 0 and info.leader in self.client.metadata.brokers

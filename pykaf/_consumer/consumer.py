@@ -2,20 +2,22 @@
 
 Roles (trio tasks in the consumer's nursery):
 
-- one **partition task** per partition consumer follows its route
-  (:class:`~pykaf._cluster.router.PartitionRouter`): the consumer resolves
+- one **partition task** per partition consumer follows the route of its
+  fetch cursor (``fetch_cursor.py``, the partition's fetch state; the
+  partition consumer is its reader) on the
+  :class:`~pykaf._cluster.router.PartitionRouter`: the consumer resolves
   where to start (an offset, ``OLDEST``, ``NEWEST`` or a timestamp), the
   router finds the leader (or the replica it named, KIP-392) and attaches the
   partition to that broker's fetcher; after a leader error or a lost
   connection the router backs off, refreshes metadata and attaches it again;
 - one **fetcher** per broker (``fetcher.py``) fetches all of that broker's
-  partitions with one request and hands each partition consumer its record
-  set as bytes, one per answer; the partition consumer's reader decodes them
+  partitions with one request and hands each fetch cursor its record set
+  as bytes, one per answer; the partition consumer (the reader) decodes them
   a piece at a time (``fetched.py``). The bytes held unread, over all
   partitions, are bounded by ``fetch_buffer_bytes`` (a :class:`ByteBudget`).
 
 Log truncation (KIP-320): each Fetch carries the leader epoch the router
-attached the partition under, and the partition consumer remembers the leader
+attached the partition under, and the fetch cursor remembers the leader
 epoch of the batches it fetched. When the router attaches a partition under a
 new leader epoch (a leader change, a FENCED_LEADER_EPOCH answer, or a start given
 with its epoch), it first asks the leader, with OffsetForLeaderEpoch, where
@@ -42,6 +44,7 @@ from pykaf._cluster.client import NEWEST, OLDEST, Client, client_for
 from pykaf._cluster.router import PartitionRouter, Role
 from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._consumer.config import ConsumerConfig
+from pykaf._consumer.fetch_cursor import FetchCursor
 from pykaf._consumer.fetched import ByteBudget
 from pykaf._consumer.fetcher import LEADER_ERRORS, BrokerFetcher
 from pykaf._consumer.partition import PartitionConsumer
@@ -184,9 +187,9 @@ class Consumer:
             on_close=self._forget,
         )
         if timestamp is not None:
-            pc.start, pc.start_is_time = timestamp, True
+            pc.cursor.start_at_time(timestamp)
         elif offset >= 0:
-            pc.restart_at(offset, -1 if leader_epoch is None else leader_epoch)
+            pc.cursor.restart_at(offset, -1 if leader_epoch is None else leader_epoch)
         self._partitions[(topic, partition)] = pc
         self._nursery.start_soon(
             self._partition_task, pc, name=f"pykaf consumer {topic}/{partition}"
@@ -234,25 +237,29 @@ class Consumer:
     # -- partition tasks --------------------------------------------------------
 
     async def _partition_task(self, pc: PartitionConsumer) -> None:
-        await self.router.follow(pc.route, self._role)
+        await self.router.follow(pc.cursor.route, self._role)
 
-    async def _resolve_start(self, pc: PartitionConsumer) -> None:
+    async def _resolve_start(self, cursor: FetchCursor) -> None:
         # read_committed: NEWEST is the last stable offset (as Java's seekToEnd).
         level = self.config.isolation_code
-        generation = pc.generation  # a seek while the offset is looked up wins
+        generation = cursor.generation  # a seek while the offset is looked up wins
         get_offset = self.client.get_offset
-        if pc.start_is_time:
-            offset = await get_offset(pc.topic, pc.partition, pc.start)
+        if cursor.start_is_time:
+            offset = await get_offset(cursor.topic, cursor.partition, cursor.start)
             if offset < 0:  # no record that late: start at the end
-                offset = await get_offset(pc.topic, pc.partition, NEWEST, isolation_level=level)
-        elif pc.start in (OLDEST, NEWEST):
-            offset = await get_offset(pc.topic, pc.partition, pc.start, isolation_level=level)
+                offset = await get_offset(
+                    cursor.topic, cursor.partition, NEWEST, isolation_level=level
+                )
+        elif cursor.start in (OLDEST, NEWEST):
+            offset = await get_offset(
+                cursor.topic, cursor.partition, cursor.start, isolation_level=level
+            )
         else:
-            offset = pc.start
-        if pc.generation == generation:
-            pc.restart_at(offset)
+            offset = cursor.start
+        if cursor.generation == generation:
+            cursor.restart_at(offset)
 
-    async def _validate(self, pc: PartitionConsumer, node: int, current: int) -> bool:
+    async def _validate(self, cursor: FetchCursor, node: int, current: int) -> bool:
         """Before fetching under a new leader epoch, check that the log was not truncated.
 
         Asks the leader ``node`` (OffsetForLeaderEpoch) where the epoch of the
@@ -263,7 +270,7 @@ class Consumer:
         Raises:
             KafkaError: the leader's error (a retriable one: after a metadata refresh).
         """
-        last = pc.fetched_epoch
+        last = cursor.fetched_epoch
         if last < 0 or current < 0:
             return True
         conn = await self.client.broker_connection(node)
@@ -275,69 +282,67 @@ class Consumer:
         except errors.UnsupportedVersionError:
             version = -1
         if version < MIN_EPOCH_VERSION:
-            log.debug("%s/%d: the leader cannot validate positions", pc.topic, pc.partition)
+            log.debug("%s/%d: the leader cannot validate positions", cursor.topic, cursor.partition)
             return True
         R = P.OffsetForLeaderEpochRequest
         request = R(
             replica_id=-1,
             topics=[
                 R.OffsetForLeaderTopic(
-                    topic=pc.topic,
+                    topic=cursor.topic,
                     partitions=[
                         R.OffsetForLeaderPartition(
-                            partition=pc.partition, current_leader_epoch=current, leader_epoch=last
+                            partition=cursor.partition,
+                            current_leader_epoch=current,
+                            leader_epoch=last,
                         )
                     ],
                 )
             ],
         )
-        position, generation = pc.fetch_offset, pc.generation
+        position, generation = cursor.fetch_offset, cursor.generation
         response = await conn.request(request, version)
         answer = next(
             (
                 p
                 for t in response.topics
-                if t.topic == pc.topic
+                if t.topic == cursor.topic
                 for p in t.partitions
-                if p.partition == pc.partition
+                if p.partition == cursor.partition
             ),
             None,
         )
         if answer is None:
             raise errors.UnknownTopicOrPartitionError(
-                f"{pc.topic}/{pc.partition}: OffsetForLeaderEpoch left the partition out"
+                f"{cursor.topic}/{cursor.partition}: OffsetForLeaderEpoch left the partition out"
             )
         err = errors.error_for_code(answer.error_code)
         if err is not None:
             if issubclass(err, LEADER_ERRORS) or err.retriable:
-                pc.route.leader_unknown()
-            raise err(f"{pc.topic}/{pc.partition}: OffsetForLeaderEpoch: {err.description}")
-        if pc.fetch_offset != position or pc.generation != generation:
+                cursor.route.leader_unknown()
+            raise err(f"{cursor.topic}/{cursor.partition}: OffsetForLeaderEpoch: {err.description}")
+        if cursor.fetch_offset != position or cursor.generation != generation:
             return False  # a seek meanwhile: the answer is about a position gone; again
         end, epoch = answer.end_offset, answer.leader_epoch
         if end >= 0 and epoch >= 0 and end >= position:
             return True
-        return self._truncated(pc, position, None if end < 0 or epoch < 0 else end, epoch)
+        return self._truncated(cursor, position, None if end < 0 or epoch < 0 else end, epoch)
 
-    def _truncated(self, pc: PartitionConsumer, position: int, end: int | None, epoch: int) -> bool:
+    def _truncated(self, cursor: FetchCursor, position: int, end: int | None, epoch: int) -> bool:
         """The log lost records below ``position``: report, or go on as configured."""
-        error = errors.LogTruncationError(pc.topic, pc.partition, position, end, epoch)
+        error = errors.LogTruncationError(cursor.topic, cursor.partition, position, end, epoch)
         reset = self.config.auto_offset_reset
         if reset == "none":
             log.warning("%s", error)
-            pc.report(error)
-            pc.paused = True
+            cursor.fail(error)
             return True
         if end is None:
             # The leader does not know the epoch: no divergence point, so the
             # reset policy decides (as Kafka's consumer does).
             log.warning("%s; resetting to the %s offset", error, reset)
-            pc.generation += 1
-            pc.discard_buffer()
-            pc.start, pc.start_is_time = (OLDEST if reset == "earliest" else NEWEST), False
-            pc.fetch_offset = -1
+            cursor.reset_to(OLDEST if reset == "earliest" else NEWEST)
             return False
-        restart = pc.truncated_to(end)
+        restart = cursor.truncated_to(end)
         log.warning("%s; continuing from offset %d", error, restart)
         return True
 
@@ -356,42 +361,40 @@ class Consumer:
             self._closed_records_fetched += pc.records_fetched
 
 
-class _Role(Role[PartitionConsumer]):
+class _Role(Role[FetchCursor]):
     """The consumer's side of its partition router."""
 
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
 
-    async def prepare(self, pc: PartitionConsumer) -> bool:
+    async def prepare(self, cursor: FetchCursor) -> bool:
         """Before a leader lookup: resolve where to start (False: a seek to an end meanwhile)."""
-        if pc.fetch_offset < 0:
-            await self.consumer._resolve_start(pc)
-        return pc.fetch_offset >= 0
+        if cursor.fetch_offset < 0:
+            await self.consumer._resolve_start(cursor)
+        return cursor.fetch_offset >= 0
 
-    async def validate(self, pc: PartitionConsumer, leader: int, previous: int, epoch: int) -> bool:
+    async def validate(self, cursor: FetchCursor, leader: int, previous: int, epoch: int) -> bool:
         """A new leader epoch: check the log was not truncated below the position (KIP-320)."""
-        return await self.consumer._validate(pc, leader, epoch)
+        return await self.consumer._validate(cursor, leader, epoch)
 
-    def ready(self, pc: PartitionConsumer) -> bool:
-        """Whether ``pc`` can be attached now.
+    def ready(self, cursor: FetchCursor) -> bool:
+        """Whether ``cursor`` can be attached now.
 
         Not once closed; not after a seek to OLDEST or NEWEST that came while
         the leader was looked up: attached now, the partition would never be
         fetchable (no offset) and never detached again. It resolves that first.
         """
-        return not pc.stopped and pc.fetch_offset >= 0
+        return not cursor.stopped and cursor.fetch_offset >= 0
 
     def worker(self, node: int) -> BrokerFetcher:
         """The fetcher of broker ``node``."""
         return self.consumer._fetcher(node)
 
-    def unplaced(
-        self, pc: PartitionConsumer, failures: int, error: errors.PykafError | None
-    ) -> None:
+    def unplaced(self, cursor: FetchCursor, failures: int, error: errors.PykafError | None) -> None:
         """No node this time: report a refusal once per run of failures (it is tried again)."""
         if error is not None and failures == 1 and not getattr(error, "retriable", False):
             # The router keeps trying with backoff (an ACL or a topic may yet appear).
-            pc.report(error)
+            cursor.report(error)
 
 
 @asynccontextmanager

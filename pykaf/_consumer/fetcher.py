@@ -4,9 +4,11 @@ The fetcher asks its broker for every attached partition that has room in its
 buffer, while the consumer holds less than ``fetch_buffer_bytes``. It does not
 decode what comes back: it reads each partition's batch headers
 (:func:`~pykaf._consumer.fetched.scan_record_set`) for the next fetch offset
-and the leader epochs, and hands each partition consumer the record set's
-bytes, which its reader decodes piece by piece and filters (read_committed:
-aborted transactions and control records). Errors that a leader lookup may
+and the leader epochs, and hands each partition's fetch cursor
+(:mod:`pykaf._consumer.fetch_cursor`) the record set's bytes, which its
+reader decodes piece by piece and filters (read_committed: aborted
+transactions and control records). It changes a cursor only through the
+cursor's methods. Errors that a leader lookup may
 cure detach the partition (the partition router finds the new leader, or
 gives up a replica the leader named for the leader); an offset
 out of range is reset as configured; a batch larger than the fetch size grows
@@ -41,9 +43,9 @@ if TYPE_CHECKING:
     from pykaf._cluster.client import Client
     from pykaf._cluster.router import PartitionRouter
     from pykaf._consumer.config import ConsumerConfig
+    from pykaf._consumer.fetch_cursor import FetchCursor
     from pykaf._consumer.fetch_session import FetchState, PartitionKey
     from pykaf._consumer.fetched import ByteBudget
-    from pykaf._consumer.partition import PartitionConsumer
     from pykaf._net.metrics import BatchEvent
 
 log = logging.getLogger("pykaf.consumer")
@@ -95,7 +97,7 @@ class BrokerFetcher:
     def __init__(self, consumer: FetchOwner, node_id: int) -> None:
         self.consumer = consumer
         self.node_id = node_id
-        self.parts: dict[PartitionConsumer, None] = {}
+        self.parts: dict[FetchCursor, None] = {}
         self._wake = trio.Event()
         self.requests = 0
         self.bytes = 0
@@ -113,34 +115,36 @@ class BrokerFetcher:
         """Something changed (a partition attached, resumed, or has room again)."""
         self._wake.set()
 
-    def attach(self, pc: PartitionConsumer) -> None:
-        """Start fetching ``pc`` (its route was attached here)."""
-        self.parts[pc] = None
+    def attach(self, cursor: FetchCursor) -> None:
+        """Start fetching ``cursor`` (its route was attached here)."""
+        self.parts[cursor] = None
         self.wake()
 
-    def detach(self, pc: PartitionConsumer) -> None:
-        """Stop fetching ``pc`` (its route was detached from here)."""
-        self.parts.pop(pc, None)
+    def detach(self, cursor: FetchCursor) -> None:
+        """Stop fetching ``cursor`` (its route was detached from here)."""
+        self.parts.pop(cursor, None)
 
     async def run(self) -> None:
         """Fetch while there are partitions to fetch."""
         while True:
             self._wake = trio.Event()
-            ready = [pc for pc in self.parts if pc.fetchable()]
+            ready = [cursor for cursor in self.parts if cursor.fetchable()]
             if not ready:
                 await self._wake.wait()
                 continue
             await self._fetch(ready)
 
-    async def _fetch(self, parts: list[PartitionConsumer]) -> None:
+    async def _fetch(self, parts: list[FetchCursor]) -> None:
         consumer = self.consumer
         cfg = consumer.config
         now = trio.current_time()
         expire, node = consumer.router.expire_preferred, self.node_id
         # KIP-392: a named replica stands for metadata_max_age; then the leader
         # is asked again (it may name the same one).
-        if any([expire(pc.route, node, now) for pc in parts if pc.route.preferred == node]):
-            parts = [pc for pc in parts if pc.fetcher is self]
+        if any(
+            [expire(cursor.route, node, now) for cursor in parts if cursor.route.preferred == node]
+        ):
+            parts = [cursor for cursor in parts if cursor.fetcher is self]
             if not parts:
                 return
         try:
@@ -149,16 +153,16 @@ class BrokerFetcher:
         except errors.PykafError as exc:
             log.info("broker %d unreachable for fetching: %s", self.node_id, exc)
             self.errors += 1
-            for pc in parts:
-                self._lost_leader(pc, exc)
+            for cursor in parts:
+                self._lost_leader(cursor, exc)
             return
         F = P.FetchRequest
-        asked: dict[tuple[str, int], tuple[PartitionConsumer, int, int]] = {}
+        asked: dict[tuple[str, int], tuple[FetchCursor, int, int]] = {}
         wanted: dict[PartitionKey, FetchState] = {}
-        for pc in parts:
-            key = (pc.topic, pc.partition)
-            asked[key] = (pc, pc.generation, pc.fetch_offset)
-            wanted[key] = (pc.fetch_offset, -1, pc.max_bytes, pc.route.leader_epoch)
+        for cursor in parts:
+            key = (cursor.topic, cursor.partition)
+            asked[key] = (cursor, cursor.generation, cursor.fetch_offset)
+            wanted[key] = (cursor.fetch_offset, -1, cursor.max_bytes, cursor.route.leader_epoch)
         plan = self.session.plan(wanted, version)
         topics: dict[str, list[Any]] = {}
         for key in plan.send:
@@ -202,8 +206,8 @@ class BrokerFetcher:
         except errors.PykafError as exc:
             self.session.failed()
             self.errors += 1
-            for pc in parts:
-                self._lost_leader(pc, exc)
+            for cursor in parts:
+                self._lost_leader(cursor, exc)
             return
         except BaseException:
             # Cancelled while the broker may still serve it: the epoch is unknown,
@@ -238,68 +242,74 @@ class BrokerFetcher:
                 entry = asked.get((rt.topic, rp.partition_index))
                 if entry is None:
                     continue
-                pc, generation, offset = entry
-                if pc.generation != generation or pc.fetch_offset != offset or pc.stopped:
+                cursor, generation, offset = entry
+                if (
+                    cursor.generation != generation
+                    or cursor.fetch_offset != offset
+                    or cursor.stopped
+                ):
                     continue  # a seek or close happened meanwhile: this answer is stale
-                self._partition(pc, rp, copy=shared)
+                self._partition(cursor, rp, copy=shared)
 
-    def _partition(self, pc: PartitionConsumer, rp: Any, *, copy: bool = False) -> None:
+    def _partition(self, cursor: FetchCursor, rp: Any, *, copy: bool = False) -> None:
         code = rp.error_code
         if code:
             err = errors.error_for_code(code)
             assert err is not None
             self.errors += 1
-            if pc.route.preferred == self.node_id and (
+            if cursor.route.preferred == self.node_id and (
                 code == _OFFSET_OUT_OF_RANGE or issubclass(err, LEADER_ERRORS) or err.retriable
             ):
                 # A replica the leader named (KIP-392) that cannot serve the
                 # position (it lags, or left the in-sync set): ask the leader again.
-                self._lost_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
+                self._lost_leader(
+                    cursor, err(f"{cursor.topic}/{cursor.partition}: {err.description}")
+                )
             elif code == _OFFSET_OUT_OF_RANGE:
-                self._out_of_range(pc, err(f"{pc.topic}/{pc.partition}: offset {pc.fetch_offset}"))
+                self._out_of_range(
+                    cursor, err(f"{cursor.topic}/{cursor.partition}: offset {cursor.fetch_offset}")
+                )
             elif issubclass(err, LEADER_ERRORS) or err.retriable:
-                self._lost_leader(pc, err(f"{pc.topic}/{pc.partition}: {err.description}"))
+                self._lost_leader(
+                    cursor, err(f"{cursor.topic}/{cursor.partition}: {err.description}")
+                )
             else:
-                pc.report(err(f"{pc.topic}/{pc.partition}: {err.description}"))
-                pc.paused = True  # as sarama does: a partition with a fatal error stops
+                cursor.fail(err(f"{cursor.topic}/{cursor.partition}: {err.description}"))
             return
-        self._records(pc, rp, copy)
+        self._records(cursor, rp, copy)
         preferred = getattr(rp, "preferred_read_replica", -1)
         if preferred >= 0 and preferred != self.node_id:
             # KIP-392: the leader names a replica in the consumer's rack.
-            log.debug("%s/%d: fetching from replica %d", pc.topic, pc.partition, preferred)
-            self.consumer.router.prefer(pc.route, preferred)
+            log.debug("%s/%d: fetching from replica %d", cursor.topic, cursor.partition, preferred)
+            self.consumer.router.prefer(cursor.route, preferred)
 
-    def _records(self, pc: PartitionConsumer, rp: Any, copy: bool) -> None:
+    def _records(self, cursor: FetchCursor, rp: Any, copy: bool) -> None:
         """Hand a partition's answer (no error) to its reader."""
         consumer = self.consumer
-        pc.high_water_mark = rp.high_watermark
         lso = getattr(rp, "last_stable_offset", -1)
-        pc.last_stable_offset = lso
-        pc.log_start_offset = getattr(rp, "log_start_offset", -1)
+        cursor.answered(rp.high_watermark, lso, getattr(rp, "log_start_offset", -1))
         data = rp.records or b""
         self.bytes += len(data)
         if not data:
             return
         cfg = consumer.config
-        start = pc.fetch_offset
+        start = cursor.fetch_offset
         try:
             scanned = scan_record_set(
                 data,
                 start,
-                lso if pc.filter.read_committed and lso >= 0 else -1,
+                lso if cursor.filter.read_committed and lso >= 0 else -1,
                 cfg.max_partition_fetch_bytes,
             )
         except errors.CorruptRecordError as exc:
-            pc.report(exc)
-            pc.paused = True
+            cursor.fail(exc)
             return
         if not scanned.cuts:
             if scanned.incomplete:
-                self._oversized(pc, data, scanned.partial_size)
+                self._oversized(cursor, data, scanned.partial_size)
             return
-        pc.route.succeeded()
-        pc.max_bytes = cfg.max_partition_fetch_bytes  # back from any growth
+        cursor.route.succeeded()
+        cursor.fetched_whole()  # the fetch size back from any growth
         if scanned.end <= start:
             return  # only batches before the position
         if copy:
@@ -317,55 +327,52 @@ class BrokerFetcher:
             self,
             len(data),
         )
-        if pc.deliver(pc.generation, answer):
-            pc.note_batches(scanned.epochs, start, scanned.end)
+        if cursor.deliver(answer):
+            cursor.note_batches(scanned.epochs, start, scanned.end)
 
-    def _lost_leader(self, pc: PartitionConsumer, error: BaseException) -> None:
-        """The broker failed ``pc`` (a leader error, a lost connection): the router moves it.
+    def _lost_leader(self, cursor: FetchCursor, error: BaseException) -> None:
+        """The broker failed ``cursor`` (a leader error, a lost connection): the router moves it.
 
         From a replica the leader named (KIP-392) back to the leader (it may
         name another); from the leader, to the leader the metadata names next.
         """
-        if pc.route.preferred == self.node_id:
+        if cursor.route.preferred == self.node_id:
             log.info(
                 "%s/%d: %s from replica %d; back to the leader",
-                pc.topic,
-                pc.partition,
+                cursor.topic,
+                cursor.partition,
                 error,
                 self.node_id,
             )
         else:
-            log.info("%s/%d: %s; looking for the leader", pc.topic, pc.partition, error)
-        self.consumer.router.lost(pc.route, self.node_id)
+            log.info("%s/%d: %s; looking for the leader", cursor.topic, cursor.partition, error)
+        self.consumer.router.lost(cursor.route, self.node_id)
 
-    def _out_of_range(self, pc: PartitionConsumer, error: BaseException) -> None:
+    def _out_of_range(self, cursor: FetchCursor, error: BaseException) -> None:
         """The position is outside the log: reset it as configured, or report."""
         reset = self.consumer.config.auto_offset_reset
         if reset == "none":
-            pc.report(error)
-            pc.paused = True
+            cursor.fail(error)
             return
         log.info("%s; resetting to the %s offset", error, reset)
-        pc.resolve_again(OLDEST if reset == "earliest" else NEWEST)
+        cursor.resolve_again(OLDEST if reset == "earliest" else NEWEST)
 
-    def _oversized(self, pc: PartitionConsumer, data: bytes, size: int) -> None:
+    def _oversized(self, cursor: FetchCursor, data: bytes, size: int) -> None:
         """One batch is larger than the partition's fetch size: grow it, or skip it."""
         cfg = self.consumer.config
-        if pc.max_bytes < cfg.fetch_max_bytes:
-            pc.max_bytes = min(cfg.fetch_max_bytes, max(pc.max_bytes * 2, size))
+        if cursor.grow(size):
             return
         error = errors.RecordTooLargeError(
-            f"{pc.topic}/{pc.partition}: a batch of {size} bytes at offset {pc.fetch_offset} "
-            f"exceeds fetch_max_bytes ({cfg.fetch_max_bytes})"
+            f"{cursor.topic}/{cursor.partition}: a batch of {size} bytes at offset "
+            f"{cursor.fetch_offset} exceeds fetch_max_bytes ({cfg.fetch_max_bytes})"
         )
         if cfg.skip_oversized_records and len(data) >= _HEADER.size:
             base, _, _, _, _, _, last_delta = _HEADER.unpack_from(data)
-            pc.report(error)
-            start = pc.fetch_offset
-            pc.deliver(pc.generation, Fetched(b"", [], start, max(start, base + last_delta + 1)))
+            cursor.report(error)
+            start = cursor.fetch_offset
+            cursor.deliver(Fetched(b"", [], start, max(start, base + last_delta + 1)))
             return
-        pc.report(error)
-        pc.paused = True
+        cursor.fail(error)
 
     async def close_session(self, timeout: float) -> bool:
         """Close the fetch session on the broker (epoch -1), if that is cheap.

@@ -1,8 +1,12 @@
 """A partition consumer: the records of one partition, in order, as you read them.
 
-The broker's fetcher task hands this partition each Fetch answer's record set
-as bytes (a :class:`~pykaf._consumer.fetched.Fetched`), through a memory
-channel of ``partition_buffer`` answers. The reader decodes an answer one
+This is the reader's side; the fetcher's side is the partition's
+:class:`~pykaf._consumer.fetch_cursor.FetchCursor` (the fetch position, the
+watermarks, the leader epochs, paused or not), which the fetcher and the
+consumer move and the reader only reads. The broker's fetcher task hands the
+cursor each Fetch answer's record set as bytes (a
+:class:`~pykaf._consumer.fetched.Fetched`), through a memory channel of
+``partition_buffer`` answers. The reader decodes an answer one
 piece (about ``max_partition_fetch_bytes``) at a time, applies the isolation
 level (:mod:`pykaf._consumer.read_committed`) and hands out its records: a
 list per piece, never one record per hop. While the channel is full the
@@ -13,18 +17,15 @@ no partition is fetched.
 
 from __future__ import annotations
 
-import contextlib
-import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Literal, Protocol, cast, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import trio
 
 from pykaf import errors
-from pykaf._cluster.router import Route
-from pykaf._consumer.fetched import Fetched
+from pykaf._consumer.fetch_cursor import Configured, FetchCursor, Fetching
 from pykaf._net.metrics import BatchEvent, report_batch
 from pykaf.codec import (
     ColumnBatch,
@@ -37,25 +38,11 @@ from pykaf.codec import (
 from pykaf.errors import ConsumerError
 
 if TYPE_CHECKING:
-    from pykaf._consumer.config import ConsumerConfig
-    from pykaf._consumer.fetched import ByteBudget
+    from pykaf._cluster.router import Route
+    from pykaf._consumer.fetched import Fetched
     from pykaf._consumer.read_committed import FilterResult, TransactionFilter
 
 _OFFSET = attrgetter("offset")
-
-
-class Configured(Protocol):
-    """What a partition consumer reads of its consumer: the options and the byte budget."""
-
-    @property
-    def config(self) -> ConsumerConfig:
-        """The consumer's options (buffer and fetch sizes)."""
-        ...
-
-    @property
-    def budget(self) -> ByteBudget:
-        """The fetched bytes held over all partitions, against ``fetch_buffer_bytes``."""
-        ...
 
 
 def lag_of(high_water_mark: int, position: int) -> int:
@@ -63,26 +50,6 @@ def lag_of(high_water_mark: int, position: int) -> int:
     if high_water_mark < 0 or position < 0:
         return 0
     return max(0, high_water_mark - position)
-
-
-class Fetching(Protocol):
-    """The broker fetcher a partition consumer is attached to, as the partition sees it."""
-
-    def wake(self) -> None:
-        """Something changed: look at the partitions again."""
-        ...
-
-    def attach(self, pc: PartitionConsumer) -> None:
-        """Start fetching ``pc``."""
-        ...
-
-    def detach(self, pc: PartitionConsumer) -> None:
-        """Stop fetching ``pc``."""
-        ...
-
-
-#: leader epoch changes a partition consumer remembers (the oldest are forgotten)
-_EPOCHS_KEPT = 32
 
 
 class PartitionConsumer(RecordCursor):
@@ -94,12 +61,10 @@ class PartitionConsumer(RecordCursor):
 
     Attributes:
         topic, partition: what it reads.
-        high_water_mark: the partition's high watermark from the last fetch.
-        last_stable_offset: its last stable offset from the last fetch.
-        log_start_offset: its log start offset from the last fetch.
+        cursor: its fetch state (:class:`~pykaf._consumer.fetch_cursor.FetchCursor`),
+            which the fetcher and the consumer move; read here through the
+            properties below.
         records_fetched: records decoded and handed to the reader so far.
-        bytes_fetched: record-set bytes fetched into the buffer so far.
-        buffered_bytes: record-set bytes fetched and not yet read.
     """
 
     def __init__(
@@ -116,45 +81,62 @@ class PartitionConsumer(RecordCursor):
         self._on_close = on_close
         self.topic = topic
         self.partition = partition
-        self.high_water_mark = -1
-        self.last_stable_offset = -1
-        self.log_start_offset = -1
-        # Fetch state (the fetcher's side).
-        self.fetch_offset = -1  # next offset to fetch; -1 until ``start`` is resolved
-        self.start = start  # an offset, OLDEST, NEWEST, or a timestamp to resolve
-        self.start_is_time = False
-        self.max_bytes = consumer.config.max_partition_fetch_bytes
-        self.filter = tx_filter
-        #: Where the partition is led (its leader epoch, a replica named by the
-        #: leader, KIP-392), and the fetcher it is attached to there.
-        self.route: Route[PartitionConsumer] = Route(topic, partition, self)
-        self.generation = 0  # bumped by seek(): answers to older fetches are dropped
-        self.paused = False
-        self.stopped = False
         self.records_fetched = 0
-        self.bytes_fetched = 0
-        self.buffered_bytes = 0
-        # Leader epochs (KIP-320) of the fetched batches: where they changed,
-        # as (first offset, epoch) pairs, both increasing.
-        self._epochs: list[tuple[int, int]] = []
-        self._epoch_offsets: list[int] = []
+        #: the fetcher's side: where the partition is fetched from, and what came back
+        self.cursor = FetchCursor(consumer, topic, partition, start, tx_filter, self)
         # The reader's side.
-        size = consumer.config.partition_buffer
-        # (generation, record set): one per fetch answer; an answer with no
-        # pieces moves the position past what was skipped (an oversized batch).
-        self._send, self._receive = trio.open_memory_channel[tuple[int, Fetched]](size)
-        self._errors_send, self._errors_receive = trio.open_memory_channel[ConsumerError](math.inf)
         self._answer: Fetched | None = None  # the answer being decoded, piece by piece
-        self._waiting = False  # the reader waits with nothing buffered
         self._local: list[Record] = []
         self._local_end = -1  # the offset after ``_local``'s piece
         self._next = 0
         self._position = -1  # the offset of the next record to hand out
 
+    # -- the cursor's state, read ---------------------------------------------------
+
+    @property
+    def high_water_mark(self) -> int:
+        """The partition's high watermark from the last fetch (-1 before one)."""
+        return self.cursor.high_water_mark
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Its last stable offset from the last fetch (-1 before one)."""
+        return self.cursor.last_stable_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        """Its log start offset from the last fetch (-1 before one)."""
+        return self.cursor.log_start_offset
+
+    @property
+    def bytes_fetched(self) -> int:
+        """Record-set bytes fetched into the buffer so far."""
+        return self.cursor.bytes_fetched
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Record-set bytes fetched and not yet read."""
+        return self.cursor.buffered_bytes
+
+    @property
+    def paused(self) -> bool:
+        """Whether fetching is paused (by :meth:`pause`, or after a fatal error)."""
+        return self.cursor.paused
+
+    @property
+    def fetch_offset(self) -> int:
+        """The next offset to fetch (-1 until the start is resolved)."""
+        return self.cursor.fetch_offset
+
+    @property
+    def route(self) -> Route[FetchCursor]:
+        """Where the partition is led (its leader epoch, a replica named by the leader)."""
+        return self.cursor.route
+
     @property
     def fetcher(self) -> Fetching | None:
         """The broker fetcher the partition is attached to (None while detached)."""
-        return cast("Fetching | None", self.route.worker)
+        return self.cursor.fetcher
 
     # -- reading ----------------------------------------------------------------
 
@@ -307,26 +289,9 @@ class PartitionConsumer(RecordCursor):
 
     async def _receive_answer(self) -> Fetched:
         """Wait for the next fetch answer of the current generation; it becomes ``_answer``."""
-        while True:
-            buffered = self._receive.statistics().current_buffer_used
-            was_full = buffered >= self.consumer.config.partition_buffer
-            if not buffered:
-                # Nothing to read: this partition is fetched even when the
-                # budget is held by others, so that no reader starves.
-                self._waiting = True
-                if self.fetcher is not None and self.consumer.budget.full:
-                    self.fetcher.wake()
-            try:
-                generation, answer = await self._receive.receive()
-            finally:
-                self._waiting = False
-            if was_full and self.fetcher is not None:
-                self.fetcher.wake()  # room again: fetch this partition again
-            if generation != self.generation:
-                self._release(answer)  # fetched before a seek
-                continue
-            self._answer = answer
-            return answer
+        answer = await self.cursor.receive()
+        self._answer = answer
+        return answer
 
     def _decode_piece(self, answer: Fetched) -> tuple[list[Record], int]:
         """Decode and filter the next piece of ``answer``: its records and the offset after them.
@@ -350,13 +315,15 @@ class PartitionConsumer(RecordCursor):
             return [], -1
         lso = answer.last_stable_offset
         # The answer's aborted transactions join the filter once, with its first piece.
-        result = self.filter.filter(batches, answer.aborted if i == 0 else (), lso, answer.start)
+        result = self.cursor.filter.filter(
+            batches, answer.aborted if i == 0 else (), lso, answer.start
+        )
         self.records_fetched += len(result.records)
         source = answer.source
         if source is not None:
             source.aborted_records += result.skipped_aborted
             if source.batch_hook is not None:
-                limit = lso if self.filter.read_committed and lso >= 0 else -1
+                limit = lso if self.cursor.filter.read_committed and lso >= 0 else -1
                 self._report_batches(source.node_id, source.batch_hook, batches, result, limit)
         return result.records, self._piece_end(answer, result.next_offset)
 
@@ -378,7 +345,7 @@ class PartitionConsumer(RecordCursor):
         if data is None:
             return None, answer.end
         lso = answer.last_stable_offset
-        select = self.filter.selector(answer.aborted if first else (), lso, answer.start)
+        select = self.cursor.filter.selector(answer.aborted if first else (), lso, answer.start)
         try:
             columns, batches, kept, above = decode_columns(
                 data,
@@ -395,7 +362,7 @@ class PartitionConsumer(RecordCursor):
         if source is not None:
             source.aborted_records += select.skipped_aborted
             if source.batch_hook is not None:
-                limit = lso if self.filter.read_committed and lso >= 0 else -1
+                limit = lso if self.cursor.filter.read_committed and lso >= 0 else -1
                 for batch, count, later in zip(batches, kept, above, strict=True):
                     if 0 <= limit <= batch.base_offset:
                         break
@@ -414,19 +381,12 @@ class PartitionConsumer(RecordCursor):
         self._release(answer)
 
     def _corrupt(self, error: errors.CorruptRecordError) -> None:
-        """A corrupt piece: report it, drop what is buffered, pause at the position."""
-        self.report(error)
-        self.paused = True
-        self.generation += 1  # answers in flight are stale
-        self.discard_buffer()
-        position = self._position
-        self.restart_at(position, self.epoch_at(position - 1) if position > 0 else -1)
+        """A corrupt piece: reported; the buffer is dropped, fetching paused at the position."""
+        self.cursor.corrupt(error)
 
     def _release(self, answer: Fetched) -> None:
         """``answer`` was read or dropped: its bytes leave the budget."""
-        self.buffered_bytes -= answer.size
-        self.consumer.budget.give_back(answer.size)
-        answer.size = 0
+        self.cursor.released(answer)
 
     def _report_batches(
         self,
@@ -485,7 +445,7 @@ class PartitionConsumer(RecordCursor):
 
     def errors(self) -> trio.MemoryReceiveChannel[ConsumerError]:
         """Errors of this partition (offset out of range with no reset, oversized batches...)."""
-        return self._errors_receive
+        return self.cursor.errors
 
     @property
     def position(self) -> int:
@@ -516,8 +476,7 @@ class PartitionConsumer(RecordCursor):
         a start given with its epoch); the epoch of an offset past what was
         fetched is the last one seen, as Kafka's consumer assumes.
         """
-        i = bisect_right(self._epoch_offsets, offset) - 1
-        return self._epochs[i][1] if i >= 0 else -1
+        return self.cursor.epoch_at(offset)
 
     @property
     def lag(self) -> int:
@@ -528,168 +487,40 @@ class PartitionConsumer(RecordCursor):
 
     def pause(self) -> None:
         """Stop fetching this partition (what is already buffered can still be read)."""
-        self.paused = True
+        self.cursor.pause()
 
     def resume(self) -> None:
         """Fetch this partition again."""
-        self.paused = False
-        if self.fetcher is not None:
-            self.fetcher.wake()
+        self.cursor.resume()
 
     def seek(self, offset: int) -> None:
         """Continue from ``offset`` (an offset, ``OLDEST`` or ``NEWEST``); drops the buffer."""
         if not isinstance(offset, int) or isinstance(offset, bool) or offset < -2:
             raise ValueError(f"not an offset: {offset!r}")
-        self.generation += 1
-        self.discard_buffer()
-        if offset >= 0:
-            self.restart_at(offset)
-        else:
-            self._position = -1
-            self.resolve_again(offset)
-        if self.fetcher is not None:
-            self.fetcher.wake()
+        self.cursor.seek(offset)
 
     async def aclose(self) -> None:
         """Stop consuming this partition; what it buffered is dropped."""
         if self._on_close is not None:
             self._on_close(self)
-        self.route.close()  # detached, and its partition task ends
-        self.close_channels()
+        self.cursor.close()  # detached (its partition task ends), the iteration ends
         self.discard_buffer()  # its bytes go back to the other partitions
 
-    # -- the fetcher's side -----------------------------------------------------
+    # -- what the cursor does to the reader ----------------------------------------
 
-    def fetchable(self) -> bool:
-        """Whether the next request should include this partition.
-
-        Not while its buffer is full or it is paused; not while the
-        consumer's ``fetch_buffer_bytes`` are held, unless its reader waits
-        with nothing buffered (the budget is held by other partitions).
-        """
-        return (
-            not self.paused
-            and not self.stopped
-            and self.fetch_offset >= 0
-            and self._send.statistics().current_buffer_used < self.consumer.config.partition_buffer
-            and (not self.consumer.budget.full or self._waiting)
-        )
-
-    def resolve_again(self, start: int) -> None:
-        """Start again at ``start`` (``OLDEST`` or ``NEWEST``), once the partition task finds it.
-
-        A seek to either end, or a reset after an offset out of range: fetching
-        stops until the partition task has looked the offset up.
-        """
-        self.start, self.start_is_time = start, False
-        self.fetch_offset = -1
-        if self.route.worker is not None:
-            self.route.detach()
-
-    def restart_at(self, offset: int, epoch: int = -1) -> None:
-        """Fetch from ``offset`` on, with fresh transaction state; the reader continues there.
-
-        ``epoch`` is the leader epoch of the record before ``offset`` when
-        known; the epochs of what was fetched before are forgotten.
-        """
-        self.fetch_offset = offset
+    def continue_at(self, offset: int) -> None:
+        """Hand out records from ``offset`` on (the cursor restarts its fetches there)."""
         self._position = offset
-        self.filter.reset()
-        self._epochs, self._epoch_offsets = [], []
-        if epoch >= 0:
-            self._note_epoch(offset - 1, epoch)
 
-    def _note_epoch(self, offset: int, epoch: int) -> None:
-        if self._epochs and self._epochs[-1][1] == epoch:
-            return
-        while self._epoch_offsets and self._epoch_offsets[-1] >= offset:
-            self._epochs.pop()  # refetched after a truncation: the new history wins
-            self._epoch_offsets.pop()
-        self._epochs.append((offset, epoch))
-        self._epoch_offsets.append(offset)
-        if len(self._epochs) > _EPOCHS_KEPT:
-            del self._epochs[0], self._epoch_offsets[0]
-
-    def note_batches(self, batches: Sequence[tuple[int, int]], start: int, end: int) -> None:
-        """Remember the leader epochs of the batches fetched from ``start`` up to ``end``.
-
-        ``batches`` are (base offset, leader epoch) pairs, in offset order.
-        """
-        last = self._epochs[-1][1] if self._epochs else -2
-        if not batches or batches[0][1] == last == batches[-1][1]:
-            return  # epochs never go down in a log: nothing changed in between
-        for base, epoch in batches:
-            if epoch != last and epoch >= 0:
-                if base >= end:
-                    break
-                self._note_epoch(max(base, start), epoch)
-                last = epoch
-
-    @property
-    def fetched_epoch(self) -> int:
-        """The leader epoch of the last record fetched (-1 when unknown): what validation asks."""
-        return self.epoch_at(self.fetch_offset - 1) if self._epochs else -1
-
-    def truncated_to(self, offset: int) -> int:
-        """The log diverges from ``offset`` on: fetch again from there; returns the new position.
-
-        What was buffered is dropped; when the reader is behind ``offset``,
-        fetching restarts at the reader's position instead.
-        """
-        self.generation += 1
-        self.discard_buffer()
-        restart = min(self._position, offset) if self._position >= 0 else offset
-        epoch = self.epoch_at(restart - 1) if restart > 0 else -1
-        self.restart_at(restart, epoch)
-        return restart
-
-    def deliver(self, generation: int, answer: Fetched) -> bool:
-        """Hand the record set fetched from ``answer.start`` up to ``answer.end`` to the reader.
-
-        Never blocks: the fetcher only asks for partitions with room. If the
-        channel is full anyway, the fetch position goes back to the start and
-        the next fetch brings the records again. Returns whether the reader
-        got them; if so, ``answer.size`` bytes count against the budget until
-        they are read.
-        """
-        try:
-            self._send.send_nowait((generation, answer))
-        except trio.WouldBlock:
-            self.fetch_offset = answer.start
-            return False
-        except trio.ClosedResourceError:
-            return False
-        self.fetch_offset = answer.end
-        self._waiting = False  # the reader has it (it runs later): fetch no more for it
-        self.bytes_fetched += answer.size
-        self.buffered_bytes += answer.size
-        self.consumer.budget.take(answer.size)
-        return True
-
-    def report(self, error: BaseException) -> None:
-        """Put an error on this partition's errors() channel."""
-        with contextlib.suppress(trio.ClosedResourceError):
-            self._errors_send.send_nowait(ConsumerError(self.topic, self.partition, error))
-
-    def close_channels(self) -> None:
-        """End the reader's iteration (the consumer is closing)."""
-        self.stopped = True
-        self._send.close()
-        self._errors_send.close()
-
-    def discard_buffer(self) -> None:
-        """Drop what was fetched but not read (a group revoking the partition)."""
+    def discard_buffer(self) -> int:
+        """Drop what was fetched but not read (a group revoking the partition); the position."""
         self._position = self.position
         self._local, self._next = [], 0
         if self._answer is not None:
             self._release(self._answer)
             self._answer = None
-        while True:
-            try:
-                _, answer = self._receive.receive_nowait()
-            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-                return
-            self._release(answer)
+        self.cursor.drop_answers()
+        return self._position
 
     def __repr__(self) -> str:
         return (

@@ -44,6 +44,15 @@ CLOSE_DRAIN = 1.0
 _READ_SIZE = 1 << 18  # bytes asked of the kernel per read
 _IO_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError, ssl.SSLError)
 
+#: The loop that hosts this trio run as a guest (``pykaf.aio`` sets it to its
+#: asyncio loop), or None. A plain TCP connection's reading is then driven by
+#: the host's ``add_reader`` callback, in the host's own thread: an answer is
+#: read and handed over without waking trio's guest I/O thread first (a
+#: cross-thread hop per answer). Any object with asyncio's ``add_reader`` and
+#: ``remove_reader`` will do; one whose ``add_reader`` raises
+#: ``NotImplementedError`` (asyncio's proactor loop) leaves the reading to trio.
+READ_HOST: trio.lowlevel.RunVar[Any] = trio.lowlevel.RunVar("pykaf_read_host", default=None)
+
 
 def describe(exc: BaseException) -> str:
     """A useful message for an I/O error (trio's wrappers often have none).
@@ -80,7 +89,7 @@ def _certificate_error(exc: BaseException) -> ssl.SSLCertVerificationError | Non
     return None
 
 
-def _fresh(error: BaseException) -> BaseException:
+def fresh_error(error: BaseException) -> BaseException:
     """A new instance of a connection's error for each task that raises it.
 
     One exception object raised in several tasks collects all their tracebacks.
@@ -94,18 +103,50 @@ def _fresh(error: BaseException) -> BaseException:
 class _Slot:
     """Where the reader task leaves one response for the task waiting on it."""
 
-    __slots__ = ("api", "api_key", "error", "event", "on_answer", "response", "sent_at", "size")
+    __slots__ = (
+        "api",
+        "api_key",
+        "error",
+        "event",
+        "on_answer",
+        "on_failure",
+        "response",
+        "sent_at",
+        "size",
+    )
 
-    def __init__(self, api_key: int, api: str) -> None:
-        self.event = trio.Event()
+    def __init__(self, api_key: int, api: str, *, awaited: bool = True) -> None:
+        #: Set once the answer is in or the request failed; a submitted
+        #: request, which nobody awaits, has none (its callbacks tell instead).
+        self.event: trio.Event | None = trio.Event() if awaited else None
         self.response: Any = None
         self.error: BaseException | None = None
         #: Called by the reader task with the decoded body as the answer is read.
         self.on_answer: Callable[[Any], None] | None = None
+        #: Set for a request written by :meth:`BrokerConnection.submit`: nobody
+        #: collects it, so the connection frees its in-flight slot itself, and
+        #: calls this (with no argument) if the request fails.
+        self.on_failure: Callable[[], None] | None = None
         self.api_key = api_key
         self.api = api
         self.sent_at = 0.0
         self.size = 0
+
+    @property
+    def failed(self) -> bool:
+        """Whether the request failed (its ``error`` says why)."""
+        return self.error is not None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the answer is in or the request failed."""
+        return self.response is not None or self.error is not None
+
+
+#: A request's slot, as :meth:`BrokerConnection.submit` returns it.
+Slot = _Slot
+#: How a submitted request's answer is handed over: the decoded body.
+OnAnswer = Callable[[Any], None]
 
 
 class PendingResponse:
@@ -162,6 +203,14 @@ class BrokerConnection:
         self._fd = stream.socket.fileno() if type(stream) is trio.SocketStream else -1
         self._proto = Connection(config.client_id, max_response_bytes=config.max_response_bytes)
         self._send_lock = trio.Lock()
+        #: The unwritten end of a request :meth:`submit_nowait` began to write
+        #: (the kernel took only part of it): written before anything else.
+        self._backlog: bytes | memoryview = b""
+        #: Whether the last read emptied the socket (the next one waits first).
+        self._drained = False
+        self._nursery: trio.Nursery | None = None
+        #: The loop reading this connection for trio (see ``READ_HOST``), or None.
+        self._host: Any = None
         self._in_flight = trio.Semaphore(config.max_in_flight_per_connection)
         # Shielded: only close() ends the reader. A caller's scope that is
         # cancelled must not take the connection with it while a shielded
@@ -235,6 +284,7 @@ class BrokerConnection:
                 ) from exc
             raise KafkaConnectionError(f"cannot connect to {host}:{port}: {describe(exc)}") from exc
         conn = cls(stream, host, port, node_id, config)
+        conn._nursery = nursery
         await nursery.start(conn._reader)
         try:
             await conn._negotiate_versions()
@@ -364,6 +414,122 @@ class BrokerConnection:
             return None
         return PendingResponse(self._collect, slot)
 
+    async def submit(
+        self,
+        request: Any,
+        version: int,
+        on_answer: OnAnswer,
+        on_failure: Callable[[], None],
+    ) -> _Slot:
+        """Write ``request`` (waiting for a free slot and the wire) and return its slot.
+
+        Nobody collects the answer: the reader hands the decoded body to
+        ``on_answer`` as it reads it, and the connection frees the in-flight
+        slot itself. If the request fails instead (the connection broke, or
+        :meth:`time_out`), the slot's ``error`` is set and ``on_failure()``
+        is called; the slot's ``sent_at`` tells the caller's watchdog its
+        age. Requests reach the wire in the order they are submitted or sent.
+
+        Raises:
+            KafkaConnectionError: the connection broke before the request was
+                framed (nothing was written; ``on_failure`` is not called).
+        """
+        try:
+            self._in_flight.acquire_nowait()
+        except trio.WouldBlock:
+            await self._in_flight.acquire()
+        try:
+            slot: _Slot = await self._send(
+                request, version, expect_response=True, on_answer=on_answer, on_failure=on_failure
+            )
+        except BaseException:
+            self._in_flight.release()
+            raise
+        return slot
+
+    def can_submit_now(self) -> bool:
+        """Whether :meth:`submit_nowait` would write a request now (not return None)."""
+        return (
+            self._error is None
+            and self._fd >= 0
+            and not self._backlog
+            and not self._send_lock.locked()
+            and self._in_flight.value > 0
+        )
+
+    def submit_nowait(
+        self,
+        request: Any,
+        version: int,
+        on_answer: OnAnswer,
+        on_failure: Callable[[], None],
+    ) -> _Slot | None:
+        """:meth:`submit` without waiting: None (nothing done) when it would have to wait.
+
+        That is: the connection failed, a slot or the wire is taken, or it is
+        not plain TCP. The request is framed and handed to the kernel in this
+        call, with no checkpoint, so a caller outside any trio task (an
+        asyncio callback of ``pykaf.aio``) may use it. When the kernel takes
+        only part of it, the rest is written by a task of the connection's
+        before anything else.
+        """
+        if not self.can_submit_now():
+            return None
+        fd = self._fd
+        self._in_flight.acquire_nowait()
+        try:
+            slot = self._frame(request, version, on_answer, on_failure)
+        except BaseException:
+            self._in_flight.release()
+            raise
+        data = self._proto.data_to_send()
+        slot.sent_at = trio.current_time()
+        slot.size = len(data)
+        self.requests_sent += 1
+        self.bytes_sent += len(data)
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            written = 0
+        except OSError as exc:
+            self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
+            return slot
+        if written < len(data):
+            assert self._nursery is not None
+            self._backlog = memoryview(data)[written:]
+            self._nursery.start_soon(self._write_backlog)
+        return slot
+
+    def _frame(
+        self,
+        request: Any,
+        version: int | None,
+        on_answer: OnAnswer | None,
+        on_failure: Callable[[], None] | None,
+    ) -> _Slot:
+        """Frame ``request`` (expecting an answer) for the next write; its slot."""
+        cls = type(request)
+        slot = _Slot(cls.API_KEY, _api_name(cls), awaited=on_failure is None)
+        slot.on_answer = on_answer
+        slot.on_failure = on_failure
+        self._proto.send_request(request, version, expect_response=True, context=slot)
+        return slot
+
+    async def _write_backlog(self) -> None:
+        """Write the rest of a request :meth:`submit_nowait` began (unless a send did)."""
+        async with self._send_lock:
+            data, self._backlog = self._backlog, b""
+            if data and self._error is None:
+                await self._write_shielded(data)
+
+    def time_out(self, timeout: float) -> None:
+        """No answer came within ``timeout`` seconds: drop the connection.
+
+        Answers come in order, so one that is late holds up all behind it:
+        every pending request fails with ``KafkaTimeoutError``.
+        """
+        self._fail(KafkaTimeoutError(f"{self}: no response within {timeout}s"))
+
     async def _collect(self, slot: _Slot, timeout: float | None) -> Any:
         """Wait for the response of a request :meth:`send` wrote; free its in-flight slot."""
         try:
@@ -379,13 +545,15 @@ class BrokerConnection:
         version: int | None,
         *,
         expect_response: bool,
-        on_answer: Callable[[Any], None] | None = None,
+        on_answer: OnAnswer | None = None,
+        on_failure: Callable[[], None] | None = None,
     ) -> Any:
+        """Frame and write one request; its slot (None when no answer is expected).
+
+        With ``on_failure`` (:meth:`submit`), a failure once the request is
+        framed reaches the caller through it, not as an exception.
+        """
         self._check()
-        cls = type(request)
-        slot = _Slot(cls.API_KEY, _api_name(cls)) if expect_response else None
-        if slot is not None:
-            slot.on_answer = on_answer
         lock = self._send_lock
         try:
             lock.acquire_nowait()  # uncontended: no checkpoint (the write has one)
@@ -393,46 +561,54 @@ class BrokerConnection:
             await lock.acquire()
         try:
             self._check()
-            self._proto.send_request(
-                request, version, expect_response=expect_response, context=slot
-            )
+            if expect_response:
+                slot: _Slot | None = self._frame(request, version, on_answer, on_failure)
+            else:
+                slot = None
+                self._proto.send_request(request, version, expect_response=False)
             data = self._proto.data_to_send()
             if slot is not None:
                 # Stamped before the write: a broker on loopback can answer,
                 # and the reader record the answer, before send_all returns.
                 slot.sent_at = trio.current_time()
                 slot.size = len(data)
-            # A frame cut in half by a cancellation would corrupt the stream for
-            # every later request, so the write is shielded and has its own bound
-            # (one scope: a shielded scope's own deadline still applies).
-            with trio.CancelScope(
-                shield=True, deadline=trio.current_time() + self.config.request_timeout
-            ) as scope:
-                try:
-                    await self._write(data)
-                except _IO_ERRORS as exc:
-                    self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
-            if scope.cancelled_caught:
-                self._fail(KafkaTimeoutError(f"{self}: sending a request timed out"))
             self.requests_sent += 1
             self.bytes_sent += len(data)
+            if self._backlog:  # the rest of a request submit_nowait began goes first
+                data = b"".join((self._backlog, data))
+                self._backlog = b""
+            fd = self._fd
+            try:
+                written = os.write(fd, data) if fd >= 0 else 0
+            except BlockingIOError:
+                written = 0
+            except OSError:
+                written = 0  # the stream's own write raises it, described
+            if written < len(data):
+                await self._write_shielded(memoryview(data)[written:] if written else data)
         finally:
             lock.release()
-        self._check()
+        if on_failure is None:
+            self._check()
         return slot
 
-    async def _write(self, data: bytes) -> None:
-        """Write all of ``data``; on plain TCP, no checkpoint when the kernel takes it at once."""
-        fd = self._fd
-        if fd < 0:
-            await self._stream.send_all(data)
-            return
-        try:
-            written = os.write(fd, data)
-        except BlockingIOError:
-            written = 0
-        if written < len(data):  # the socket buffer is full: wait for room
-            await self._stream.send_all(memoryview(data)[written:])
+    async def _write_shielded(self, data: bytes | memoryview) -> None:
+        """Write all of ``data`` on the stream, shielded, within ``request_timeout``.
+
+        A frame cut in half by a cancellation would corrupt the stream for
+        every later request, so the write is shielded and has its own bound
+        (one scope: a shielded scope's own deadline still applies). A failure
+        fails the connection.
+        """
+        with trio.CancelScope(
+            shield=True, deadline=trio.current_time() + self.config.request_timeout
+        ) as scope:
+            try:
+                await self._stream.send_all(data)
+            except _IO_ERRORS as exc:
+                self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
+        if scope.cancelled_caught:
+            self._fail(KafkaTimeoutError(f"{self}: sending a request timed out"))
 
     async def _read(self) -> bytes | bytearray:
         """The next bytes from the broker (b"" once it closed the connection).
@@ -445,69 +621,130 @@ class BrokerConnection:
         fd = self._fd
         if fd < 0:
             return await self._stream.receive_some(_READ_SIZE)
-        await trio.lowlevel.checkpoint_if_cancelled()  # raises a pending cancel; no yield
-        try:
-            data = os.read(fd, _READ_SIZE)
-        except BlockingIOError:
-            while True:
-                await trio.lowlevel.wait_readable(fd)
-                try:
-                    return os.read(fd, _READ_SIZE)
-                except BlockingIOError:
-                    continue
-        # Shielded: the bytes are read, so a cancellation here must not drop them
-        # (the next read raises it instead).
-        await trio.lowlevel.cancel_shielded_checkpoint()
-        return data
+        if not self._drained:
+            await trio.lowlevel.checkpoint_if_cancelled()  # raises a pending cancel; no yield
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                pass
+            else:
+                self._drained = len(data) < _READ_SIZE
+                # Shielded: the bytes are read, so a cancellation here must not
+                # drop them (the next read raises it instead).
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return data
+        # The last read left nothing behind (or the kernel has nothing): wait
+        # for more, rather than ask for nothing first (a system call per answer).
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            try:
+                data = os.read(fd, _READ_SIZE)
+            except BlockingIOError:
+                continue
+            self._drained = len(data) < _READ_SIZE
+            return data
 
     async def _wait(self, slot: _Slot, timeout: float) -> Any:
-        if not slot.event.is_set():  # (no timer needed for an answer already in)
+        event = slot.event
+        assert event is not None  # (a submitted request is never awaited)
+        if not event.is_set():  # (no timer needed for an answer already in)
             with trio.move_on_after(timeout) as scope:
-                await slot.event.wait()
+                await event.wait()
             if scope.cancelled_caught:
                 # Responses come in order: one that is late blocks all behind it.
                 self._fail(KafkaTimeoutError(f"{self}: no response within {timeout}s"))
         if slot.error is not None:
-            raise _fresh(slot.error)
-        if not slot.event.is_set():  # failed before this request was answered
-            raise _fresh(self._error or KafkaConnectionError(f"{self}: connection lost"))
+            raise fresh_error(slot.error)
+        if not event.is_set():  # failed before this request was answered
+            raise fresh_error(self._error or KafkaConnectionError(f"{self}: connection lost"))
         return slot.response
 
     def _check(self) -> None:
         if self._error is not None:
-            raise _fresh(self._error)
+            raise fresh_error(self._error)
 
     # -- reading ----------------------------------------------------------------
 
+    def _deliver(self, data: bytes | bytearray) -> None:
+        """Hand the answers ``data`` completes to their requests (``data`` is not empty)."""
+        self.bytes_received += len(data)
+        now = trio.current_time()
+        record = self.api_counters.record
+        for resp in self._proto.receive_data(data):
+            slot = resp.context
+            # No slot <-> response cycle: a response (a Fetch's record sets) is
+            # freed once read, not at the next full garbage collection.
+            resp.context = None
+            slot.response = resp
+            if slot.event is not None:
+                slot.event.set()
+            record(slot.api_key, slot.api, now - slot.sent_at, slot.size, None)
+            if slot.on_failure is not None:  # submitted: nobody collects it
+                self._in_flight.release()
+            if slot.on_answer is not None:
+                slot.on_answer(resp.body)
+
+    def _hosted_readable(self) -> None:
+        """The host loop's callback: the socket is readable (see ``READ_HOST``)."""
+        if self._error is not None:
+            # Failed: the reader task removes this callback once trio runs, but
+            # a socket at its end stays readable and would call it until then.
+            self._host.remove_reader(self._fd)
+            return
+        try:
+            data = os.read(self._fd, _READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._fail(KafkaConnectionError(f"{self}: receive failed: {describe(exc)}"))
+            return
+        if not data:
+            self._fail(KafkaConnectionError(self._closed_by_broker()))
+            return
+        try:
+            self._deliver(data)
+        except ProtocolError as exc:
+            self._fail(exc)
+        except Exception as exc:
+            # A reader task that raised would take the client down with it; a
+            # loop callback's error would only be logged by the loop, leaving
+            # every request behind it unanswered: the connection fails instead.
+            log.exception("%s: handing over an answer failed", self)
+            self._fail(KafkaConnectionError(f"{self}: handing over an answer failed: {exc!r}"))
+
+    def _hosted(self) -> Any:
+        """The host loop reading this connection (registered now), or None: trio reads."""
+        host = READ_HOST.get() if self._fd >= 0 else None
+        if host is None:
+            return None
+        try:
+            host.add_reader(self._fd, self._hosted_readable)
+        except NotImplementedError:
+            return None
+        self._host = host
+        return host
+
     async def _reader(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        host = self._hosted()
         try:
             with self._reader_scope:
                 task_status.started()
+                if host is not None:
+                    await trio.sleep_forever()  # the host reads; close() cancels this
                 try:
                     while True:
                         data = await self._read()
                         if not data:
                             self._fail(KafkaConnectionError(self._closed_by_broker()))
                             break
-                        self.bytes_received += len(data)
-                        now = trio.current_time()
-                        record = self.api_counters.record
-                        for resp in self._proto.receive_data(data):
-                            slot = resp.context
-                            # No slot <-> response cycle: a response (a Fetch's
-                            # record sets) is freed once read, not at the next
-                            # full garbage collection.
-                            resp.context = None
-                            slot.response = resp
-                            slot.event.set()
-                            record(slot.api_key, slot.api, now - slot.sent_at, slot.size, None)
-                            if slot.on_answer is not None:
-                                slot.on_answer(resp.body)
+                        self._deliver(data)
                 except ProtocolError as exc:
                     self._fail(exc)
                 except _IO_ERRORS as exc:
                     self._fail(KafkaConnectionError(f"{self}: receive failed: {describe(exc)}"))
         finally:
+            if host is not None:
+                host.remove_reader(self._fd)
             # Also when an outer scope cancels the reader: aclose() waits for this.
             if self._error is None:
                 self._fail(KafkaConnectionError(f"{self}: connection closed"))
@@ -541,11 +778,15 @@ class BrokerConnection:
             log.info("%s", text if text.startswith(repr(self)) else f"{self}: {text}")
         for pending in self._proto.take_pending():
             slot = pending.context
-            if slot is not None and not slot.event.is_set():
+            if slot is not None and not slot.settled:
                 slot.error = error
-                slot.event.set()
+                if slot.event is not None:
+                    slot.event.set()
                 if slot.sent_at:
                     self._record_failure(slot, error)
+                if slot.on_failure is not None:  # submitted: nobody collects it
+                    self._in_flight.release()
+                    slot.on_failure()
         self._reader_scope.cancel()
 
     def _record_failure(self, slot: _Slot, error: PykafError) -> None:

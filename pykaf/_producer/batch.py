@@ -109,6 +109,7 @@ class ProducerBatch:
         "error",
         "event",
         "extras",
+        "hooks",
         "log_append_time",
         "observed",
         "ordinal",
@@ -149,6 +150,7 @@ class ProducerBatch:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self.event: trio.Event | None = None
+        self.hooks: list[Callable[[], object]] | None = None
         self.trace: SendTrace | None = None
         self.parts: list[tuple[int, ProducerBatch]] | None = None
 
@@ -210,6 +212,30 @@ class ProducerBatch:
         if self.parts is not None:
             for _, part in self.parts:
                 await part.wait()
+
+    def when_done(self, hook: Callable[[], object]) -> None:
+        """Call ``hook()`` once the batch is settled or split (now, if it is already).
+
+        :meth:`wait` for code that is not a trio task (``pykaf.aio``'s
+        ``send()``): the hook runs in the producer's loop, in the call that
+        settles the batch, and must not raise.
+        """
+        if self.done:
+            hook()
+        elif self.hooks is None:
+            self.hooks = [hook]
+        else:
+            self.hooks.append(hook)
+
+    def notify_done(self) -> None:
+        """Wake whoever waits for the batch (it was just settled or split)."""
+        if self.event is not None:
+            self.event.set()
+        hooks = self.hooks
+        if hooks is not None:
+            self.hooks = None
+            for hook in hooks:
+                hook()
 
     def locate(self, delta: int) -> tuple[ProducerBatch, int]:
         """The batch that carries the record at offset ``delta`` now, and its delta there."""
@@ -308,8 +334,7 @@ class ProducerBatch:
         self.raw = None
         self.builder = None
         self.extras = self.deliveries = self.timestamps = self.waiters = None
-        if self.event is not None:
-            self.event.set()
+        self.notify_done()
 
     def __repr__(self) -> str:
         if self.parts is not None:

@@ -198,8 +198,8 @@ class Reports:
         batch.done = True
         batch.builder = None
         self._release(batch.count, batch.buffered)
-        if batch.event is not None:
-            batch.event.set()
+        if batch.event is not None or batch.hooks is not None:
+            batch.notify_done()
         if batch.extras:
             for delta, timestamp, target in batch.extras:
                 self._notify(batch, delta, timestamp, target, error)

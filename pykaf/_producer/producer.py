@@ -36,6 +36,7 @@ from pykaf import errors
 from pykaf._cluster.client import Client, client_for
 from pykaf._cluster.telemetry import close_telemetry, start_telemetry
 from pykaf._producer.accumulator import Accumulator, column
+from pykaf._producer.batch import ProducerBatch
 from pykaf._producer.config import ProducerConfig
 from pykaf._producer.delivery import OnDelivery, Reports, record_metadata
 from pykaf._producer.dispatcher import Dispatcher
@@ -51,7 +52,7 @@ from pykaf._producer.records import (
 from pykaf._producer.routing import Router
 from pykaf._producer.sink import Sinks
 from pykaf._producer.staging import Staging
-from pykaf._producer.state import PartitionState, TopicState
+from pykaf._producer.state import PartitionState, Sender, TopicState
 from pykaf._producer.telemetry import producer_points
 from pykaf._txn.host import TxnPartition
 from pykaf._txn.manager import Offsets, TransactionManager, TxnStatus
@@ -258,45 +259,108 @@ class Producer:
         """
         acc = self._acc
         purges = acc.purges
-        await acc.wait_for_space()
+        if acc.closing or acc.gated or acc.full():
+            await acc.wait_for_space()  # (which raises when closing or gated)
         if self._on_send:
             topic, value, key, partition, headers, timestamp = self._intercept(
                 topic, value, key, partition, headers, timestamp
             )
         if timestamp is None:
             timestamp = _now_ms()
-        t = await self._router.ready_topic(topic)
-        # Again: other senders may have filled the buffer while the topic was looked up.
-        await acc.wait_for_space()
+        t = self._topics.get(topic)
+        if t is None or t.count == 0:
+            t = await self._router.ready_topic(topic)
+            # Again: other senders may have filled the buffer while the topic was looked up.
+            await acc.wait_for_space()
         if acc.purges != purges:
             raise errors.PurgedError("purged from the producer before it was sent")
-        sinks = self._sinks
-        sinks.hold_wakes()  # the sender need not wake for a batch this task sends
-        try:
-            batch, delta = self._append(t, partition, key, value, headers, timestamp)
-        except BaseException:
-            sinks.release_wakes()
-            raise
-        if batch.waiters is None:
-            # An awaited record makes its batch ready: it is sent without waiting
-            # for linger, from this task when nothing is in flight to its broker
-            # (BrokerSink.send_inline, which wakes the sender task if it cannot),
-            # else by the sender task. Senders that append meanwhile (or while
-            # requests are in flight) share the batch.
-            batch.add_waiter(delta)
-            broker = t.parts[batch.partition].broker
-            sinks.release_wakes(broker)
-            if broker is not None:
-                await broker.send_inline()
-        else:
-            sinks.release_wakes()
-            batch.add_waiter(delta)
+        batch, delta, broker = self._append_awaited(t, partition, key, value, headers, timestamp)
+        if broker is not None:
+            await broker.send_inline()  # (which wakes the sender task if it cannot)
         await batch.wait()
         if batch.parts is not None:  # the broker found the batch too large: it was split
             batch, delta = batch.locate(delta)
         if batch.error is not None:
             raise batch.error
         return record_metadata(batch, delta, timestamp)
+
+    def _append_awaited(
+        self,
+        t: TopicState,
+        partition: int | None,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]] | None,
+        timestamp: int,
+    ) -> tuple[ProducerBatch, int, Sender | None]:
+        """Append a record whose sender waits for it; return its batch and offset delta.
+
+        An awaited record makes its batch ready: it is sent without waiting
+        for linger. When the record opened the batch and nothing is in flight
+        to its broker, the request is written here, at once
+        (``BrokerSink.write_now``); else the sender task sends it, and
+        senders that append meanwhile (or while requests are in flight) share
+        the batch. The third value is the broker sink that could not write at
+        once although nothing is in flight (a connection to open, a TLS
+        stream): the caller sends from its task (``send_inline``) or wakes
+        the sink's sender task. None: nothing more to do.
+        """
+        sinks = self._sinks
+        sinks.hold_wakes()  # the sender need not wake for a batch written here
+        try:
+            batch, delta = self._append(t, partition, key, value, headers, timestamp)
+        except BaseException:
+            sinks.release_wakes()
+            raise
+        if batch.waiters is not None:
+            sinks.release_wakes()
+            batch.add_waiter(delta)
+            return batch, delta, None
+        batch.add_waiter(delta)
+        broker = t.parts[batch.partition].broker
+        sinks.release_wakes(broker)
+        if broker is not None and broker.write_now():
+            broker = None
+        return batch, delta, broker
+
+    def start_send(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        timestamp: int | None = None,
+    ) -> tuple[ProducerBatch, int, int] | None:
+        """:meth:`send`'s part up to the wait, for code that is no trio task (``pykaf.aio``).
+
+        Appends the record and gets its batch going as :meth:`send` does,
+        with no checkpoint; the caller then waits for the batch
+        (``ProducerBatch.when_done``) and reads the record's outcome from it
+        (:func:`~pykaf._producer.delivery.record_metadata`; once split,
+        ``ProducerBatch.locate``). Returns the batch, the record's offset
+        delta and its timestamp, or None, having done nothing, when
+        :meth:`send` itself would have to wait or to refuse: the buffer is
+        full, the topic's partitions are not known yet, the producer is
+        closing or gated (a transaction), or ``on_send`` interceptors are set.
+
+        Raises:
+            RecordTooLargeError, UnknownTopicOrPartitionError, TypeError: as
+                :meth:`send` (the record is not buffered).
+        """
+        acc = self._acc
+        if acc.closing or acc.gated or acc.full() or self._on_send:
+            return None
+        t = self._topics.get(topic)
+        if t is None or t.count == 0:
+            return None
+        if timestamp is None:
+            timestamp = _now_ms()
+        batch, delta, broker = self._append_awaited(t, partition, key, value, headers, timestamp)
+        if broker is not None:
+            broker.wake()
+        return batch, delta, timestamp
 
     async def send_batch(
         self,

@@ -214,7 +214,7 @@ class Router(Role[PartitionState]):
                 )
             t.count = len(t.parts)
         t.null_part = None  # availability may have changed: ask the partitioner again
-        up = [i for i, p in info.partitions.items() if p.leader >= 0 and i < t.count]
+        up = [i for i in self._sinks.router.available(t.name) if i < t.count]
         t.available = sorted(up) if len(up) < t.count else None
 
     # ------------------------------------------------------------------ partitions

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from pykaf import errors
 from pykaf import protocol as P
 from pykaf._cluster.backoff import Backoff
 from pykaf._cluster.router import PartitionRouter
+from pykaf._net.connection import fresh_error
 from pykaf._producer.accumulator import RECORD_OVERHEAD, Accumulator
 from pykaf._producer.batch import ProducerBatch
 from pykaf._producer.config import ProducerConfig
@@ -43,7 +45,7 @@ from pykaf.protocol import versions
 
 if TYPE_CHECKING:
     from pykaf._cluster.client import Client
-    from pykaf._net.connection import PendingResponse
+    from pykaf._net.connection import BrokerConnection, Slot
     from pykaf._txn.manager import TransactionManager
 
 log = logging.getLogger("pykaf.producer")
@@ -336,15 +338,16 @@ class Sinks:
         """Take ``p`` from its sink; its route finds its leader again."""
         p.route.detach()
 
-    def count_sent(self, batches: list[ProducerBatch], records: int) -> None:
-        """Counters for a request about to be written."""
-        self.batches_sent += len(batches)
+    def count_sent(self, batches: int, records: int, retried: int) -> None:
+        """Counters for a request about to be written (``retried``: batches sent before)."""
+        self.batches_sent += batches
         self.records_sent += records
-        self.retries += sum(1 for b in batches if b.attempts > 1)
+        self.retries += retried
 
     def in_flight_changed(self) -> None:
         """A response arrived; wake whoever waits for requests to drain."""
-        self._in_flight_lot.unpark_all()
+        if self._in_flight_lot:
+            self._in_flight_lot.unpark_all()
 
     # ------------------------------------------------------------------ answers
 
@@ -365,9 +368,8 @@ class Sinks:
         for batch in batches:
             t = self._topics.get(batch.topic)
             p = t.parts[batch.partition] if t is not None else None
-            if p is not None:
-                with suppress(ValueError):
-                    p.inflight.remove(batch)
+            if p is not None and batch in p.inflight:  # (no context manager per batch)
+                p.inflight.remove(batch)
             if batch.done:
                 continue
             if response is None and error is None:  # acks=0
@@ -480,19 +482,32 @@ class Sinks:
 
 
 class _Answer:
-    """Settles one Produce request's batches when the reader task reads its answer."""
+    """One Produce request's batches, settled when its answer is read or it fails."""
 
-    __slots__ = ("batches", "settled", "sink")
+    __slots__ = ("batches", "conn", "settled", "sink", "slot")
 
     def __init__(self, sink: BrokerSink, batches: list[ProducerBatch]) -> None:
         self.sink = sink
         self.batches = batches
         self.settled = False
+        self.conn: BrokerConnection | None = None
+        self.slot: Slot | None = None
 
     def __call__(self, response: Any) -> None:
+        """The answer, as the connection's reader reads it: settle the batches now."""
         if not self.settled:
             self.settled = True
-            self.sink.answered(self.batches, response, None)
+            sink = self.sink
+            sink.answered(self.batches, response, None)
+            watched = sink.watched
+            while watched and watched[0].settled:  # answers come in order: this one, mostly
+                watched.popleft()
+            if watched and watched[0].slot is not None and watched[0].slot.failed:
+                sink.watchdog.unpark_all()  # a failure that waited behind this answer
+
+    def failed(self) -> None:
+        """The request failed (the connection broke or timed out): the watchdog settles it."""
+        self.sink.watchdog.unpark_all()
 
 
 class BrokerSink:
@@ -506,9 +521,10 @@ class BrokerSink:
         self.sending = False  # a request is being built and written (by either path)
         self._missed = False  # the sender task was woken while send_inline was sending
         self._wake = trio.Event()
-        self._send, self._receive = trio.open_memory_channel[tuple["PendingResponse", _Answer]](
-            sinks.config.max_in_flight
-        )
+        #: The requests written and not settled yet, in order (the watchdog's).
+        self.watched: deque[_Answer] = deque()
+        #: Where the watchdog waits; a failed request wakes it.
+        self.watchdog = trio.lowlevel.ParkingLot()
         self.requests = 0
         self.batches = 0
         self.records = 0
@@ -607,17 +623,47 @@ class BrokerSink:
                 with trio.move_on_at(deadline):
                     await self._wake.wait()
 
+    def write_now(self) -> bool:
+        """Write what is ready now, from the calling code and without waiting, if it can.
+
+        An awaited ``send()`` whose record opened a batch calls this: the
+        request is built and handed to the kernel in the caller's own call,
+        with no checkpoint and no other task (``pykaf.aio`` calls it from an
+        asyncio task, outside any trio task). Only while no request is in
+        flight to this broker (concurrent senders then share the next batch,
+        which the sender task sends) and the broker's connection can take the
+        request at once (``BrokerConnection.can_submit_now``). Requests are
+        built and written by one path at a time (``sending``), so they reach
+        the wire in the order their sequence numbers were given.
+
+        Returns whether a request was written; if not, nothing changed (the
+        caller wakes the sender task, or writes from its own task).
+        """
+        sinks = self.sinks
+        if self.sending or self.in_flight or sinks.paused or not self.parts or sinks.acks == 0:
+            return False
+        conn = sinks.client.live_connection(self.node_id)
+        if conn is None or not conn.can_submit_now():
+            return False
+        ready, deadline = self._collect(trio.current_time())
+        ready = self._sendable(ready)
+        if not ready:
+            return False
+        answer, version, request = self._build(conn, ready)
+        slot = conn.submit_nowait(request, version, answer, answer.failed)
+        assert slot is not None  # can_submit_now() said it would
+        self._watch(answer, conn, slot)
+        # Other partitions' batches linger or wait: the sender task's.
+        if deadline != math.inf:
+            self.wake()
+        return True
+
     async def send_inline(self) -> bool:
         """Send what is ready now from the calling task, if nothing is in flight.
 
-        An awaited ``send()`` whose record opened a batch calls this: the
-        request is built and written in the caller's task, without waking the
-        sender task first (one pass through trio's scheduler less per record
-        for a loop of awaited sends). Only while no request is in flight to
-        this broker: concurrent senders then find one in flight and share the
-        next batch, which the sender task sends. Requests are built and
-        written by one path at a time (``sending``), so they reach the wire in
-        the order their sequence numbers were given. The caller is not
+        :meth:`write_now`, for when it cannot write at once (a connection to
+        open, a TLS stream): the request is built and written in the caller's
+        task, without waking the sender task first. The caller is not
         cancelled in the middle: the batches are in flight from the build on.
 
         Returns whether a request was sent (False: the sender task was woken).
@@ -646,13 +692,21 @@ class BrokerSink:
         finally:
             self.sending = False
 
+    def _sendable(self, ready: list[PartitionState]) -> list[PartitionState]:
+        """``ready`` less what may not be sent now (an epoch bump, a transaction's gate)."""
+        sinks = self.sinks
+        txn = sinks.txn
+        if sinks.paused:
+            return []
+        if txn is not None:
+            # An abort drops batches, and another transaction may have begun.
+            ready = [part for part in ready if part.queue and part.txn_added == txn.serial]
+        return ready
+
     async def _build_and_send(self, ready: list[PartitionState]) -> None:
         sinks = self.sinks
         try:
             conn = await sinks.client.broker_connection(self.node_id)
-            version = conn.version_for(_PRODUCE)
-            if sinks.txn is not None and not sinks.txn.v2:
-                version = min(version, versions.PRODUCE_TXN_V1.max_version)
         except PykafError as exc:
             log.info("broker %d unreachable for producing: %s", self.node_id, exc)
             self.errors += 1
@@ -660,17 +714,39 @@ class BrokerSink:
             for part in ready:  # look the leader up again, then retry
                 sinks.router.lost(part.route, self.node_id)
             return
-        txn = sinks.txn
-        if sinks.paused or txn is not None:
-            # While the connection was awaited, an epoch bump may have begun, or
-            # a transaction ended (an abort drops batches) and another begun.
-            ready = [
-                part
-                for part in ready
-                if part.queue and (txn is None or part.txn_added == txn.serial)
-            ]
-            if sinks.paused or not ready:
+        # While the connection was awaited, an epoch bump may have begun, or a
+        # transaction ended and another begun.
+        ready = self._sendable(ready)
+        if not ready:
+            return
+        answer, version, request = self._build(conn, ready)
+        batches = answer.batches
+        if sinks.acks == 0:  # nothing will come back
+            try:
+                await conn.send(request, version, expect_response=False)
+            except PykafError as exc:
+                self._failed_here(batches, exc)
                 return
+            self._settled_here(batches, None)
+            return
+        try:
+            slot = await conn.submit(request, version, answer, answer.failed)
+        except PykafError as exc:  # nothing was written
+            self._failed_here(batches, exc)
+            return
+        self._watch(answer, conn, slot)
+
+    def _build(
+        self, conn: BrokerConnection, ready: list[PartitionState]
+    ) -> tuple[_Answer, int, Any]:
+        """The Produce request of ``ready``'s first batches, counted as in flight from here on.
+
+        Returns the answer that settles them, the request's version and the request.
+        """
+        sinks = self.sinks
+        version = conn.version_for(_PRODUCE)
+        if sinks.txn is not None and not sinks.txn.v2:
+            version = min(version, versions.PRODUCE_TXN_V1.max_version)
         batches: list[ProducerBatch] = []
         topics: dict[str, list[Any]] = {}
         partition_data = P.ProduceRequest.PartitionProduceData
@@ -679,6 +755,9 @@ class BrokerSink:
             for part in ready:
                 part.queue[0].note_send(self.node_id, now)
         build = sinks.ids.build
+        nbytes = 0
+        nrecords = 0
+        retried = 0
         for part in ready:
             batch = part.queue.popleft()
             raw = build(part, batch)
@@ -687,7 +766,12 @@ class BrokerSink:
             topics.setdefault(part.topic, []).append(
                 partition_data(index=part.partition, records=raw)
             )
-        req = P.ProduceRequest(
+            if batch.attempts:
+                retried += 1
+            batch.attempts += 1
+            nbytes += len(raw)
+            nrecords += batch.count
+        request = P.ProduceRequest(
             transactional_id=sinks.ids.transactional_id,
             acks=sinks.acks,
             timeout_ms=int(sinks.config.request_timeout * 1000),
@@ -696,36 +780,28 @@ class BrokerSink:
                 for name, data in topics.items()
             ],
         )
-        nbytes = 0
-        nrecords = 0
-        for batch in batches:
-            batch.attempts += 1
-            nbytes += len(batch.raw or b"")
-            nrecords += batch.count
         self.requests += 1
         self.batches += len(batches)
         self.records += nrecords
         self.bytes += nbytes
-        sinks.count_sent(batches, nrecords)
+        sinks.count_sent(len(batches), nrecords, retried)
         # In flight from here on: an epoch bump waits until no request is.
         self.in_flight += 1
-        answer = _Answer(self, batches)
-        try:
-            pending = await conn.send(
-                req, version, expect_response=sinks.acks != 0, on_answer=answer
-            )
-        except PykafError as exc:
-            self.errors += 1
-            sinks.error_count += 1
-            self._settled_here(batches, exc)
-            return
-        if pending is None:  # acks=0: nothing will come back
-            self._settled_here(batches, None)
-            return
-        try:  # the channel holds max_in_flight: no checkpoint while it has room
-            self._send.send_nowait((pending, answer))
-        except trio.WouldBlock:
-            await self._send.send((pending, answer))
+        return _Answer(self, batches), version, request
+
+    def _watch(self, answer: _Answer, conn: BrokerConnection, slot: Slot) -> None:
+        """Have the watchdog follow a request just written (unless already answered)."""
+        answer.conn = conn
+        answer.slot = slot
+        if not answer.settled:
+            self.watched.append(answer)
+        if slot.failed:  # the write failed: the watchdog settles it, in order
+            self.watchdog.unpark_all()
+
+    def _failed_here(self, batches: list[ProducerBatch], error: PykafError) -> None:
+        self.errors += 1
+        self.sinks.error_count += 1
+        self._settled_here(batches, error)
 
     def _settled_here(self, batches: list[ProducerBatch], error: PykafError | None) -> None:
         self.in_flight -= 1
@@ -761,34 +837,48 @@ class BrokerSink:
                 return True
         return False
 
-    # -- the receiver task -------------------------------------------------------
+    # -- the watchdog task -------------------------------------------------------
 
     async def run_receiver(self) -> None:
-        """Collect the answers in order; settle the requests that failed.
+        """The watchdog: settle the requests that failed, in order; time out the late.
 
-        An answer read in time is settled by the connection's reader task as
-        it reads it (:class:`_Answer`), which wakes an awaiting ``send()``
-        one scheduler pass sooner; this task frees the connection's slots and
-        settles the requests that failed (the connection broke, or no answer
-        came within ``request_timeout``), in order.
+        An answer is settled by the connection's reader as it reads it
+        (:class:`_Answer`), and its in-flight slot freed by the connection:
+        this task is not woken per request. It wakes when a request fails
+        (the connection broke: :meth:`_Answer.failed`) and when the oldest
+        request in flight may have waited ``request_timeout``: it sleeps until
+        that request's deadline, or ``request_timeout`` from now when none is
+        in flight (a request written meanwhile is due no earlier), then looks
+        again. A request that is late fails its connection, and with it every
+        request pending there (answers come in order).
         """
         sinks = self.sinks
-        receive = self._receive
+        timeout = sinks.config.request_timeout
+        watched = self.watched
         while True:
-            try:  # no checkpoint when a request is already waiting for its answer
-                pending, answer = receive.receive_nowait()
-            except trio.WouldBlock:
-                pending, answer = await receive.receive()
-            try:
-                resp = await pending.response()
-                error: PykafError | None = None
-            except PykafError as exc:
-                resp, error = None, exc
-                self.errors += 1
-                sinks.error_count += 1
-            if not answer.settled:
-                answer.settled = True
-                self.answered(answer.batches, resp, error)
+            now = trio.current_time()
+            while watched:
+                answer = watched[0]
+                slot = answer.slot
+                assert slot is not None and answer.conn is not None
+                if answer.settled:
+                    watched.popleft()
+                elif slot.error is not None:
+                    watched.popleft()
+                    answer.settled = True
+                    self.errors += 1
+                    sinks.error_count += 1
+                    error = fresh_error(slot.error)
+                    assert isinstance(error, PykafError)
+                    self.answered(answer.batches, None, error)
+                elif now - slot.sent_at >= timeout:
+                    answer.conn.time_out(timeout)  # fails it: settled on the next pass
+                else:
+                    break
+            first = watched[0].slot if watched else None
+            deadline = (now if first is None else first.sent_at) + timeout
+            with trio.move_on_at(deadline):
+                await self.watchdog.park()
 
 
 __all__ = ["BrokerSink", "Sinks"]

@@ -29,6 +29,9 @@ class Sender(Protocol):
     def detach(self, part: PartitionState) -> None:
         """Stop sending ``part``'s batches."""
 
+    def write_now(self) -> bool:
+        """Write what is ready at once, without waiting, when nothing is in flight."""
+
     async def send_inline(self) -> bool:
         """Send what is ready from the calling task when nothing is in flight."""
 

@@ -6,7 +6,11 @@ asyncio loop, so an asyncio task may call a trio object's plain methods
 (``send_nowait``, ``seek``, statistics) directly, with no thread hop. Trio
 wakes itself when such a call reschedules one of its tasks (``Event.set``, a
 channel's ``send_nowait``): its runner forces a guest tick whenever its run
-queue fills from outside one.
+queue fills from outside one. Trio's guest mode waits for I/O in a thread of
+its own, so each such wake crosses threads twice; the run's broker
+connections are therefore read by the asyncio loop itself (its
+``add_reader``; ``READ_HOST``), and an awaited ``send()`` is written and
+answered without waking trio at all (``producer.py``).
 
 The run starts with the first object opened on a loop and stops, after its
 tasks have finished, when the last one closes; so ``asyncio.run()`` ends with
@@ -25,6 +29,7 @@ import outcome
 import trio
 
 from pykaf import errors
+from pykaf._net.connection import READ_HOST
 
 #: The guest run of each loop that has one (or is starting or stopping one).
 _runners: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Runner] = weakref.WeakKeyDictionary()
@@ -77,6 +82,10 @@ class Runner:
         )
 
     async def _main(self) -> None:
+        # The loop reads the run's plain TCP connections itself (its add_reader):
+        # an answer is handed over in the loop's thread, without waking trio's
+        # guest I/O thread first and crossing back (pykaf._net.connection.READ_HOST).
+        READ_HOST.set(self.loop)
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             if not self._started.done():

@@ -2,18 +2,25 @@
 
 ``send_nowait`` is the trio producer's own (its compiled staging path, with
 no wrapper around it): asyncio and trio share the thread, and the staging
-schedules its drain on the trio run itself. Awaited calls go through the
-bridge (``_bridge.call``).
+schedules its drain on the trio run itself. ``send()`` appends its record
+and writes its request in the asyncio task itself when it can
+(``pykaf.Producer.start_send``), and waits on an asyncio future that the
+batch's settling resolves: no trio task per call. Other awaited calls, and
+``send()`` when it has to wait (for buffer space, for its topic's
+partitions), go through the bridge (``_bridge.call``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import pykaf
-from pykaf._producer.records import BatchDelivery, ProducerStatistics
+from pykaf._producer.batch import ProducerBatch
+from pykaf._producer.delivery import record_metadata
+from pykaf._producer.records import BatchDelivery, ProducerStatistics, RecordMetadata
 from pykaf._txn.manager import TxnStatus
 from pykaf.aio._bridge import call, open_in_run
 from pykaf.aio._channels import ReceiveChannel, SendChannel
@@ -51,6 +58,35 @@ class Delivery(Wrapper[BatchDelivery]):
     def failed(self) -> int:
         """How many failed so far."""
         return self._trio.failed
+
+
+class _Outcome:
+    """Resolves an awaited record's future once its batch settled (``ProducerBatch.when_done``)."""
+
+    __slots__ = ("batch", "delta", "fut", "timestamp")
+
+    def __init__(
+        self, fut: asyncio.Future[RecordMetadata], batch: ProducerBatch, delta: int, timestamp: int
+    ) -> None:
+        self.fut = fut
+        self.batch = batch
+        self.delta = delta
+        self.timestamp = timestamp
+
+    def __call__(self) -> None:
+        if self.fut.done():  # the caller was cancelled: the record goes on without it
+            return
+        batch, delta = self.batch, self.delta
+        if batch.parts is not None:  # the broker found it too large: it was split
+            batch, delta = batch.locate(delta)
+            if not batch.done:
+                self.batch, self.delta = batch, delta
+                batch.when_done(self)
+                return
+        if batch.error is not None:
+            self.fut.set_exception(batch.error)
+        else:
+            self.fut.set_result(record_metadata(batch, delta, self.timestamp))
 
 
 class Producer(Wrapper[pykaf.Producer]):
@@ -109,7 +145,6 @@ class Producer(Wrapper[pykaf.Producer]):
         """The transaction state (None without ``transactional_id``)."""
         return self._trio.txn_status
 
-    send = awaits(pykaf.Producer.send)
     flush = awaits(pykaf.Producer.flush)
     wait_for_space = awaits(pykaf.Producer.wait_for_space)
     commit_transaction = awaits(pykaf.Producer.commit_transaction)
@@ -120,6 +155,43 @@ class Producer(Wrapper[pykaf.Producer]):
     purge = direct(pykaf.Producer.purge)
     send_now = direct(pykaf.Producer.send_now)
     statistics = direct(pykaf.Producer.statistics)
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+        timestamp: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait until it is acknowledged (:meth:`pykaf.Producer.send`).
+
+        Cancelling the waiting task (``task.cancel()``, ``asyncio.timeout()``)
+        stops the wait; a record already buffered then is delivered all the
+        same, as under trio.
+        """
+        self._check_loop()
+        producer = self._trio
+        started = producer.start_send(
+            topic, value, key=key, partition=partition, headers=headers, timestamp=timestamp
+        )
+        if started is None:  # it has to wait (or to refuse): the trio call does
+            return await call(
+                self._runner,
+                producer.send,
+                topic,
+                value,
+                key=key,
+                partition=partition,
+                headers=headers,
+                timestamp=timestamp,
+            )
+        batch, delta, stamp = started
+        fut: asyncio.Future[RecordMetadata] = self._runner.loop.create_future()
+        batch.when_done(_Outcome(fut, batch, delta, stamp))
+        return await fut
 
     def send_nowait(  # each instance has the trio producer's own method instead (__init__)
         self,

@@ -254,6 +254,19 @@ class Connection:
         """
         if self._closed_reason is not None:
             raise ProtocolError(f"connection is broken: {self._closed_reason}")
+        if (
+            type(data) is bytes
+            and not self._chunks
+            and self._frame_size < 0
+            and not self._unanswered
+            and len(data) >= 4
+            and len(data) == 4 + _SIZE.unpack_from(data)[0]
+        ):
+            # One whole frame, nothing buffered (an answer read in one piece,
+            # the common case): no buffering, the frame's bytes copied once.
+            if len(data) > 4 + self.max_response_bytes or len(data) < 8:
+                self._break(f"invalid response size {len(data) - 4}")
+            return [self._handle_frame(data[4:])]
         if data:
             self._chunks.append(data if isinstance(data, bytes) else bytes(data))
             self._buffered += len(data)

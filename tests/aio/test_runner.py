@@ -530,3 +530,157 @@ def test_records_taken_for_a_cancelled_reader_are_read_again(run: Run) -> None:
                 assert got == [b"%d" % i for i in range(50)]
 
     run(main)
+
+
+class _TaskSteps(trio.abc.Instrument):
+    """Counts the trio tasks started and the steps they take, but the fake brokers'."""
+
+    def __init__(self) -> None:
+        self.spawned = 0
+        self.steps = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.spawned += 1
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if "serve_listeners" not in task.name:  # the fake cluster runs in the same trio run
+            self.steps += 1
+
+
+def test_awaited_sends_run_no_trio_task(run: Run) -> None:
+    # An awaited send() is written by the asyncio task itself, its answer read
+    # by the loop (add_reader) and handed to the task's future: the client's
+    # trio tasks (and so trio's guest I/O thread) take no part in a loop of them.
+    async def main() -> None:
+        async with open_fake_cluster() as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap, linger=3600) as producer:
+                await producer.send("t", b"warm")
+                await asyncio.sleep(0.05)  # the trio side settles down
+                steps = _TaskSteps()
+                trio.lowlevel.add_instrument(steps)
+                try:
+                    mds = [await producer.send("t", b"v%d" % i) for i in range(20)]
+                finally:
+                    trio.lowlevel.remove_instrument(steps)
+                assert [md.offset for md in mds] == list(range(1, 21))
+                assert (steps.spawned, steps.steps) == (0, 0)
+
+    run(main)
+
+
+async def _values(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """The first ``count`` values of ``topic``'s partition 0, read from asyncio."""
+    out: list[bytes] = []
+    async with pykaf.aio.open_consumer(bootstrap) as consumer:
+        pc = await consumer.consume_partition(topic, 0, pykaf.OLDEST)
+        while len(out) < count:
+            out += [r.value for r in await asyncio.wait_for(pc.next_batch(), 30)]
+    return out
+
+
+def test_an_awaited_send_cancelled_in_asyncio_is_still_delivered_once(run: Run) -> None:
+    # The record is appended and its request written in the send() call; the
+    # cancellation (task.cancel(), asyncio.timeout()) stops only the wait.
+    async def main() -> None:
+        async with open_fake_cluster(1) as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap, linger=3600) as producer:
+                await producer.send("t", b"warm")
+                cluster.set_rtt(1, 100)  # the answers come after the cancellations
+                task = asyncio.create_task(producer.send("t", b"task"))
+                await asyncio.sleep(0)  # it appended, wrote, and waits for the answer
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                if sys.version_info >= (3, 11):
+                    with pytest.raises(TimeoutError):
+                        async with asyncio.timeout(0):
+                            await producer.send("t", b"timeout")
+                else:  # pragma: no cover - the same, by hand
+                    again = asyncio.create_task(producer.send("t", b"timeout"))
+                    await asyncio.sleep(0)
+                    again.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await again
+                cluster.set_rtt(1, 0)
+                await asyncio.wait_for(producer.flush(), 30)
+                md = await asyncio.wait_for(producer.send("t", b"after"), 30)
+                assert md.offset == 3
+                stats = producer.statistics()
+                # Settling a batch whose waiter was cancelled broke nothing: no retry.
+                assert stats.records_acked == 4 and stats.records_failed == 0
+                assert stats.retries == 0
+            assert await _values(cluster.bootstrap, "t", 4) == [
+                b"warm",
+                b"task",
+                b"timeout",
+                b"after",
+            ]
+
+    run(main)
+
+
+def test_awaited_sends_over_a_connection_that_drops_are_each_delivered_once_in_order(
+    run: Run,
+) -> None:
+    # The loop reads the connection (add_reader): the broker's hang-up fails
+    # the requests in flight there, and each record is sent again, in order.
+    senders, each = 5, 20
+
+    async def main() -> None:
+        async with open_fake_cluster(1) as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(
+                cluster.bootstrap, linger=3600, request_timeout=120, retry_backoff=0.01
+            ) as producer:
+                await producer.send("t", b"warm")
+                cluster.set_rtt(1, 5)
+                cluster.lose_responses(pykaf.protocol.ProduceRequest.API_KEY, 1)
+                offsets: dict[int, list[int]] = {s: [] for s in range(senders)}
+
+                async def sender(s: int) -> None:
+                    for i in range(each):
+                        md = await producer.send("t", b"%d-%d" % (s, i))
+                        offsets[s].append(md.offset)
+
+                await asyncio.wait_for(asyncio.gather(*(sender(s) for s in range(senders))), 60)
+                stats = producer.statistics()
+            assert stats.retries >= 1 and stats.records_failed == 0
+            assert sorted(o for per in offsets.values() for o in per) == list(
+                range(1, 1 + senders * each)
+            )
+            log = await _values(cluster.bootstrap, "t", 1 + senders * each)
+            for s in range(senders):
+                assert [v for v in log if v.startswith(b"%d-" % s)] == [
+                    b"%d-%d" % (s, i) for i in range(each)
+                ]
+
+    run(main)
+
+
+def test_awaited_sends_waiting_as_the_producer_closes_are_settled(run: Run) -> None:
+    # Leaving the block delivers what the sends wait for; what cannot be
+    # delivered fails them: no future is left unresolved.
+    async def main() -> None:
+        async with open_fake_cluster(1) as cluster:
+            cluster.create_topic("t", 1)
+            async with pykaf.aio.open_producer(cluster.bootstrap, linger=3600) as producer:
+                await producer.send("t", b"warm")
+                cluster.set_rtt(1, 50)
+                tasks = [asyncio.create_task(producer.send("t", b"%d" % i)) for i in range(5)]
+                await asyncio.sleep(0)
+            mds = await asyncio.wait_for(asyncio.gather(*tasks), 30)
+            assert sorted(md.offset for md in mds) == [1, 2, 3, 4, 5]
+            async with pykaf.aio.open_producer(
+                cluster.bootstrap, linger=3600, delivery_timeout=1.0, retry_backoff=0.05
+            ) as producer:
+                await producer.send("t", b"warm")
+                cluster.set_rtt(1, 200)
+                tasks = [asyncio.create_task(producer.send("t", b"%d" % i)) for i in range(5)]
+                await asyncio.sleep(0)
+                cluster.broker_down(1)
+            outcomes = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 30)
+            assert all(isinstance(o, errors.PykafError) for o in outcomes), outcomes
+
+    run(main)

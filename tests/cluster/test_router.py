@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 import trio
 
 import pykaf
@@ -240,7 +241,7 @@ async def test_a_failing_replica_sends_the_route_back_to_the_leader_without_meta
         f.router.lost(f.route, replica)  # the replica cannot serve the position
         assert f.route.preferred == -1 and f.route.failures == 1
         assert not f.route.stale  # the leader is not in question
-        assert f.router.client.metadata.leader_of("t", 0) is not None
+        assert f.router.client.metadata.partition("t", 0).leader == leader
         await until(lambda: f.node == leader, "back at the leader")
         assert len(f.role.refreshed) == refreshes
 
@@ -271,19 +272,71 @@ async def test_a_closed_route_is_detached_and_its_task_ends() -> None:
             assert route.worker is None and worker.owners == []  # type: ignore[union-attr]
 
 
+def _leader_lookups(
+    path: Path, names: set[str], calls: tuple[str, ...]
+) -> list[tuple[str, int, str]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Attribute):
+            continue
+        text = ast.unparse(node)
+        if node.attr in names or text.endswith(calls):
+            found.append((path.name, node.lineno, text))
+    return found
+
+
 def test_no_role_tracks_leaders_itself() -> None:
     """Leaders, their epochs and the metadata's leader marks are the router's alone."""
     looked_up = {"leader_of", "mark_leader_unknown", "preferred_until", "preferred_replica"}
     found = []
     for role in ("_producer", "_consumer", "_share"):
         for path in sorted((PKG / role).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
-                if not isinstance(node, ast.Attribute):
-                    continue
-                text = ast.unparse(node)
-                if node.attr in looked_up or text.endswith(("metadata.partition", "client.leader")):
-                    found.append((path.name, node.lineno, text))
+            found += _leader_lookups(path, looked_up, ("metadata.partition", "client.leader"))
     assert found == []
+
+
+def test_only_the_router_forgets_a_leader() -> None:
+    """A request to a partition's leader (``request.leader``) is routed by the client's router.
+
+    Outside the router (and the metadata, which keeps the marks) nothing
+    clears a leader mark or reads one with ``leader_of``.
+    """
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).as_posix()
+        if rel in ("_cluster/router.py", "_cluster/metadata.py") or rel.startswith("testing/"):
+            continue
+        found += _leader_lookups(path, {"leader_of", "mark_leader_unknown"}, ())
+    assert found == []
+
+
+async def test_a_one_shot_lookup_reads_the_metadata_as_routes_do() -> None:
+    async with open_fake_cluster(3) as cluster:
+        cluster.create_topic("t", 1)
+        async with pykaf.open_client(cluster.bootstrap) as client:
+            router = client.router
+            leader = leader_in(cluster)
+            assert await router.leader("t", 0) == leader
+            assert (await client.leader("t", 0)).node_id == leader
+            # The leader moves; an answer says so: the next lookup asks the metadata.
+            moved = next(n for n in (1, 2, 3) if n != leader)
+            cluster.set_partition_leader("t", 0, moved)
+            assert await router.leader("t", 0) == leader  # the cache, until told
+            router.forget_leader("t", 0)
+            assert client.metadata.partition("t", 0).leader == -1
+            assert await router.leader("t", 0) == moved
+            with pytest.raises(errors.UnknownTopicOrPartitionError):
+                await router.leader("t", 5)
+
+
+async def test_the_available_partitions_are_those_with_a_leader() -> None:
+    async with open_fake_cluster(1) as cluster:
+        cluster.create_topic("t", 3)
+        async with pykaf.open_client(cluster.bootstrap) as client:
+            assert client.router.available("other") == []  # a topic it does not know
+            assert await client.writable_partitions("t") == [0, 1, 2]
+            client.router.forget_leader("t", 1)
+            assert client.router.available("t") == [0, 2]
 
 
 def test_the_leader_check_finds_a_lookup() -> None:

@@ -88,8 +88,8 @@ async def test_columns_piece_by_piece_match_the_rows() -> None:
         consumer, fetcher, pc = crafted(max_partition_fetch_bytes=1)  # a batch a piece
         # A trailing partial batch is left for the next fetch, which starts
         # with a batch already read (dropped whole).
-        fetcher._partition(pc, answer(b"".join(batches[:9]) + batches[9][:-7]))
-        fetcher._partition(pc, answer(batches[8] + batches[9]))
+        fetcher._partition(pc.cursor, answer(b"".join(batches[:9]) + batches[9][:-7]))
+        fetcher._partition(pc.cursor, answer(batches[8] + batches[9]))
         pcs.append((consumer, fetcher, pc))
     (row_consumer, row_fetcher, row_pc), (col_consumer, col_fetcher, col_pc) = pcs
     records = await drain(row_pc, columnar=False)
@@ -103,7 +103,7 @@ async def test_columns_piece_by_piece_match_the_rows() -> None:
     # From inside a batch: its earlier records are left out.
     for fetcher, pc in ((row_fetcher, row_pc), (col_fetcher, col_pc)):
         pc.seek(185)
-        fetcher._partition(pc, answer(batches[9]))
+        fetcher._partition(pc.cursor, answer(batches[9]))
     records = await drain(row_pc, columnar=False)
     columns = await drain(col_pc, columnar=True)
     assert rows(columns) == record_rows(records)
@@ -129,7 +129,7 @@ async def test_read_committed_over_pieces_skips_what_the_row_path_skips() -> Non
         _consumer, fetcher, pc = crafted(
             "read_committed", max_partition_fetch_bytes=1, on_batch=events.append
         )
-        fetcher._partition(pc, answer(data, lso=50, aborted=[(7, 0)]))
+        fetcher._partition(pc.cursor, answer(data, lso=50, aborted=[(7, 0)]))
         got = await drain(pc, columnar=columnar)
         out[columnar] = (rows(got) if columnar else record_rows(got), pc.position, events)
         assert fetcher.aborted_records == 20
@@ -142,7 +142,7 @@ async def test_read_committed_over_pieces_skips_what_the_row_path_skips() -> Non
 
 async def test_row_and_columnar_calls_mixed_lose_and_repeat_nothing() -> None:
     _consumer, fetcher, pc = crafted(max_partition_fetch_bytes=1)  # a batch a piece
-    fetcher._partition(pc, answer(b"".join(mixed_batch(i * 10, 10) for i in range(8))))
+    fetcher._partition(pc.cursor, answer(b"".join(mixed_batch(i * 10, 10) for i in range(8))))
     seen: list[int] = []
     async for record in pc:  # part of the first piece, one by one
         seen.append(record.offset)
@@ -169,7 +169,7 @@ async def test_a_corrupt_piece_stops_the_columnar_reader_where_it_is() -> None:
     consumer, fetcher, pc = crafted(max_partition_fetch_bytes=1)
     good, bad = mixed_batch(0, 5), bytearray(mixed_batch(5, 5))
     bad[-1] ^= 0xFF  # the CRC no longer matches
-    fetcher._partition(pc, answer(good + bytes(bad) + mixed_batch(10, 5)))
+    fetcher._partition(pc.cursor, answer(good + bytes(bad) + mixed_batch(10, 5)))
     assert list((await pc.next_batch(columnar=True)).offsets) == list(range(5))
     with trio.move_on_after(0.2):
         await pc.next_batch(columnar=True)
@@ -181,11 +181,11 @@ async def test_a_corrupt_piece_stops_the_columnar_reader_where_it_is() -> None:
 
 async def test_seek_and_close_with_columns() -> None:
     consumer, fetcher, pc = crafted(max_partition_fetch_bytes=1)
-    fetcher._partition(pc, answer(mixed_batch(0, 5) + mixed_batch(5, 5)))
+    fetcher._partition(pc.cursor, answer(mixed_batch(0, 5) + mixed_batch(5, 5)))
     assert len(await pc.next_batch(columnar=True)) == 5
     pc.seek(3)
     assert consumer.budget.used == 0 and pc.position == 3
-    fetcher._partition(pc, answer(mixed_batch(0, 5) + mixed_batch(5, 5)))
+    fetcher._partition(pc.cursor, answer(mixed_batch(0, 5) + mixed_batch(5, 5)))
     first = await pc.next_batch(columnar=True)
     assert list(first.offsets) == [3, 4] and first.next_offset == 5
     await pc.aclose()

@@ -64,7 +64,7 @@ async def read_all(
     await trio.sleep(0.3)
     for p in counts:
         pc = consumer._partitions[(topic, p)]
-        extra = pc._receive.statistics().current_buffer_used + len(pc._local) - pc._next
+        extra = pc.cursor._receive.statistics().current_buffer_used + len(pc._local) - pc._next
         assert extra == 0, f"{topic}/{p}: unexpected records after the last one"
         assert pc._answer is None, f"{topic}/{p}: unexpected records after the last one"
     return out
@@ -211,8 +211,8 @@ async def test_a_timestamp_start_resolves_through_list_offsets(
 ) -> None:
     consumer = pykaf.Consumer(_OffsetsByTime(table), pykaf.ConsumerConfig(), None)  # type: ignore[arg-type]
     pc = pykaf.PartitionConsumer(consumer, "t", 0, 0, TransactionFilter("read_committed"))
-    pc.start, pc.start_is_time = start, True
-    await consumer._resolve_start(pc)
+    pc.cursor.start_at_time(start)
+    await consumer._resolve_start(pc.cursor)
     assert pc.fetch_offset == expected
     assert consumer.client.asked[0] == start  # type: ignore[attr-defined]
 
@@ -297,11 +297,11 @@ async def test_a_slow_reader_holds_back_only_its_own_partition(
         fast = await consumer.consume_partition(topic, 1, pykaf.OLDEST)
         assert len(await read_n(fast, 2000)) == 2000
         with trio.fail_after(10):
-            while slow._receive.statistics().current_buffer_used < 2:
+            while slow.cursor._receive.statistics().current_buffer_used < 2:
                 await trio.sleep(0.01)
         await trio.sleep(0.3)
         # The unread partition holds its buffer's worth, two answers, and no more.
-        assert slow._receive.statistics().current_buffer_used == 2
+        assert slow.cursor._receive.statistics().current_buffer_used == 2
         assert slow.records_fetched == 0  # nothing is decoded before it is read
         assert slow.bytes_fetched == slow.buffered_bytes > 0
         assert len(await read_n(slow, 2000)) == 2000
@@ -366,7 +366,7 @@ def _truncated_answer(records_bytes: bytes, cut: int) -> Any:
 async def _fetcher_with(**config: Any) -> tuple[Any, pykaf.PartitionConsumer]:
     consumer = pykaf.Consumer(None, pykaf.ConsumerConfig(**config), None)  # type: ignore[arg-type]
     pc = pykaf.PartitionConsumer(consumer, "t", 0, 0, TransactionFilter("read_committed"))
-    pc.restart_at(0)
+    pc.cursor.restart_at(0)
     return BrokerFetcher(consumer, 1), pc
 
 
@@ -375,10 +375,10 @@ async def test_a_truncated_batch_grows_the_fetch_size_up_to_fetch_max_bytes() ->
     builder.append(0, None, b"v" * 5000)
     raw = builder.build(base_offset=0)
     fetcher, pc = await _fetcher_with(max_partition_fetch_bytes=1024, fetch_max_bytes=8192)
-    fetcher._partition(pc, _truncated_answer(raw, 1024))
-    assert pc.max_bytes == len(raw)  # the partial batch's header told its size
-    fetcher._partition(pc, _truncated_answer(raw + raw, len(raw) + 10))
-    assert pc.max_bytes == 1024  # a whole batch came: back to the configured size
+    fetcher._partition(pc.cursor, _truncated_answer(raw, 1024))
+    assert pc.cursor.max_bytes == len(raw)  # the partial batch's header told its size
+    fetcher._partition(pc.cursor, _truncated_answer(raw + raw, len(raw) + 10))
+    assert pc.cursor.max_bytes == 1024  # a whole batch came: back to the configured size
     assert [r.value for r in (await pc.next_batch())] == [b"v" * 5000]
     assert pc.position == 1
 
@@ -394,9 +394,9 @@ async def test_a_batch_over_fetch_max_bytes_stops_or_is_skipped(
     fetcher, pc = await _fetcher_with(
         max_partition_fetch_bytes=1024, fetch_max_bytes=4096, skip_oversized_records=skip
     )
-    fetcher._partition(pc, _truncated_answer(raw, 1024))
-    assert pc.max_bytes == 4096
-    fetcher._partition(pc, _truncated_answer(raw, 4096))
+    fetcher._partition(pc.cursor, _truncated_answer(raw, 1024))
+    assert pc.cursor.max_bytes == 4096
+    fetcher._partition(pc.cursor, _truncated_answer(raw, 4096))
     err = pc.errors().receive_nowait()
     assert isinstance(err.error, errors.RecordTooLargeError)
     if skip:
@@ -551,7 +551,7 @@ async def _produce_and_consume_under_faults(
         for p in range(3):
             assert [r.value for r in got[p]] == expected[p], f"partition {p}"
             assert [r.offset for r in got[p]] == list(range(n_per_partition))
-            assert pcs[p]._receive.statistics().current_buffer_used == 0
+            assert pcs[p].cursor._receive.statistics().current_buffer_used == 0
 
 
 async def test_injected_fetch_errors_lose_and_repeat_nothing(mock_cluster: MockCluster) -> None:

@@ -90,7 +90,7 @@ def crafted(
     cfg = pykaf.ConsumerConfig(isolation_level=isolation_level, **config)
     consumer = pykaf.Consumer(None, cfg, None)  # type: ignore[arg-type]
     pc = pykaf.PartitionConsumer(consumer, "t", 0, 0, TransactionFilter(isolation_level))
-    pc.restart_at(0)
+    pc.cursor.restart_at(0)
     return consumer, BrokerFetcher(consumer, 1), pc
 
 
@@ -150,7 +150,7 @@ async def test_a_large_answer_is_decoded_a_piece_at_a_time() -> None:
     consumer, fetcher, pc = crafted(max_partition_fetch_bytes=4096)
     batches = [batch(i * 20, 20) for i in range(10)]  # ~2.3 KB each: two per piece
     data = b"".join(batches)
-    fetcher._partition(pc, answer(data))
+    fetcher._partition(pc.cursor, answer(data))
     assert pc.fetch_offset == 200
     assert pc.records_fetched == 0  # nothing decoded yet
     assert consumer.budget.used == pc.buffered_bytes == pc.bytes_fetched == len(data)
@@ -169,9 +169,9 @@ async def test_a_large_answer_is_decoded_a_piece_at_a_time() -> None:
 
 async def test_iteration_goes_through_every_piece_and_answer() -> None:
     _consumer, fetcher, pc = crafted(max_partition_fetch_bytes=1, partition_buffer=3)
-    fetcher._partition(pc, answer(batch(0, 3) + batch(3, 3)))
-    fetcher._partition(pc, answer(batch(6, 3)))
-    fetcher._partition(pc, answer(batch(0, 9)))  # before the position: nothing new
+    fetcher._partition(pc.cursor, answer(batch(0, 3) + batch(3, 3)))
+    fetcher._partition(pc.cursor, answer(batch(6, 3)))
+    fetcher._partition(pc.cursor, answer(batch(0, 9)))  # before the position: nothing new
     seen = []
     with trio.move_on_after(0.2):
         async for record in pc:
@@ -197,7 +197,7 @@ async def test_read_committed_filters_a_transaction_spread_over_pieces() -> None
         decode_record_set(data).batches, [(7, 0)], 48, 0
     )
     _consumer, fetcher, pc = crafted("read_committed", max_partition_fetch_bytes=1)
-    fetcher._partition(pc, answer(data, lso=48, aborted=[(7, 0)]))
+    fetcher._partition(pc.cursor, answer(data, lso=48, aborted=[(7, 0)]))
     got: list[Any] = []
     with trio.move_on_after(0.2):
         while True:
@@ -214,7 +214,7 @@ async def test_a_corrupt_piece_stops_the_partition_where_it_is() -> None:
     consumer, fetcher, pc = crafted(max_partition_fetch_bytes=1)
     good, bad = batch(0, 5), bytearray(batch(5, 5))
     bad[-1] ^= 0xFF  # the CRC no longer matches
-    fetcher._partition(pc, answer(good + bytes(bad) + batch(10, 5)))
+    fetcher._partition(pc.cursor, answer(good + bytes(bad) + batch(10, 5)))
     assert pc.fetch_offset == 15  # the headers are fine: nothing is decoded yet
     assert [r.offset for r in await pc.next_batch()] == list(range(5))
     with trio.move_on_after(0.2):
@@ -228,14 +228,14 @@ async def test_a_corrupt_piece_stops_the_partition_where_it_is() -> None:
 
 async def test_seek_and_close_give_the_bytes_back() -> None:
     consumer, fetcher, pc = crafted(max_partition_fetch_bytes=1, partition_buffer=2)
-    fetcher._partition(pc, answer(batch(0, 5) + batch(5, 5)))
-    fetcher._partition(pc, answer(batch(10, 5)))
+    fetcher._partition(pc.cursor, answer(batch(0, 5) + batch(5, 5)))
+    fetcher._partition(pc.cursor, answer(batch(10, 5)))
     assert [r.offset for r in await pc.next_batch()] == list(range(5))
     assert consumer.budget.used > 0
     pc.seek(3)
     assert consumer.budget.used == pc.buffered_bytes == 0
     assert pc.position == pc.fetch_offset == 3
-    fetcher._partition(pc, answer(batch(0, 5) + batch(5, 5)))
+    fetcher._partition(pc.cursor, answer(batch(0, 5) + batch(5, 5)))
     assert [r.offset for r in await pc.next_batch()] == [3, 4]
     await pc.aclose()
     assert consumer.budget.used == 0
@@ -245,11 +245,11 @@ async def test_a_full_budget_stops_fetching_and_reading_resumes_it() -> None:
     consumer, fetcher, pc = crafted(fetch_buffer_bytes=1000, partition_buffer=10)
     woken = []
     consumer.budget.on_room(lambda: woken.append(True))
-    assert pc.fetchable()
-    fetcher._partition(pc, answer(batch(0, 20)))  # ~2.3 KB: more than the budget
-    assert consumer.budget.full and not pc.fetchable()
+    assert pc.cursor.fetchable()
+    fetcher._partition(pc.cursor, answer(batch(0, 20)))  # ~2.3 KB: more than the budget
+    assert consumer.budget.full and not pc.cursor.fetchable()
     await pc.next_batch()
-    assert not consumer.budget.full and pc.fetchable() and woken == [True]
+    assert not consumer.budget.full and pc.cursor.fetchable() and woken == [True]
 
 
 def test_fetch_buffer_bytes_is_validated() -> None:

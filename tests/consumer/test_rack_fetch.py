@@ -139,7 +139,7 @@ async def test_the_mock_clusters_follower_redirect_is_followed(mock_cluster: Any
 async def _fetcher(**config: Any) -> tuple[BrokerFetcher, pykaf.PartitionConsumer]:
     consumer = pykaf.Consumer(None, pykaf.ConsumerConfig(**config), None)  # type: ignore[arg-type]
     pc = pykaf.PartitionConsumer(consumer, "t", 0, 0, TransactionFilter("read_committed"))
-    pc.restart_at(5)
+    pc.cursor.restart_at(5)
     fetcher = BrokerFetcher(consumer, 1)
     pc.route.attach(fetcher)
     return fetcher, pc
@@ -159,7 +159,7 @@ def _answer(error_code: int = 0, preferred: int = -1) -> Any:
 
 async def test_a_leader_naming_a_replica_moves_the_partition_there() -> None:
     fetcher, pc = await _fetcher(metadata_max_age=60.0)
-    fetcher._partition(pc, _answer(preferred=3))
+    fetcher._partition(pc.cursor, _answer(preferred=3))
     route = pc.route
     assert route.preferred == 3 and pc.fetcher is None and route.detached.is_set()
     assert route.preferred_until == pytest.approx(trio.current_time() + 60.0)
@@ -176,7 +176,7 @@ async def test_a_named_replicas_error_sends_the_partition_back_to_the_leader(cod
     fetcher, pc = await _fetcher(auto_offset_reset="latest", metadata_max_age=60.0)
     fetcher.consumer.router.prefer(pc.route, 1)  # the leader named node 1
     pc.route.attach(fetcher)
-    fetcher._partition(pc, _answer(error_code=code))
+    fetcher._partition(pc.cursor, _answer(error_code=code))
     assert pc.route.preferred == -1 and pc.fetcher is None and pc.route.failures == 1
     assert pc.fetch_offset == 5 and not pc.paused
     with pytest.raises(trio.WouldBlock):
@@ -188,5 +188,5 @@ async def test_a_named_replica_is_left_once_its_time_is_up() -> None:
     fetcher.consumer.router.prefer(pc.route, 1)  # the leader named node 1
     pc.route.attach(fetcher)
     await trio.sleep(0.002)
-    await fetcher._fetch([pc])  # returns before any request: nothing left to fetch here
+    await fetcher._fetch([pc.cursor])  # returns before any request: nothing left to fetch here
     assert pc.route.preferred == -1 and pc.fetcher is None

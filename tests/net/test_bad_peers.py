@@ -131,14 +131,16 @@ async def test_a_silent_peer_times_out_and_every_pending_request_fails() -> None
         nursery.cancel_scope.cancel()
 
 
-async def test_peer_closing_mid_request_is_a_connection_error() -> None:
-    async def hang_up(stream: trio.SocketStream) -> None:
-        buf = bytearray()
-        header = await read_request(stream, buf)
-        await stream.send_all(frame(header, versions_body(header)))
-        await read_request(stream, buf)
-        await stream.aclose()
+async def hang_up(stream: trio.SocketStream) -> None:
+    """Answer ApiVersions, read the next request, and close the connection."""
+    buf = bytearray()
+    header = await read_request(stream, buf)
+    await stream.send_all(frame(header, versions_body(header)))
+    await read_request(stream, buf)
+    await stream.aclose()
 
+
+async def test_peer_closing_mid_request_is_a_connection_error() -> None:
     async with trio.open_nursery() as nursery:
         port = await serve(hang_up, nursery)
         conn = await open_conn(port, nursery)

@@ -91,7 +91,7 @@ async def test_produced_and_fetched_batches_add_up_and_match(broker: Any, compre
                 producer.send_nowait(topic, b"value %d " % i * 8, partition=i % 3)
             await producer.flush()
             stats = producer.statistics()
-        leaders = {p: client.metadata.leader_of(topic, p) for p in range(3)}
+        leaders = {p: await client.leader(topic, p) for p in range(3)}
     counts = {p: len(range(p, n, 3)) for p in range(3)}
 
     assert len(produced) == stats.batches_sent and stats.retries == 0
@@ -102,8 +102,7 @@ async def test_produced_and_fetched_batches_add_up_and_match(broker: Any, compre
         assert e.kind == "produce" and e.topic == topic
         assert e.error is None and e.retries == 0 and e.dropped == 0
         assert e.compression == compression
-        leader = leaders[e.partition]
-        assert leader is not None and e.node_id == leader.node_id
+        assert e.node_id == leaders[e.partition].node_id
         assert e.seconds is not None and e.seconds >= 0
         assert e.uncompressed_bytes is not None and e.bytes > 61  # more than a header
         if compression == "none":
@@ -361,7 +360,7 @@ async def test_what_waits_beyond_the_last_stable_offset_is_neither_handed_out_no
     config = pykaf.ConsumerConfig(on_batch=events.append, partition_buffer=1)
     consumer = pykaf.Consumer(None, config, None)  # type: ignore[arg-type]
     pc = pykaf.PartitionConsumer(consumer, "t", 0, 0, TransactionFilter("read_committed"))
-    pc.restart_at(3)
+    pc.cursor.restart_at(3)
     fetcher = BrokerFetcher(consumer, 7)
     batches = [_batch(0, 10, compression=1), _batch(10, 10), _batch(20, 10)]
     answer = SimpleNamespace(
@@ -372,12 +371,12 @@ async def test_what_waits_beyond_the_last_stable_offset_is_neither_handed_out_no
         aborted_transactions=None,
         records=b"".join(batches),
     )
-    fetcher._partition(pc, answer)
+    fetcher._partition(pc.cursor, answer)
     assert pc.fetch_offset == 15
     assert events == []  # the answer is decoded, and its batches reported, as it is read
     # The reader's buffer (one answer) is full: nothing is handed over, nor reported.
-    pc.fetch_offset = 3
-    fetcher._partition(pc, answer)
+    pc.cursor.restart_at(3)  # back where the full buffer began
+    fetcher._partition(pc.cursor, answer)
     assert pc.fetch_offset == 3
     records = await pc.next_batch()
     assert [r.offset for r in records] == list(range(3, 15))

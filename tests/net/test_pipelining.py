@@ -6,7 +6,7 @@ import struct
 
 import pytest
 import trio
-from test_bad_peers import frame, open_conn, read_request, serve, versions_body
+from test_bad_peers import frame, hang_up, open_conn, read_request, serve, versions_body
 
 from pykaf import errors
 from pykaf import protocol as P
@@ -54,15 +54,8 @@ async def test_on_answer_gets_each_body_in_order_before_response_returns() -> No
 
 
 async def test_on_answer_is_not_called_for_a_request_that_failed() -> None:
-    async def read_then_hang_up(stream: trio.SocketStream) -> None:
-        buf = bytearray()
-        header = await read_request(stream, buf)
-        await stream.send_all(frame(header, versions_body(header)))
-        await read_request(stream, buf)
-        await stream.aclose()
-
     async with trio.open_nursery() as nursery:
-        port = await serve(read_then_hang_up, nursery)
+        port = await serve(hang_up, nursery)
         conn = await open_conn(port, nursery)
         heard: list[object] = []
         handle = await conn.send(P.MetadataRequest(topics=None), on_answer=heard.append)
@@ -105,5 +98,93 @@ async def test_a_request_larger_than_the_socket_buffer_arrives_whole() -> None:
         assert resp.cluster_id == "whole"
         assert sizes and sizes[0] > 8_000_000
         assert conn.bytes_sent > 8_000_000
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+def metadata_request() -> tuple[object, int]:
+    return P.MetadataRequest(topics=None), 12
+
+
+async def test_submit_nowait_writes_at_once_and_the_answer_frees_its_slot() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await serve(answering(), nursery)  # type: ignore[arg-type]
+        conn = await open_conn(port, nursery, max_in_flight_per_connection=1)
+        heard: list[object] = []
+        failures: list[None] = []
+        slot = conn.submit_nowait(*metadata_request(), heard.append, lambda: failures.append(None))
+        assert slot is not None and slot.sent_at > 0
+        # Its one in-flight slot is taken until the answer is read: no wait, no write.
+        assert not conn.can_submit_now()
+        assert conn.submit_nowait(*metadata_request(), heard.append, failures.append) is None
+        with trio.fail_after(5):
+            while not heard:
+                await trio.sleep(0.01)
+        # Nobody collected it: the connection gave the slot back itself.
+        assert conn.can_submit_now()
+        again = await conn.submit(*metadata_request(), heard.append, lambda: failures.append(None))
+        with trio.fail_after(5):
+            while len(heard) < 2:
+                await trio.sleep(0.01)
+        assert [b.cluster_id for b in heard] == ["1", "2"]  # type: ignore[attr-defined]
+        assert not failures and not slot.failed and not again.failed
+        await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_submitted_request_that_fails_is_told_through_on_failure() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await serve(hang_up, nursery)
+        conn = await open_conn(port, nursery)
+        heard: list[object] = []
+        failures: list[None] = []
+        slot = conn.submit_nowait(*metadata_request(), heard.append, lambda: failures.append(None))
+        assert slot is not None
+        with trio.fail_after(5):
+            while not failures:
+                await trio.sleep(0.01)
+        assert failures == [None] and heard == []
+        assert isinstance(slot.error, errors.KafkaConnectionError)
+        nursery.cancel_scope.cancel()
+
+
+async def test_time_out_fails_every_submitted_request() -> None:
+    async with trio.open_nursery() as nursery:
+        port = await serve(answering(delay=3600), nursery)  # type: ignore[arg-type]
+        conn = await open_conn(port, nursery, max_in_flight_per_connection=5)
+        failures: list[int] = []
+        slots = []
+        for i in range(3):
+            slot = await conn.submit(
+                *metadata_request(), failures.append, lambda i=i: failures.append(i)
+            )
+            slots.append(slot)
+        conn.time_out(30.0)
+        assert failures == [0, 1, 2]
+        assert all(isinstance(s.error, errors.KafkaTimeoutError) for s in slots)
+        assert conn.broken
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_request_the_kernel_takes_in_part_is_finished_before_the_next() -> None:
+    # submit_nowait hands a request of about 9 MB to the kernel, which takes
+    # only part of it; a task of the connection's writes the rest, and a
+    # request submitted right after reaches the wire only behind it.
+    names = [f"topic-{i:07d}-" + "x" * 200 for i in range(40_000)]
+    big = P.MetadataRequest(topics=[P.MetadataRequest.MetadataRequestTopic(name=n) for n in names])
+    async with trio.open_nursery() as nursery:
+        port = await serve(answering(), nursery)  # type: ignore[arg-type]
+        conn = await open_conn(port, nursery, request_timeout=30.0, max_in_flight_per_connection=5)
+        heard: list[object] = []
+        failures: list[None] = []
+        first = conn.submit_nowait(big, 12, heard.append, lambda: failures.append(None))
+        assert first is not None
+        assert not conn.can_submit_now()  # the rest is still to be written
+        await conn.submit(*metadata_request(), heard.append, lambda: failures.append(None))
+        with trio.fail_after(30):
+            while len(heard) < 2:
+                await trio.sleep(0.01)
+        assert [b.cluster_id for b in heard] == ["1", "2"]  # type: ignore[attr-defined]
+        assert not failures and conn.bytes_sent > 8_000_000
         await conn.aclose()
         nursery.cancel_scope.cancel()

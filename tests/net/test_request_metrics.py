@@ -134,3 +134,31 @@ async def test_a_response_is_freed_once_read_without_the_garbage_collector() -> 
             finally:
                 gc.enable()
     assert slots <= 2
+
+
+async def test_a_produce_answer_that_is_late_times_out_and_the_record_is_sent_again() -> None:
+    # The producer's watchdog is not woken per request: it sleeps until the
+    # oldest request in flight could be late, then fails its connection.
+    events: list[pykaf.RequestEvent] = []
+    async with open_fake_cluster(1) as cluster:
+        cluster.create_topic("t", 1)
+        async with pykaf.open_producer(
+            cluster.bootstrap, on_request=events.append, request_timeout=0.3, retry_backoff=0.01
+        ) as producer:
+            await producer.send("t", b"warm")
+            cluster.set_rtt(1, 2000)
+
+            async def answer_again_soon() -> None:
+                while not any(isinstance(e.error, errors.KafkaTimeoutError) for e in events):
+                    await trio.sleep(0.05)
+                cluster.set_rtt(1, 0)
+
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(answer_again_soon)
+                    md = await producer.send("t", b"late")
+            stats = producer.statistics()
+    timed_out = [e for e in events if isinstance(e.error, errors.KafkaTimeoutError)]
+    assert timed_out and timed_out[0].api == "Produce"
+    assert stats.retries >= 1 and stats.records_acked == 2
+    assert md.offset >= 1

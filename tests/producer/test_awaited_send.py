@@ -51,18 +51,19 @@ async def test_a_send_loop_does_not_wait_for_linger(broker: Broker) -> None:
 async def test_a_lone_awaited_send_is_written_from_the_callers_task(
     broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # With nothing in flight, the request goes out from the task that awaits
-    # send() (BrokerSink.send_inline), not from the sender task woken for it.
+    # With nothing in flight, the request is built and written by the task
+    # that awaits send() (BrokerSink.write_now), not by the sender task woken
+    # for it.
     from pykaf._producer.sink import BrokerSink
 
     writers: list[Any] = []
-    build_and_send = BrokerSink._build_and_send
+    build = BrokerSink._build
 
-    async def spy(self: BrokerSink, ready: Any) -> None:
+    def spy(self: BrokerSink, conn: Any, ready: Any) -> Any:
         writers.append(trio.lowlevel.current_task())
-        await build_and_send(self, ready)
+        return build(self, conn, ready)
 
-    monkeypatch.setattr(BrokerSink, "_build_and_send", spy)
+    monkeypatch.setattr(BrokerSink, "_build", spy)
     topic = new_topic(broker)
     async with pykaf.open_producer(broker.bootstrap, linger=HOUR) as producer:
         await producer.send(topic, b"warm")
