@@ -546,12 +546,15 @@ class Staging:
         return granted
 
     def _schedule(self, item: _Item, future: bool = False) -> None:
-        """Ask the loop to drain soon; if it has stopped, withdraw ``item`` and raise."""
+        """Ask the loop to drain soon; if it has stopped, withdraw ``item`` and raise.
+
+        (Unless the loop took ``item`` before it stopped: then it tells its fate.)
+        """
         try:
             self._token.run_sync_soon(self._drain_soon)
         except BaseException as exc:  # the loop has stopped
-            self._unstage(item, future, exc)
-            raise errors.ClosedError("the producer's loop has stopped") from exc
+            if self._unstage(item, future, exc):
+                raise errors.ClosedError("the producer's loop has stopped") from exc
 
     def _put(self, run: bool, extra: int, record: tuple[Any, ...], future: bool) -> _Item:
         """Under the lock: stage a record from another thread, as a new run or loose."""
@@ -645,7 +648,9 @@ class Staging:
     async def _grant(self, extra: int, timeout: float) -> bool:
         """In the loop, for another thread: room for ``CHUNK`` records and ``extra`` bytes.
 
-        Waits up to ``timeout`` seconds for it; False when none came.
+        Waits up to ``timeout`` seconds for it; False when none came. A call
+        staged ahead (``send_many``) is given the buffer first: no room is
+        granted until it is done.
 
         Raises:
             ClosedError, TransactionStateError: no record may be sent now.
@@ -653,29 +658,40 @@ class Staging:
         with trio.move_on_after(timeout):
             while True:
                 self.drain()
+                runs = self.runs
+                if runs and isinstance(runs[0], _Barrier):
+                    await runs[0].done.wait()  # its call comes first to the buffer
+                    continue
                 if self._reserve(extra):
                     return True
                 await self.acc.wait_for_room(PER_RECORD + extra)
         return False
 
-    def _unstage(self, own: _Item, future: bool, exc: BaseException) -> None:
-        """The loop has stopped: withdraw the caller's record, fail what others staged."""
+    def _unstage(self, own: _Item, future: bool, exc: BaseException) -> bool:
+        """The loop has stopped: withdraw the caller's item, fail what others staged.
+
+        Returns False when the loop took the item before it stopped: then it
+        is the loop's to report, and the caller's call succeeded.
+        """
         stager = self.stager
         with stager.lock:
-            if isinstance(own, _Run) and len(own.values) > 1:
-                for column in (own.values, own.keys, own.stamps, own.callbacks):
-                    if column is not None:
-                        del column[0]  # the caller's record opened the run
-            elif own in self.runs:
-                self.runs.remove(own)
-                if isinstance(own, _Barrier):
-                    self._barriers -= 1
-            if not isinstance(own, _Barrier):
-                stager.queued -= 1
-                stager.futures -= future
+            withdrawn = any(item is own for item in self.runs)
+            if withdrawn:
+                if isinstance(own, _Run) and len(own.values) > 1:
+                    for column in (own.values, own.keys, own.stamps, own.callbacks):
+                        if column is not None:
+                            del column[0]  # the caller's record opened the run
+                else:
+                    self.runs.remove(own)
+                    if isinstance(own, _Barrier):
+                        self._barriers -= 1
+                if not isinstance(own, _Barrier):
+                    stager.queued -= 1
+                    stager.futures -= future
         error = errors.ClosedError("the producer's loop stopped before the record was sent")
         error.__cause__ = exc
         self.fail_staged(error)
+        return withdrawn
 
     def fail_staged(self, error: BaseException) -> int:
         """Fail what is staged (a call already started stays); return how many records.
@@ -728,7 +744,7 @@ class Staging:
             threads, self._threads = self._threads, False
         self.drain()
         acc = self.acc
-        if threads and not (self.closed or acc.closing or acc.gated):
+        if threads and not (self.closed or acc.closing or acc.gated or self._barriers):
             self._reserve()  # more will come: their room is there already
 
     async def settle(self) -> None:
@@ -772,9 +788,13 @@ class Staging:
             del items[:cut]
             if barrier is None:
                 stager.close_runs()
-            stager.max_pending = left  # the next record reserves again
-            reserved, self._reserved = self._reserved - left, left
-            extra, self._extra = self._extra - left_extra, left_extra
+            # The next record reserves again. Records behind a staged call
+            # give their room back too: the call may need all of the buffer
+            # (a send_many larger than it), and no room is granted until the
+            # call is done (_grant); they count for themselves when appended.
+            stager.max_pending = left
+            reserved, self._reserved = self._reserved, 0
+            extra, self._extra = self._extra, 0
             self._extra_used = left_extra
             stager.accepted = stager.queued - left  # each item before the cut is taken over
             end = stager.joined_bytes if barrier is None else barrier.mark

@@ -126,11 +126,12 @@ class _Resolved:
         bridge = self.bridge
         futures = self.futures[index : index + count]
         running, finished = _futures.RUNNING, _futures.FINISHED
+        unstarted = _futures.PENDING  # a run failed while staged (a purge, a stopped loop)
         noted: list[_DeliveryFuture] = []  # with waiters or done-callbacks
         with bridge.condition:
             if error is not None:
                 for future in futures:
-                    if future._state is running:
+                    if future._state is running or future._state is unstarted:
                         future._exception = error
                         future._state = finished
                         if future._lazy_waiters or future._lazy_callbacks:
@@ -1072,9 +1073,9 @@ class Producer:
         As :meth:`pykaf.Producer.purge`: an idempotent producer bumps its
         epoch after purging batches that held sequence numbers, and a
         transaction with purged records must be aborted. A ``send_many``
-        batch or a long run of ``produce`` records the loop is handing to a
-        full buffer at that moment is purged too: what of it was buffered,
-        and the rest of it. Returns once the purge is done.
+        batch the loop is buffering at that moment (waiting for room) is
+        purged too: what of it was buffered, and the rest of it, through its
+        future. Returns once the purge is done.
         """
         self._portal.check_caller()
         if self.closed:
