@@ -25,6 +25,7 @@ from typing import Any, cast, overload
 
 import trio
 
+from pykaf._codec import gc_track
 from pykaf._config import bootstrap_argument
 from pykaf._producer.producer import Producer as AsyncProducer
 from pykaf._producer.producer import open_producer
@@ -261,7 +262,7 @@ class _DeliveryFuture(Future[RecordMetadata]):
     # smaller object, quicker to make.
     __slots__ = (
         "_condition",
-        "_exception",
+        "_error",
         "_lazy_callbacks",
         "_lazy_waiters",
         "_metadata",
@@ -281,7 +282,7 @@ class _DeliveryFuture(Future[RecordMetadata]):
         self._metadata: RecordMetadata | None = None
         self._where: tuple[str, int, int] | None = None
         self._offset = -1
-        self._exception: BaseException | None = None
+        self._error: BaseException | None = None
         self._lazy_waiters: list[Any] | None = None
         self._lazy_callbacks: list[Callable[[Future[RecordMetadata]], object]] | None = None
 
@@ -303,24 +304,42 @@ class _DeliveryFuture(Future[RecordMetadata]):
     def _result(self, metadata: RecordMetadata | None) -> None:
         self._metadata = metadata
 
+    # The compiled send_async makes each future untracked by the cyclic
+    # garbage collector: until it holds a waiter, a done-callback or an
+    # error, nothing it holds can lead back to it. Each of those tracks it.
+
+    @property
+    def _exception(self) -> BaseException | None:
+        return self._error
+
+    @_exception.setter
+    def _exception(self, error: BaseException | None) -> None:
+        if error is not None:
+            gc_track(self)  # a traceback's frames may hold the future
+        self._error = error
+
     @property
     def _waiters(self) -> list[Any]:
         if self._lazy_waiters is None:
+            gc_track(self)
             self._lazy_waiters = []
         return self._lazy_waiters
 
     @_waiters.setter
     def _waiters(self, waiters: list[Any]) -> None:
+        gc_track(self)
         self._lazy_waiters = waiters
 
     @property
     def _done_callbacks(self) -> list[Callable[[Future[RecordMetadata]], object]]:
         if self._lazy_callbacks is None:
+            gc_track(self)  # a callback may hold the future
             self._lazy_callbacks = []
         return self._lazy_callbacks
 
     @_done_callbacks.setter
     def _done_callbacks(self, callbacks: list[Callable[[Future[RecordMetadata]], object]]) -> None:
+        gc_track(self)
         self._lazy_callbacks = callbacks
 
     def start(self) -> bool:
