@@ -13,7 +13,8 @@ client's median records/s and its ratio to confluent-kafka's
 
 Clients: ``confluent-kafka[poll]`` (the peer), ``pykaf[sync_produce]``
 (``produce()`` + ``poll(0)`` per record, ``flush()``), ``pykaf[sync]``
-(``send_async()`` per record, every future kept and checked, ``flush()``);
+(``send_async()`` per record, every future kept and checked, ``flush()``),
+``pykaf[sync_many]`` (``send_many()`` per 10,000 values);
 with a delivery callback per record, ``pykaf[sync_produce_cb]`` against
 ``confluent-kafka[poll_cb]``; and the async producer on trio,
 ``pykaf[send_nowait]`` (``send_nowait()`` per record, ``flush()``) and
@@ -67,6 +68,7 @@ CLIENTS = {
     "pykaf[sync_produce]": prod.PykafSyncProduceRound,
     "pykaf[sync_produce_cb]": prod.PykafSyncProduceCallbackRound,
     "pykaf[sync]": prod.PykafSyncRound,
+    "pykaf[sync_many]": prod.PykafSyncManyRound,
     "pykaf[send_nowait]": prod.PykafSendNowaitRound,
     "pykaf[send_nowait_cb]": prod.PykafSendNowaitCallbackRound,
     "aiokafka[send_and_wait]": awaited.AiokafkaSendAndWaitRound,

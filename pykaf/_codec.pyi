@@ -303,6 +303,9 @@ class LockedTake:
     def __init__(self, lock: Any, general: Callable[[float | None], Record | None]) -> None: ...
     def __call__(self, timeout: float | None = None) -> Record | None: ...
 
+def gc_track(obj: object) -> None:
+    """Have the cyclic garbage collector track ``obj`` again, if it does not."""
+
 class RecordStager:
     lock: Any
     future_type: Callable[[Any], Any]

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from pykaf._sync.admin import Admin
 from pykaf._sync.consumer import Consumer, ConsumerGroup
-from pykaf._sync.producer import MAX_PENDING, Producer
+from pykaf._sync.producer import Producer
 from pykaf._sync.share import ShareConsumer
 
-__all__ = ["MAX_PENDING", "Admin", "Consumer", "ConsumerGroup", "Producer", "ShareConsumer"]
+__all__ = ["Admin", "Consumer", "ConsumerGroup", "Producer", "ShareConsumer"]

@@ -131,6 +131,24 @@ class Producer:
             )
             self.send_nowait = self._staging.stager.produce  # type: ignore[method-assign]
 
+    def open_staging(self) -> Staging:
+        """The producer's staging, for callers outside its loop (``pykaf.sync``).
+
+        Made now when the producer stages nothing itself (transactional, or
+        with ``on_send`` interceptors, which then see each record: no record
+        opens a run). Call it in the producer's loop.
+        """
+        if self._staging is None:
+            self._staging = Staging(
+                self._acc,
+                self._topics,
+                self._reports,
+                Producer.send_nowait.__get__(self),
+                self._router.topic_state,
+                runs=not self._on_send,
+            )
+        return self._staging
+
     # ------------------------------------------------------------------ state
 
     @property

@@ -36,12 +36,13 @@ own timestamp is stamped when its run is drained.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from itertools import repeat
-from typing import Any
+from typing import Any, Protocol
 
 import trio
 
@@ -65,6 +66,7 @@ _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
 SendNowait = Callable[..., None]
+OnSettle = Callable[[int, int, int, int, int, BaseException | None], None]
 #: Makes a RecordMetadata from a tuple without the named tuple's Python ``__new__``.
 _new_metadata = tuple.__new__
 
@@ -72,7 +74,7 @@ _new_metadata = tuple.__new__
 class _Run:
     """Staged records for one topic and partition, in order (keyed or not)."""
 
-    __slots__ = ("callbacks", "keys", "mark", "partition", "stamps", "topic", "values")
+    __slots__ = ("callbacks", "futures", "keys", "mark", "partition", "stamps", "topic", "values")
 
     def __init__(
         self,
@@ -83,6 +85,7 @@ class _Run:
         stamps: list[int] | None,
         callbacks: list[OnDelivery] | None,
         mark: int,
+        futures: bool = False,
     ) -> None:
         #: Its topic's state; its name when staged from another thread (the
         #: state is looked up by the drain, in the loop).
@@ -95,6 +98,8 @@ class _Run:
         #: The stager's ``joined_bytes`` when the run opened: its records'
         #: values and keys are the bytes from there to the next run's mark.
         self.mark = mark
+        #: The callbacks are ``pykaf.sync`` futures (``send_async`` records).
+        self.futures = futures
 
 
 class _Loose:
@@ -145,6 +150,56 @@ def _size(data: Any) -> int:
         return 0 if data is None else len(data)
     except TypeError:
         return 0
+
+
+class _Barrier:
+    """A call the records staged after it wait for (``pykaf.sync``'s ``send_many``).
+
+    The drain stops at it and starts ``call`` in the loop; once the call has
+    returned it is taken off and the drain goes on. ``fail`` tells its
+    caller of an error instead, when it is failed unstarted.
+    """
+
+    __slots__ = ("call", "done", "fail", "mark", "records", "started")
+
+    def __init__(
+        self,
+        call: Callable[[], Awaitable[None]],
+        fail: Callable[[BaseException], None],
+        records: int,
+        mark: int,
+    ) -> None:
+        self.call = call
+        self.fail = fail
+        self.records = records
+        self.mark = mark
+        self.started = False
+        self.done = trio.Event()
+
+
+class Owner(Protocol):
+    """What staging asks of an owner outside the loop (``pykaf.sync``).
+
+    Without one, callbacks run in the loop (the async producer's way).
+    """
+
+    def hook(self, run: _Run) -> tuple[OnSettle | None, bool]:
+        """The run's ``on_settle`` hook, and whether its failures are told by it."""
+
+    def target(self, on_delivery: Any) -> OnDelivery | None:
+        """``send_nowait``'s ``on_delivery`` for a loose record; None: withdrawn."""
+
+    def fail_one(self, on_delivery: Any, error: BaseException, metadata: RecordMetadata) -> None:
+        """A loose record failed before it was sent."""
+
+    def start(self, run: _Run) -> bool:
+        """Start a run of futures, dropping the cancelled ones; False: none is left."""
+
+    def start_soon(self, fn: Callable[..., Awaitable[object]], *args: Any) -> None:
+        """Start ``fn(*args)`` as a task of the loop (called in the loop)."""
+
+    def poll_wait(self, timeout: float | None) -> int:
+        """The stager's ``poll`` when callbacks are ready or it may wait."""
 
 
 class ParkedRun:
@@ -225,25 +280,32 @@ def _no_poll(timeout: float | None) -> int:
     raise TypeError("the async producer has no poll")
 
 
+_Item = _Run | _Loose | _Barrier
+
+
 class Staging:
     """The async producer's staged runs (see the module's docstring).
 
     ``send_nowait`` is :attr:`stager`'s ``produce``; records it does not
     stage go to ``fallback`` (the producer's own ``send_nowait``).
     ``topic_state`` gives a topic's state, starting its lookup when it is
-    new (the routing stage's ``Router.topic_state``).
+    new (the routing stage's ``Router.topic_state``). With ``runs`` False
+    no record opens a run (on_send interceptors must see each one): every
+    record is staged loose and replayed through ``fallback``.
 
-    Other threads may stage too (``pykaf.sync``), and touch nothing the
-    loop owns: a record's topic is looked up, its partition checked, by
-    the drain. Their room in the buffer is granted by the loop, ``CHUNK``
-    records at a time (:meth:`_grant`, through :attr:`call_in_loop`); a
-    thread that finds none waits up to :attr:`block` seconds for it, then
-    raises ``BufferFullError``. A record no run takes (headers, a value
-    over ``SMALL``, a key another partitioner must see) is staged as it
-    is, after the runs before it, and replayed by the drain through
-    ``fallback``: each thread's records keep their order whatever the mix,
-    with no call to the loop per record. Runs are appended to, and the
-    list swapped, under :attr:`stager`'s lock.
+    Other threads may stage too (``pykaf.sync``, the :attr:`owner`), and
+    touch nothing the loop owns: a record's topic is looked up, its
+    partition checked, by the drain. Their room in the buffer is granted by
+    the loop, ``CHUNK`` records at a time (:meth:`_grant`, through
+    :attr:`call_in_loop`); a thread that finds none waits up to
+    :attr:`block` seconds for it, then raises ``BufferFullError``. A record
+    no run takes (headers, a value over ``SMALL``, a key another partitioner
+    must see) is staged as it is, after the runs before it, and replayed by
+    the drain through ``fallback``; a call that must wait in the loop
+    (``send_many``) is staged as a barrier the drain stops at. Each
+    thread's records keep their order whatever the mix, with no call to the
+    loop per record. Runs are appended to, and the list swapped, under
+    :attr:`stager`'s lock.
     """
 
     def __init__(
@@ -253,6 +315,8 @@ class Staging:
         reports: Reports,
         fallback: SendNowait,
         topic_state: Callable[[str], TopicState],
+        *,
+        runs: bool = True,
     ) -> None:
         #: The accumulator the runs are appended to.
         self.acc = acc
@@ -262,16 +326,16 @@ class Staging:
         self._topic_state = topic_state
         self._token = trio.lowlevel.current_trio_token()
         # The accumulator holds the same list: it drains before anything else appends.
-        self.runs: list[_Run | _Loose] = acc.staged
+        self.runs: list[_Item] = acc.staged
         acc.drain_staged = self.drain
         self._scheduled = False
         self._reserved = 0  # records reserved in the buffer (PER_RECORD bytes each)
-        small = min(SMALL, acc.max_message - RECORD_OVERHEAD)
+        small = min(SMALL, acc.max_message - RECORD_OVERHEAD) if runs else -1
         self.stager = RecordStager(
             threading.Lock(),
             self._stage,
-            _no_futures,
-            _no_poll,
+            self._stage_future,
+            self._poll_wait,
             _no_futures,
             [],
             small=small,
@@ -291,7 +355,10 @@ class Staging:
         self._extra = 0  # room reserved beyond PER_RECORD per record, for loose records
         self._extra_used = 0  # of it, what staged loose records take
         self._threads = False  # a drain's records came from other threads
-        #: Set by the owner: records from other threads are refused (ClosedError).
+        self._barriers = 0  # barriers in ``runs``
+        #: The owner outside the loop; None: the async producer's own staging.
+        self.owner: Owner | None = None
+        #: Set by the owner: no more records (ClosedError).
         self.closed = False
         #: Seconds a record from another thread waits for room before ``BufferFullError``.
         self.block = 0.0
@@ -371,8 +438,13 @@ class Staging:
         on_delivery: OnDelivery | None,
     ) -> None:
         """A record the compiled path did not take: open a run for it, or send it alone."""
-        if threading.get_ident() != self._loop_thread:
-            self._stage_outside(topic, value, key, partition, headers, timestamp, on_delivery)
+        if self.owner is not None or threading.get_ident() != self._loop_thread:
+            self._stage_outside(
+                (topic, value, key, partition, headers, timestamp, on_delivery),
+                False,
+                self.block,
+                errors.BufferFullError,
+            )
             return
         t = self._topics.get(topic)
         plain = self._stageable(t, key, value, partition, headers, timestamp)
@@ -398,24 +470,49 @@ class Staging:
             self._scheduled = True
             self._token.run_sync_soon(self._drain_soon)
 
-    def _stage_outside(
+    def _stage_future(
         self,
+        future: Any,
         topic: str,
         value: Any,
         key: Any,
         partition: Any,
         headers: Any,
         timestamp: Any,
-        on_delivery: OnDelivery | None,
+        timeout: float | None,
+    ) -> Any:
+        """The owner's ``send_async`` record the compiled path did not take; its future."""
+        if self.owner is None:
+            _no_futures()
+        record = (topic, value, key, partition, headers, timestamp, future)
+        self._stage_outside(record, True, timeout, errors.KafkaTimeoutError)
+        return future
+
+    def _poll_wait(self, timeout: float | None) -> int:
+        if self.owner is None:
+            return _no_poll(timeout)
+        return self.owner.poll_wait(timeout)
+
+    def _stage_outside(
+        self,
+        record: tuple[Any, ...],
+        future: bool,
+        wait: float | None,
+        full: type[errors.PykafError],
     ) -> None:
-        """``_stage`` for a caller in another thread: a run or a loose record, in order.
+        """``_stage`` for the owner's callers: a run or a loose record, in order.
+
+        ``record`` is ``(topic, value, key, partition, headers, timestamp,
+        on_delivery)`` (the future of a ``send_async`` record).
 
         Raises:
-            BufferFullError: no room within :attr:`block` seconds.
+            BufferFullError, KafkaTimeoutError (``full``): no room within
+                ``wait`` seconds (None: no limit).
             ClosedError: the owner closed, or the loop has stopped (the
                 record is withdrawn; what other threads staged meanwhile
                 fails through its own reports).
         """
+        _, value, key, partition, headers, timestamp, _ = record
         run = self._plain(value, headers, timestamp) and self._routable(key, partition)
         extra = 0
         if not run:  # a loose record counts for its own bytes (one too large fails on replay)
@@ -428,43 +525,44 @@ class Staging:
                 if self.closed:
                     raise errors.ClosedError("the producer is closed")
                 if self.staged < stager.max_pending and self._extra_used + extra <= self._extra:
-                    item = self._put(
-                        run, extra, topic, value, key, partition, headers, timestamp, on_delivery
-                    )
+                    item = self._put(run, extra, record, future)
                     schedule = not self._scheduled
                     self._scheduled = self._threads = True
                     break
             now = time.monotonic()
             if deadline is None:
-                deadline = now + self.block
-            if not self.call_in_loop(self._grant, extra, max(deadline - now, 0.0)):
-                raise errors.BufferFullError(
-                    f"no room in the producer's buffer within {self.block} s"
-                )
+                deadline = now + (math.inf if wait is None else wait)
+            if not self._room(extra, max(deadline - now, 0.0)):
+                raise full(f"no room in the producer's buffer within {wait} s")
         if schedule:
-            try:
-                self._token.run_sync_soon(self._drain_soon)
-            except BaseException as exc:  # the loop has stopped
-                self._unstage(item, exc)
+            self._schedule(item, future)
+
+    def _room(self, extra: int, timeout: float) -> bool:
+        """Room for the caller's next records, from the loop; False: none came in time."""
+        if threading.get_ident() == self._loop_thread:  # a callback in the loop: no waiting
+            self.drain()
+            return self._reserve(extra)
+        granted: bool = self.call_in_loop(self._grant, extra, timeout)
+        return granted
+
+    def _schedule(self, item: _Item, future: bool = False) -> None:
+        """Ask the loop to drain soon; if it has stopped, withdraw ``item`` and raise.
+
+        (Unless the loop took ``item`` before it stopped: then it tells its fate.)
+        """
+        try:
+            self._token.run_sync_soon(self._drain_soon)
+        except BaseException as exc:  # the loop has stopped
+            if self._unstage(item, future, exc):
                 raise errors.ClosedError("the producer's loop has stopped") from exc
 
-    def _put(
-        self,
-        run: bool,
-        extra: int,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: Any,
-        headers: Any,
-        timestamp: Any,
-        on_delivery: OnDelivery | None,
-    ) -> _Run | _Loose:
+    def _put(self, run: bool, extra: int, record: tuple[Any, ...], future: bool) -> _Item:
         """Under the lock: stage a record from another thread, as a new run or loose."""
+        topic, value, key, partition, headers, timestamp, on_delivery = record
         stager = self.stager
-        item: _Run | _Loose
+        item: _Item
         if run:
-            item = self._open(topic, topic, partition, value, key, timestamp, on_delivery)
+            item = self._open(topic, topic, partition, value, key, timestamp, on_delivery, future)
         else:
             stager.close_runs()  # the records after it open a run of their own
             stager.queued += 1
@@ -480,6 +578,8 @@ class Staging:
                 extra,
                 stager.joined_bytes,
             )
+        if future:
+            stager.futures += 1
         self.runs.append(item)
         return item
 
@@ -491,7 +591,8 @@ class Staging:
         value: bytes,
         key: bytes | None,
         timestamp: int | None,
-        on_delivery: OnDelivery | None,
+        on_delivery: Any,
+        future: bool = False,
     ) -> _Run:
         """A new run of the record, open for the compiled path to join.
 
@@ -510,13 +611,46 @@ class Staging:
             stager.open_run(topic, partition, values, keys, stamps)
             return _Run(where, partition, values, keys, stamps, None, mark)
         callbacks = [on_delivery]
-        stager.open_callback_run(topic, partition, values, callbacks, keys, stamps)
-        return _Run(where, partition, values, keys, stamps, callbacks, mark)
+        if future:
+            stager.open_future_run(topic, partition, values, callbacks, keys, stamps)
+        else:
+            stager.open_callback_run(topic, partition, values, callbacks, keys, stamps)
+        return _Run(where, partition, values, keys, stamps, callbacks, mark, future)
+
+    def stage_call(
+        self,
+        call: Callable[[], Awaitable[None]],
+        fail: Callable[[BaseException], None],
+        records: int,
+    ) -> None:
+        """Stage a call the records staged after it wait for (any thread but the loop's).
+
+        The drain starts ``call`` in the loop once what was staged before it
+        is appended; ``fail(error)`` instead if it is failed unstarted
+        (``records``: how many records it carries, for the purge's count).
+
+        Raises:
+            ClosedError: the owner closed, or the loop has stopped.
+        """
+        stager = self.stager
+        with stager.lock:
+            if self.closed:
+                raise errors.ClosedError("the producer is closed")
+            stager.close_runs()
+            barrier = _Barrier(call, fail, records, stager.joined_bytes)
+            self.runs.append(barrier)
+            self._barriers += 1
+            schedule = not self._scheduled
+            self._scheduled = True
+        if schedule:
+            self._schedule(barrier)
 
     async def _grant(self, extra: int, timeout: float) -> bool:
         """In the loop, for another thread: room for ``CHUNK`` records and ``extra`` bytes.
 
-        Waits up to ``timeout`` seconds for it; False when none came.
+        Waits up to ``timeout`` seconds for it; False when none came. A call
+        staged ahead (``send_many``) is given the buffer first: no room is
+        granted until it is done.
 
         Raises:
             ClosedError, TransactionStateError: no record may be sent now.
@@ -524,36 +658,85 @@ class Staging:
         with trio.move_on_after(timeout):
             while True:
                 self.drain()
+                runs = self.runs
+                if runs and isinstance(runs[0], _Barrier):
+                    await runs[0].done.wait()  # its call comes first to the buffer
+                    continue
                 if self._reserve(extra):
                     return True
                 await self.acc.wait_for_room(PER_RECORD + extra)
         return False
 
-    def _unstage(self, own: _Run | _Loose, exc: BaseException) -> None:
-        """The loop has stopped: withdraw the caller's record, fail what others staged."""
+    def _unstage(self, own: _Item, future: bool, exc: BaseException) -> bool:
+        """The loop has stopped: withdraw the caller's item, fail what others staged.
+
+        Returns False when the loop took the item before it stopped: then it
+        is the loop's to report, and the caller's call succeeded.
+        """
+        stager = self.stager
+        with stager.lock:
+            withdrawn = any(item is own for item in self.runs)
+            if withdrawn:
+                if isinstance(own, _Run) and len(own.values) > 1:
+                    for column in (own.values, own.keys, own.stamps, own.callbacks):
+                        if column is not None:
+                            del column[0]  # the caller's record opened the run
+                else:
+                    self.runs.remove(own)
+                    if isinstance(own, _Barrier):
+                        self._barriers -= 1
+                if not isinstance(own, _Barrier):
+                    stager.queued -= 1
+                    stager.futures -= future
+        error = errors.ClosedError("the producer's loop stopped before the record was sent")
+        error.__cause__ = exc
+        self.fail_staged(error)
+        return withdrawn
+
+    def fail_staged(self, error: BaseException) -> int:
+        """Fail what is staged (a call already started stays); return how many records.
+
+        Each record is told through its own report, as a failure to send it.
+        """
         stager = self.stager
         with stager.lock:
             items = self.runs.copy()
             self.runs.clear()
+            if items and isinstance(items[0], _Barrier) and items[0].started:
+                self.runs.append(items.pop(0))  # its call fails what of it is unsent
+            self._barriers = len(self.runs)
             stager.close_runs()
             stager.max_pending = 0
             stager.accepted = stager.queued
-            self._scheduled = False
-        error = errors.ClosedError("the producer's loop stopped before the record was sent")
-        error.__cause__ = exc
+            reserved, self._reserved = self._reserved, 0
+            extra, self._extra, self._extra_used = self._extra, 0, 0
+        self.acc.unreserve(reserved, reserved * PER_RECORD + extra)
+        self.acc.release(0, 0)
         now = time.time_ns() // 1_000_000
+        count = 0
         for item in items:
-            if isinstance(item, _Loose):
-                if item is not own:
-                    self._fail_loose(item, error, now)
-                continue
-            if item is own:
-                for column in (item.values, item.keys, item.stamps, item.callbacks):
-                    if column is not None:
-                        del column[0]  # the caller's record opened the run
-                if not item.values:
-                    continue
-            self.fail(item, self.delivery(item, now), error, 0)
+            if isinstance(item, _Barrier):
+                count += item.records
+                item.fail(error)
+            elif isinstance(item, _Loose):
+                count += 1
+                self._fail_loose(item, error, now)
+            else:
+                count += len(item.values)
+                self.fail(item, self.delivery(item, now), error, 0)
+        return count
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: a fresh lock, nothing staged, no room (all the parent's)."""
+        stager = self.stager
+        stager.reset_lock(threading.Lock())
+        stager.close_runs()
+        self.runs.clear()
+        self._barriers = 0
+        self._scheduled = False
+        stager.max_pending = 0
+        stager.accepted = stager.queued
+        self._reserved = self._extra = self._extra_used = 0
 
     def _drain_soon(self) -> None:
         with self.stager.lock:
@@ -561,8 +744,18 @@ class Staging:
             threads, self._threads = self._threads, False
         self.drain()
         acc = self.acc
-        if threads and not (self.closed or acc.closing or acc.gated):
+        if threads and not (self.closed or acc.closing or acc.gated or self._barriers):
             self._reserve()  # more will come: their room is there already
+
+    async def settle(self) -> None:
+        """Drain everything staged before this call, waiting for the staged calls."""
+        while True:
+            self.drain()
+            runs = self.runs
+            first = runs[0] if runs and isinstance(runs[0], _Barrier) else None
+            if first is None:
+                return
+            await first.done.wait()
 
     def drain(self) -> None:
         """Append every staged run to its partitions' batches, in order; never raises.
@@ -570,21 +763,41 @@ class Staging:
         A run whose topic's partitions are not known yet is parked on the
         topic instead (:class:`ParkedRun`), after what was parked before it.
         Records staged from other threads are given their topic's state
-        here, and loose ones replayed through ``fallback``. The reservation
-        is given back.
+        here, and loose ones replayed through ``fallback``; the drain stops
+        at a staged call (which it starts). The reservation is given back,
+        but for the records still staged.
         """
         stager = self.stager
         if not (self.runs or self._reserved):
             return
+        left = left_extra = 0
+        barrier: _Barrier | None = None
         with stager.lock:
-            runs = self.runs.copy()
-            self.runs.clear()
-            stager.close_runs()
-            stager.max_pending = 0  # the next record reserves again
+            items = self.runs
+            cut = len(items)
+            if self._barriers:
+                cut = next(i for i, item in enumerate(items) if isinstance(item, _Barrier))
+                barrier = items[cut]  # type: ignore[assignment]
+                for item in items[cut + 1 :]:
+                    if isinstance(item, _Loose):
+                        left += 1
+                        left_extra += item.extra
+                    elif isinstance(item, _Run):
+                        left += len(item.values)
+            runs = items[:cut]
+            del items[:cut]
+            if barrier is None:
+                stager.close_runs()
+            # The next record reserves again. Records behind a staged call
+            # give their room back too: the call may need all of the buffer
+            # (a send_many larger than it), and no room is granted until the
+            # call is done (_grant); they count for themselves when appended.
+            stager.max_pending = left
             reserved, self._reserved = self._reserved, 0
-            extra, self._extra, self._extra_used = self._extra, 0, 0
-            stager.accepted = stager.queued  # each item is taken over below
-            end = stager.joined_bytes
+            extra, self._extra = self._extra, 0
+            self._extra_used = left_extra
+            stager.accepted = stager.queued - left  # each item before the cut is taken over
+            end = stager.joined_bytes if barrier is None else barrier.mark
         acc = self.acc
         # The records count for themselves now.
         acc.unreserve(reserved, reserved * PER_RECORD + extra)
@@ -592,12 +805,16 @@ class Staging:
         ends = [item.mark for item in runs[1:]]
         if runs:
             ends.append(end)
+        owner = self.owner
         for run, end in zip(runs, ends, strict=True):
             if isinstance(run, _Loose):
                 self._replay(run, now)
                 continue
+            assert isinstance(run, _Run)
+            if run.futures and not owner.start(run):  # type: ignore[union-attr]
+                continue  # every future of it was cancelled
             t = run.topic
-            if type(t) is str:  # staged from another thread
+            if isinstance(t, str):  # staged from another thread
                 try:
                     if acc.closing or acc.gated:
                         acc.refuse()
@@ -605,7 +822,6 @@ class Staging:
                 except errors.PykafError as exc:
                     self.fail(run, self.delivery(run, now), exc, 0)
                     continue
-            assert isinstance(t, TopicState)
             if t.count == 0 and t.error is None:  # its partitions are still being looked up
                 parked = ParkedRun(self, run, now, end - run.mark)
                 acc.reserve(parked.records, parked.nbytes)
@@ -613,9 +829,28 @@ class Staging:
             else:
                 self.append(t, run, now)
         acc.release(0, 0)  # what the reservation held and the records do not: wake who waits
+        if barrier is not None and not barrier.started and self.runs[0] is barrier:
+            barrier.started = True
+            owner.start_soon(self._pass, barrier)  # type: ignore[union-attr]
+
+    async def _pass(self, barrier: _Barrier) -> None:
+        """Run a staged call; then the records staged after it go on."""
+        try:
+            await barrier.call()
+        finally:
+            with self.stager.lock:
+                self.runs.remove(barrier)
+                self._barriers -= 1
+            barrier.done.set()
+            self.drain()
 
     def _replay(self, item: _Loose, now: int) -> None:
         """Send a loose record through ``fallback``; its error goes to its report."""
+        on_delivery = item.on_delivery
+        if self.owner is not None:
+            on_delivery = self.owner.target(on_delivery)
+            if on_delivery is None:
+                return  # a future cancelled while it was staged
         try:
             self._fallback(
                 item.topic,
@@ -624,7 +859,7 @@ class Staging:
                 partition=item.partition,
                 headers=item.headers,
                 timestamp=item.timestamp,
-                on_delivery=item.on_delivery,
+                on_delivery=on_delivery,
             )
         except Exception as exc:  # told as send_nowait would have raised it
             self._fail_loose(item, exc, now)
@@ -632,9 +867,14 @@ class Staging:
     def _fail_loose(self, item: _Loose, error: BaseException, now: int) -> None:
         """Fail a loose record through its ``on_delivery``, or for the next flush."""
         stamp = item.timestamp if type(item.timestamp) is int else None
+        partition = item.partition if type(item.partition) is int else None
+        if self.owner is not None:
+            where = (item.topic, -1 if partition is None else partition, -1, stamp or -1)
+            self.owner.fail_one(item.on_delivery, error, _new_metadata(RecordMetadata, where))
+            return
         run = _Run(
             item.topic,
-            item.partition if type(item.partition) is int else None,
+            partition,
             [item.value],
             None,
             None if stamp is None else [stamp],
@@ -644,11 +884,13 @@ class Staging:
         self.fail(run, self.delivery(run, now), error, 0)
 
     def delivery(self, run: _Run, now: int) -> BatchDelivery:
-        """The delivery that tracks ``run``'s records (its callbacks as its hook)."""
+        """The delivery that tracks ``run``'s records (the callbacks' hook, or the owner's)."""
         delivery = BatchDelivery(len(run.values))
         if run.stamps is None:
             delivery.timestamp = now
-        if run.callbacks is not None:
+        if self.owner is not None:
+            delivery.on_settle, delivery.observed = self.owner.hook(run)
+        elif run.callbacks is not None:
             delivery.on_settle = _Callbacks(_name(run), run.callbacks, run.stamps)
             delivery.observed = True
         return delivery
@@ -685,4 +927,4 @@ def _name(run: _Run) -> str:
     return t if isinstance(t, str) else t.name
 
 
-__all__ = ["CHUNK", "SMALL", "ParkedRun", "Staging"]
+__all__ = ["CHUNK", "SMALL", "Owner", "ParkedRun", "Staging"]

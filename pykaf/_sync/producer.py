@@ -1,4 +1,13 @@
-"""``pykaf.sync.Producer``: the async producer driven from plain threads through the portal."""
+"""``pykaf.sync.Producer``: the async producer driven from plain threads.
+
+Callers stage records straight into the async producer's own staging
+(``pykaf._producer.staging.Staging``, its compiled ``RecordStager``): the
+same runs, the same room in the same buffer, the same drain. This module
+is that staging's owner outside the loop (:class:`_Bridge`): ``produce``
+callbacks are queued for the caller's ``poll``/``flush``, ``send_async``
+futures resolved in the loop a settled range at a time, and ``send_many``
+staged as a call the records after it wait for.
+"""
 
 from __future__ import annotations
 
@@ -10,53 +19,33 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import _base as _futures  # the states a Future moves through
-from contextlib import suppress
 from functools import partial
 from types import TracebackType
 from typing import Any, cast, overload
 
 import trio
 
+from pykaf._codec import gc_track
 from pykaf._config import bootstrap_argument
 from pykaf._producer.producer import Producer as AsyncProducer
 from pykaf._producer.producer import open_producer
-from pykaf._producer.records import (
-    BatchDelivery,
-    ProducerStatistics,
-    RecordMetadata,
-)
+from pykaf._producer.records import BatchDelivery, ProducerStatistics, RecordMetadata
+from pykaf._producer.staging import OnSettle, Staging, _Run
 from pykaf._sync.portal import ContextHandle, Portal, get_portal, wait_future
 from pykaf._txn.manager import Offsets, TxnStatus
-from pykaf.codec import RecordStager
 from pykaf.errors import (
-    BufferFullError,
     ClosedError,
     ConfigError,
     DeliveryError,
-    KafkaTimeoutError,
     PurgedError,
     TransactionAbortedError,
 )
 
-__all__ = ["DEFAULT_PRODUCE_BLOCK_TIMEOUT", "MAX_PENDING", "Producer"]
+__all__ = ["DEFAULT_PRODUCE_BLOCK_TIMEOUT", "Producer"]
 
-MAX_PENDING = 10_000
-"""Records a sync producer accepts ahead of its async producer's buffer.
-
-They are in transit to the loop, or waiting there for buffer space. Past that,
-``send_async`` blocks its caller: the backpressure a full buffer exerts.
-"""
-
-#: Seconds ``produce`` waits for room when :data:`MAX_PENDING` records are
-#: staged ahead of a full buffer, before it raises ``BufferFullError`` (the
-#: ``produce_block_timeout`` option's default).
+#: Seconds ``produce`` waits for room in a full buffer before it raises
+#: ``BufferFullError`` (the ``produce_block_timeout`` option's default).
 DEFAULT_PRODUCE_BLOCK_TIMEOUT = 5.0
-
-#: A run of at least this many plain ``produce`` records (same topic and
-#: partition, no headers or timestamp; all with a callback or none) goes to the
-#: async producer's bulk path (``send_batch``) whole; shorter runs go record by
-#: record.
-BULK_RUN = 16
 
 Headers = Sequence[tuple[str, bytes | None]]
 _DONE = (_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED, _futures.FINISHED)
@@ -66,94 +55,20 @@ Failure = tuple[str, int, int, BaseException]
 _new_metadata = partial(tuple.__new__, RecordMetadata)
 
 
-class _Batch:
-    """One ``send_many`` call on its way to ``send_batch``."""
+class _Queued:
+    """A run's ``on_settle`` for records with callbacks: queued for ``poll``/``flush``.
 
-    __slots__ = ("future", "headers", "keys", "partition", "timestamps", "topic", "values")
-
-    def __init__(
-        self,
-        topic: str,
-        values: Any,
-        keys: Any,
-        headers: Sequence[Headers | None] | None,
-        timestamps: Any,
-        partition: int | None,
-        future: Future[int],
-    ) -> None:
-        self.topic = topic
-        self.values = values
-        self.keys = keys
-        self.headers = headers
-        self.timestamps = timestamps
-        self.partition = partition
-        self.future = future
-
-
-class _Run:
-    """Plain ``produce`` records staged in a row: one topic and partition, keyed or not.
-
-    Callers append to ``values`` (and ``keys`` and ``timestamps`` when the
-    records have them, and ``callbacks`` when they have an ``on_delivery``:
-    all of a run's records have one, or none has; with ``futures`` they are
-    all ``send_async`` futures) under the
-    feeder's lock while the run is the last thing staged; the loop hands a
-    long run to ``send_batch`` whole. ``start`` is how many of them the loop
-    has buffered.
+    In the loop, one entry per settled range; the metadata is made as each
+    callback runs, in the caller's thread.
     """
 
-    __slots__ = (
-        "callbacks",
-        "futures",
-        "keys",
-        "partition",
-        "start",
-        "timestamps",
-        "topic",
-        "values",
-    )
+    __slots__ = ("bridge", "callbacks", "stamps", "topic")
 
-    def __init__(
-        self,
-        topic: str,
-        partition: int | None,
-        value: bytes,
-        key: bytes | None,
-        timestamp: int | None,
-        callback: OnDelivery | None,
-        futures: bool,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.values = [value]
-        self.keys: list[bytes] | None = None if key is None else [key]
-        self.timestamps: list[int] | None = None if timestamp is None else [timestamp]
-        self.callbacks: list[OnDelivery] | None = None if callback is None else [callback]
-        self.futures = futures  # the callbacks are send_async futures
-        self.start = 0
-
-
-class _RunSettled:
-    """``send_batch``'s ``on_settle`` for a run of records with callbacks.
-
-    In the loop, queues each settled record's callback with its metadata for
-    ``poll``/``flush``, one pass per settled range. Should ``send_batch``
-    raise after buffering some of the run, :meth:`fail_rest` names the records
-    that have not settled, and later settlements are ignored: each callback
-    runs once.
-    """
-
-    __slots__ = ("callbacks", "feeder", "ignore", "settled", "stamps", "start", "topic")
-
-    def __init__(self, feeder: _Feeder, run: _Run) -> None:
-        assert run.callbacks is not None
-        self.feeder = feeder
-        self.topic = run.topic
-        self.callbacks = run.callbacks
-        self.stamps = run.timestamps  # the records' own timestamps, if they have them
-        self.start = run.start
-        self.settled = bytearray(len(run.values) - run.start)
-        self.ignore = False
+    def __init__(self, bridge: _Bridge, run: _Run) -> None:
+        self.bridge = bridge
+        self.topic = _topic_name(run)
+        self.callbacks = cast("list[OnDelivery]", run.callbacks)
+        self.stamps = run.stamps  # the records' own timestamps, if they have them
 
     def __call__(
         self,
@@ -164,54 +79,41 @@ class _RunSettled:
         timestamp: int,
         error: BaseException | None,
     ) -> None:
-        if self.ignore:
-            return
-        self.settled[index : index + count] = b"\1" * count
-        first = self.start + index
-        feeder = self.feeder
         stamps = self.stamps
-        # One entry for the range: the metadata is made as each callback runs.
-        feeder.ready.append(
+        bridge = self.bridge
+        bridge.ready.append(
             _Settled(
-                self.callbacks[first : first + count],
+                self.callbacks[index : index + count],
                 error,
                 self.topic,
                 partition,
                 offset,
                 timestamp,
-                None if stamps is None or timestamp >= 0 else stamps[first : first + count],
+                None if stamps is None or timestamp >= 0 else stamps[index : index + count],
             )
         )
-        if feeder.pollers:
-            feeder.ready_event.set()
-
-    def fail_rest(self) -> list[int]:
-        """The run's indices of the records not settled yet; ignore them from now on."""
-        self.ignore = True
-        start = self.start
-        return [start + i for i, done in enumerate(self.settled) if not done]
+        if bridge.pollers:
+            bridge.ready_event.set()
 
 
-class _RunResolved:
-    """``send_batch``'s ``on_settle`` for a run of ``send_async`` records.
+class _Resolved:
+    """A run's ``on_settle`` for ``send_async`` records: their futures resolved at once.
 
-    In the loop, resolves the futures of each settled range at once, under
-    one hold of the shared condition: what ``Future.set_result`` /
-    ``set_exception`` do for each, their metadata made here. It stays in the
-    feeder's ``open_hooks`` until every future is resolved, for ``fail_all``.
+    In the loop, under one hold of the shared condition: what
+    ``Future.set_result``/``set_exception`` do for each, their metadata made
+    when first read. It stays in the bridge's ``open_hooks`` until every
+    future is resolved, for ``fail_all``.
     """
 
-    __slots__ = ("feeder", "futures", "left", "stamps", "topic")
+    __slots__ = ("bridge", "futures", "left", "stamps", "topic")
 
-    def __init__(self, feeder: _Feeder, run: _Run) -> None:
-        assert run.callbacks is not None
-        self.feeder = feeder
-        self.topic = run.topic
-        self.futures: list[_DeliveryFuture] = run.callbacks[run.start :]  # type: ignore[assignment]
-        stamps = run.timestamps  # the records' own timestamps, if they have them
-        self.stamps = None if stamps is None else stamps[run.start :]
+    def __init__(self, bridge: _Bridge, run: _Run) -> None:
+        self.bridge = bridge
+        self.topic = _topic_name(run)
+        self.futures = cast("list[_DeliveryFuture]", run.callbacks)
+        self.stamps = run.stamps  # the records' own timestamps, if they have them
         self.left = len(self.futures)
-        feeder.open_hooks.add(self)
+        bridge.open_hooks.add(self)
 
     def __call__(
         self,
@@ -222,14 +124,15 @@ class _RunResolved:
         timestamp: int,
         error: BaseException | None,
     ) -> None:
-        feeder = self.feeder
+        bridge = self.bridge
         futures = self.futures[index : index + count]
         running, finished = _futures.RUNNING, _futures.FINISHED
+        unstarted = _futures.PENDING  # a run failed while staged (a purge, a stopped loop)
         noted: list[_DeliveryFuture] = []  # with waiters or done-callbacks
-        with feeder.condition:
+        with bridge.condition:
             if error is not None:
                 for future in futures:
-                    if future._state is running:
+                    if future._state is running or future._state is unstarted:
                         future._exception = error
                         future._state = finished
                         if future._lazy_waiters or future._lazy_callbacks:
@@ -249,19 +152,24 @@ class _RunResolved:
                             noted.append(future)
             if noted:
                 _tell_waiters(noted)
-            feeder.condition.notify_all()
+            bridge.condition.notify_all()
         self.left -= count
         if self.left <= 0:
-            feeder.open_hooks.discard(self)
+            bridge.open_hooks.discard(self)
         for future in noted:
             if future._lazy_callbacks:
                 future._invoke_callbacks()  # type: ignore[attr-defined]
 
     def fail(self, error: BaseException) -> None:
         """Fail the futures not resolved yet (the producer closed or was abandoned)."""
-        self.feeder.open_hooks.discard(self)
+        self.bridge.open_hooks.discard(self)
         for future in self.futures:
             _settle(future, error)
+
+
+def _topic_name(run: _Run) -> str:
+    topic = run.topic
+    return topic if isinstance(topic, str) else topic.name
 
 
 def _tell_waiters(futures: list[_DeliveryFuture]) -> None:
@@ -322,17 +230,17 @@ class _Deliver:
     One object serves every record with the same callback.
     """
 
-    __slots__ = ("callback", "feeder")
+    __slots__ = ("bridge", "callback")
 
-    def __init__(self, feeder: _Feeder, callback: OnDelivery) -> None:
-        self.feeder = feeder
+    def __init__(self, bridge: _Bridge, callback: OnDelivery) -> None:
+        self.bridge = bridge
         self.callback = callback
 
     def __call__(self, error: BaseException | None, metadata: RecordMetadata) -> None:
-        feeder = self.feeder
-        feeder.ready.append((self.callback, error, metadata))
-        if feeder.pollers:
-            feeder.ready_event.set()
+        bridge = self.bridge
+        bridge.ready.append((self.callback, error, metadata))
+        if bridge.pollers:
+            bridge.ready_event.set()
 
 
 class _DeliveryFuture(Future[RecordMetadata]):
@@ -343,7 +251,7 @@ class _DeliveryFuture(Future[RecordMetadata]):
     one costs a few attributes. The future is its record's ``on_delivery``
     target in the async producer: the outcomes of a settled batch are queued
     and resolved together, under one hold of the shared condition
-    (:meth:`_Feeder.resolve_futures`). Waiting is looped (``result``,
+    (:meth:`_Bridge.resolve_futures`). Waiting is looped (``result``,
     ``exception``) because a shared condition also wakes waiters of other futures.
     Its lists of waiters and done-callbacks are made when first used: most
     futures never need them, and fewer objects per record spare the cyclic
@@ -354,8 +262,7 @@ class _DeliveryFuture(Future[RecordMetadata]):
     # smaller object, quicker to make.
     __slots__ = (
         "_condition",
-        "_exception",
-        "_feeder",
+        "_error",
         "_lazy_callbacks",
         "_lazy_waiters",
         "_metadata",
@@ -364,15 +271,18 @@ class _DeliveryFuture(Future[RecordMetadata]):
         "_where",
     )
 
-    def __init__(self, feeder: _Feeder) -> None:
+    #: The producer's bridge: each producer has a subclass of its own
+    #: (:attr:`_Bridge.future_type`), made by the compiled ``send_async``.
+    _bridge: _Bridge
+
+    def __init__(self, stager: object = None) -> None:
         # Future.__init__ is not called: it would build a Condition of its own.
-        self._condition = feeder.condition
+        self._condition = self._bridge.condition
         self._state = _futures.PENDING
         self._metadata: RecordMetadata | None = None
         self._where: tuple[str, int, int] | None = None
         self._offset = -1
-        self._exception: BaseException | None = None
-        self._feeder = feeder
+        self._error: BaseException | None = None
         self._lazy_waiters: list[Any] | None = None
         self._lazy_callbacks: list[Callable[[Future[RecordMetadata]], object]] | None = None
 
@@ -394,24 +304,42 @@ class _DeliveryFuture(Future[RecordMetadata]):
     def _result(self, metadata: RecordMetadata | None) -> None:
         self._metadata = metadata
 
+    # The compiled send_async makes each future untracked by the cyclic
+    # garbage collector: until it holds a waiter, a done-callback or an
+    # error, nothing it holds can lead back to it. Each of those tracks it.
+
+    @property
+    def _exception(self) -> BaseException | None:
+        return self._error
+
+    @_exception.setter
+    def _exception(self, error: BaseException | None) -> None:
+        if error is not None:
+            gc_track(self)  # a traceback's frames may hold the future
+        self._error = error
+
     @property
     def _waiters(self) -> list[Any]:
         if self._lazy_waiters is None:
+            gc_track(self)
             self._lazy_waiters = []
         return self._lazy_waiters
 
     @_waiters.setter
     def _waiters(self, waiters: list[Any]) -> None:
+        gc_track(self)
         self._lazy_waiters = waiters
 
     @property
     def _done_callbacks(self) -> list[Callable[[Future[RecordMetadata]], object]]:
         if self._lazy_callbacks is None:
+            gc_track(self)  # a callback may hold the future
             self._lazy_callbacks = []
         return self._lazy_callbacks
 
     @_done_callbacks.setter
     def _done_callbacks(self, callbacks: list[Callable[[Future[RecordMetadata]], object]]) -> None:
+        gc_track(self)
         self._lazy_callbacks = callbacks
 
     def start(self) -> bool:
@@ -426,28 +354,28 @@ class _DeliveryFuture(Future[RecordMetadata]):
                 if state == _futures.CANCELLED:  # its waiters are told once
                     self.set_running_or_notify_cancel()
                 return False  # cancelled (and told), or already failed
-        self._feeder.unsettled.add(self)
+        self._bridge.unsettled.add(self)
         return True
 
     def __call__(self, error: BaseException | None, metadata: RecordMetadata) -> None:
         """The async producer's ``on_delivery``: keep the outcome, to be resolved soon.
 
         ``_result``/``_exception`` are only read once the state is FINISHED,
-        which :meth:`_Feeder.resolve_futures` sets.
+        which :meth:`_Bridge.resolve_futures` sets.
         """
-        feeder = self._feeder
+        bridge = self._bridge
         if error is None:
             self._result = metadata
         else:
             self._exception = error
-        if not feeder.settled_futures:
-            feeder.portal.call_soon(feeder.resolve_futures)  # once the batch is settled
-        feeder.settled_futures.append(self)
+        if not bridge.settled_futures:
+            bridge.portal.call_soon(bridge.resolve_futures)  # once the batch is settled
+        bridge.settled_futures.append(self)
 
     def _wait_done(self, timeout: float | None) -> None:
         if self._state not in _DONE and timeout != 0:
             # Someone waits for the record: its batch need not wait for linger.
-            self._feeder.hurry_up()
+            self._bridge.hurry_up()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._condition:
             while self._state not in _DONE:
@@ -467,23 +395,6 @@ class _DeliveryFuture(Future[RecordMetadata]):
         return super().exception(0)
 
 
-_Item = _Batch | _Run | tuple[Any, ...] | trio.Event
-
-
-def _future_of(item: _Item) -> _DeliveryFuture | None:
-    """The future of a staged ``send_async`` record; None for anything else."""
-    if isinstance(item, tuple) and type(item[6]) is _DeliveryFuture:
-        return item[6]
-    return None
-
-
-def _count(item: _Item) -> int:
-    """How many records ``item`` carries (a marker or a send_many batch: 0)."""
-    if isinstance(item, _Run):
-        return len(item.values)
-    return 1 if isinstance(item, tuple) else 0
-
-
 def _settle(future: Future[Any], error: BaseException | None, result: Any = None) -> None:
     """Resolve ``future`` unless it is already resolved or was cancelled."""
     try:
@@ -495,126 +406,126 @@ def _settle(future: Future[Any], error: BaseException | None, result: Any = None
         pass
 
 
-class _Feeder(RecordStager):
-    """Hands records from plain threads to the async producer, in order, in the loop.
+class _Bridge:
+    """The sync producer's side of the async producer's staging (its owner).
 
-    Threads append to ``incoming`` (under ``lock``) and schedule one ``take``
-    callback for a burst. In the loop, short runs and single records go
-    straight into the async producer's buffer with ``send_nowait``, long runs
-    to ``send_batch``; when the buffer is full they wait in ``backlog`` (in
-    order, never dropped) for a drainer task that feeds them as space frees.
-    Batches and flush markers travel the same queue, so one thread's records
-    keep their order whatever the mix of calls.
-
-    ``produce`` and ``send_async`` records are staged in the caller's thread
-    as :class:`_Run` objects (records without headers in a row, all without
-    a callback, all with one, or all ``send_async`` futures; keyed or not,
-    stamped or not), appended by the compiled fast path of
-    :class:`~pykaf.codec.RecordStager` once a run is open; long runs are
-    handed to ``send_batch`` whole, their callbacks and futures told through
-    its ``on_settle``. Records with headers are staged as tuples and sent
-    with ``send_nowait``. Callbacks are queued in ``ready`` for the callers'
-    ``poll``/``flush``, futures resolved in the loop; failures of records
-    without either are kept in ``unreported`` for the next ``flush``.
+    Threads stage through :attr:`stager` (``produce``, ``send_async``,
+    ``poll`` compiled); this object tells each record's outcome the sync
+    way: ``produce`` callbacks queued in ``ready`` for the callers'
+    ``poll``/``flush`` (:meth:`serve`), ``send_async`` futures resolved in
+    the loop, failures of records without either kept in ``unreported``
+    for the next ``flush`` (or, for runs, in the async producer's own).
+    ``produce`` records not delivered yet = ``queued - futures - settled -
+    served``: ``settled`` is written by the loop (records without a
+    callback), ``served`` under ``ready_lock`` (callbacks run).
     """
 
     ready: deque[tuple[OnDelivery, BaseException | None, RecordMetadata] | _Settled]
 
-    def __init__(self, portal: Portal, producer: AsyncProducer, block: float) -> None:
-        # The per-record fast path (RecordStager, compiled): a plain record
-        # for the open run (its topic and partition, a produce run without
-        # callbacks or a keyless send_async run) is appended under ``lock``
-        # with no Python frame; every other call comes to stage() or
-        # stage_future(). Records not yet in the async producer's buffer =
-        # queued - accepted. Each counter has one writer (threads under
-        # ``lock``; the loop), so neither needs a lock of its own.
-        super().__init__(
-            threading.Lock(),
-            self.stage,
-            self.stage_future,
-            self.poll_wait,
-            _DeliveryFuture,
-            deque(),
-            small=max(producer.config.max_message_bytes // 2 - 1024, 0),
-            max_pending=MAX_PENDING,
-        )
+    def __init__(self, portal: Portal, producer: AsyncProducer, staging: Staging) -> None:
         self.portal = portal
         self.producer = producer
-        self.block = block  # produce's wait for room (produce_block_timeout)
-        self.incoming: list[_Item] = []
-        self.run: _Run | None = None  # the last item of ``incoming``, if it is a run
-        self.scheduled = False
-        self.hurry = False  # a send() waits: send what the loop takes at once (under lock)
-        self.closed = False  # no more records (set by Producer.close, under lock)
-        self.room = threading.Event()
-        self.waiting = False
-        # produce records not yet delivered = queued - futures - settled - served:
-        # ``futures`` (send_async records) is written under ``lock``, ``settled``
-        # by the loop (records without a callback, once settled), ``served``
-        # under ``ready_lock`` (callbacks run by poll/flush).
+        self.staging = staging
+        self.stager = stager = staging.stager
+        self.ready = stager.ready = deque()
+        self.future_type = stager.future_type = type(
+            "_DeliveryFuture", (_DeliveryFuture,), {"__slots__": (), "_bridge": self}
+        )
         self.settled = 0
         self.served = 0
         self.ready_lock = threading.Lock()
         self.ready_event = threading.Event()
         self.pollers = 0  # threads waiting in poll (under ready_lock)
         self.unreported: list[Failure] = []
+        self.hurry = False  # a send_now is asked for (under the stager's lock)
+        self.finished = False
         self._deliver: _Deliver | None = None  # the last callback's wrapper, reused
-        # Loop side:
-        self.backlog: deque[_Item] = deque()
-        self.draining = False
-        self.hurry_after_drain = False  # a send()'s record waits in the backlog
-        self.sending: _Item | None = None  # the backlog item the drainer hands to send_batch
-        self.unsettled: set[Future[Any]] = set()
-        self.open_hooks: set[_RunResolved] = set()  # send_async runs not all resolved
         self.condition = threading.Condition()  # shared by the send_async futures
         self.settled_futures: list[_DeliveryFuture] = []  # settled, not resolved yet
-        self.staged_futures: list[_DeliveryFuture] = []  # since the last take (under lock)
-        self.open_runs: deque[tuple[BatchDelivery, int]] = deque()
-        self.watching = False
-        self.finished = False
+        self.unsettled: set[Future[Any]] = set()  # started loose futures, send_many's
+        self.open_hooks: set[_Resolved] = set()  # send_async runs not all resolved
 
-    # -- thread side -------------------------------------------------------------
+    # -- Owner: what the staging asks (in the loop) ------------------------------
 
-    def put(self, item: _Item) -> None:
-        """Queue a ``send_many`` batch or a marker for the loop (any thread)."""
-        with self.lock:
-            if self.closed:
-                raise ClosedError("the producer is closed")
-            self.incoming.append(item)
-            self.end_run()
-            if self.scheduled:
-                return
-            self.scheduled = True
-        self._schedule(item)
+    def hook(self, run: _Run) -> tuple[OnSettle | None, bool]:
+        """The run's ``on_settle`` hook, and whether it tells the run's failures."""
+        if run.futures:
+            return _Resolved(self, run), True
+        if run.callbacks is not None:
+            return _Queued(self, run), True
+        return self._count, False  # failures go to the async producer's flush
 
-    def stage(
+    def _count(
         self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        headers: Headers | None,
-        timestamp: int | None,
-        on_delivery: OnDelivery | None,
+        partition: int,
+        index: int,
+        count: int,
+        offset: int,
+        timestamp: int,
+        error: BaseException | None,
     ) -> None:
-        """``produce`` records the fast path does not take (any thread)."""
-        self.stage_record(topic, value, key, partition, headers, timestamp, on_delivery, None)
+        self.settled += count
+        if self.pollers:
+            self.ready_event.set()
 
-    def stage_future(
-        self,
-        future: _DeliveryFuture,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        headers: Headers | None,
-        timestamp: int | None,
-        timeout: float | None,
-    ) -> _DeliveryFuture:
-        """``send_async`` records the fast path does not take (any thread)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self.stage_record(topic, value, key, partition, headers, timestamp, future, deadline)
-        return future
+    def target(self, on_delivery: Any) -> OnDelivery | None:
+        """``send_nowait``'s ``on_delivery`` for a loose record; None: a cancelled future."""
+        if on_delivery is None:
+            return self._settled_one
+        if isinstance(on_delivery, _DeliveryFuture):
+            return on_delivery if on_delivery.start() else None
+        deliver = self._deliver
+        if deliver is None or deliver.callback is not on_delivery:
+            deliver = self._deliver = _Deliver(self, on_delivery)
+        return deliver
+
+    def fail_one(self, on_delivery: Any, error: BaseException, metadata: RecordMetadata) -> None:
+        """A loose record failed before it was sent."""
+        if on_delivery is None:
+            self.settled += 1
+            self.unreported.append((metadata.topic, metadata.partition, 1, error))
+        elif isinstance(on_delivery, _DeliveryFuture):
+            self.unsettled.discard(on_delivery)
+            _settle(on_delivery, error)
+            return
+        else:
+            self.ready.append((on_delivery, error, metadata))
+        if self.pollers:
+            self.ready_event.set()
+
+    def start(self, run: _Run) -> bool:
+        """Start the futures of a ``send_async`` run; drop the cancelled ones.
+
+        What ``set_running_or_notify_cancel`` does for each, under one hold
+        of the shared condition. False: none is left.
+        """
+        futures = cast("list[_DeliveryFuture]", run.callbacks)
+        pending, running = _futures.PENDING, _futures.RUNNING
+        cancelled = False
+        with self.condition:
+            for future in futures:
+                state = future._state
+                if state == pending:
+                    future._state = running
+                elif state != running:
+                    cancelled = True
+            if cancelled:
+                for future in futures:
+                    if future._state == _futures.CANCELLED:
+                        future.set_running_or_notify_cancel()  # tells its waiters, once
+        if cancelled:
+            keep = [i for i, future in enumerate(futures) if future._state == running]
+            run.values = [run.values[i] for i in keep]
+            if run.keys is not None:
+                run.keys = [run.keys[i] for i in keep]
+            if run.stamps is not None:
+                run.stamps = [run.stamps[i] for i in keep]
+            run.callbacks = [futures[i] for i in keep]
+        return bool(run.values)
+
+    def start_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Start ``fn(*args)`` as a task of the portal (in the loop)."""
+        self.portal.start_soon(fn, *args)
 
     def poll_wait(self, timeout: float | None) -> int:
         """``poll`` unless it has nothing to do at once: wait up to ``timeout``, serve."""
@@ -624,186 +535,90 @@ class _Feeder(RecordStager):
             self.wait_ready(timeout)
         return self.serve()
 
-    def stage_record(
-        self,
-        topic: str,
-        value: Any,
-        key: Any,
-        partition: int | None,
-        headers: Headers | None,
-        timestamp: int | None,
-        on_delivery: OnDelivery | None,
-        deadline: float | None,
-    ) -> None:
-        """Stage one record (any thread); wake the loop if it is idle.
+    # -- loop side ---------------------------------------------------------------
 
-        A ``produce`` record waits ``block`` seconds for room, then raises
-        BufferFullError; a ``send_async`` record (its future as
-        ``on_delivery``) waits until ``deadline``, then raises KafkaTimeoutError.
+    def _settled_one(self, error: BaseException | None, metadata: RecordMetadata) -> None:
+        """``on_delivery`` of a loose ``produce`` record without a callback."""
+        self.settled += 1
+        if error is not None:
+            self.unreported.append((metadata.topic, metadata.partition, 1, error))
+        if self.pollers:
+            self.ready_event.set()
+
+    def resolve_futures(self) -> None:
+        """In the loop: resolve the futures of settled loose records, under one hold.
+
+        What ``Future.set_result``/``set_exception`` do for each, then their
+        done-callbacks (in this thread, the loop's).
         """
-        future = type(on_delivery) is _DeliveryFuture
-        if self.queued - self.accepted >= MAX_PENDING:
-            if future:
-                self._wait_for_room(deadline)
-            else:
-                self._wait_for_room(time.monotonic() + self.block, full=True)
-        plain = (
-            type(value) is bytes
-            and headers is None
-            and (timestamp is None or (type(timestamp) is int and -(2**63) <= timestamp < 2**63))
-            and (key is None or type(key) is bytes)
-            and (partition is None or type(partition) is int)
-            and len(value) <= self.small
-            and (key is None or len(key) <= self.small)
-        )
-        with self.lock:
-            if self.closed:
-                raise ClosedError("the producer is closed")
-            self.queued += 1
-            if future:
-                self.futures += 1
-            if plain:
-                run = self.run
-                if (
-                    run is not None
-                    and run.topic == topic
-                    and run.partition == partition
-                    and (run.keys is None) is (key is None)
-                    and (run.timestamps is None) is (timestamp is None)
-                    and (run.callbacks is None) is (on_delivery is None)
-                    and run.futures is future
-                ):
-                    run.values.append(value)
-                    if key is not None:
-                        run.keys.append(key)  # type: ignore[union-attr]
-                    if timestamp is not None:
-                        run.timestamps.append(timestamp)  # type: ignore[union-attr]
-                    if on_delivery is not None:
-                        run.callbacks.append(on_delivery)  # type: ignore[union-attr]
-                else:
-                    run = self.run = _Run(
-                        topic, partition, value, key, timestamp, on_delivery, future
-                    )
-                    self.incoming.append(run)
-                    targets = cast("list[Any]", run.callbacks)
-                    stamps = run.timestamps
-                    if on_delivery is None:
-                        self.open_run(topic, partition, run.values, run.keys, stamps)
-                    elif future:
-                        self.open_future_run(
-                            topic, partition, run.values, targets, run.keys, stamps
-                        )
-                    else:
-                        self.open_callback_run(
-                            topic, partition, run.values, targets, run.keys, stamps
-                        )
-            else:
-                if future:  # started with the others when the loop takes them
-                    self.staged_futures.append(on_delivery)  # type: ignore[arg-type]
-                self.incoming.append(
-                    (topic, value, key, partition, headers, timestamp, on_delivery)
-                )
-                self.end_run()
-            if self.scheduled:
-                return
-            self.scheduled = True
-            item = self.incoming[-1]
-            index = len(item.values) - 1 if type(item) is _Run else -1
-        self._schedule(item, index)
+        settled = self.settled_futures
+        if not settled:
+            return
+        items = settled[:]
+        settled.clear()
+        with_callbacks = []
+        finished, running = _futures.FINISHED, _futures.RUNNING
+        with self.condition:
+            for future in items:
+                if future._state != running:  # failed already (the producer closed)
+                    continue
+                future._state = finished
+                if future._lazy_waiters or future._lazy_callbacks:  # made when used
+                    with_callbacks.append(future)
+            _tell_waiters(with_callbacks)
+            self.condition.notify_all()
+        self.unsettled.difference_update(items)
+        for future in with_callbacks:
+            if future._lazy_callbacks:
+                future._invoke_callbacks()  # type: ignore[attr-defined]
 
-    def _schedule(self, own: _Item, index: int = -1) -> None:
-        """Ask the loop to take what is staged; ``own`` is the caller's item.
+    def fail_all(self, error: BaseException) -> None:
+        """Fail everything not settled yet (the producer closed or was abandoned)."""
+        self.finished = True
+        self.resolve_futures()  # those settled get their own outcome
+        self.staging.fail_staged(error)
+        unsettled, self.unsettled = self.unsettled, set()
+        for future in unsettled:
+            _settle(future, error)
+        for hook in list(self.open_hooks):
+            hook.fail(error)
+        self.ready_event.set()
 
-        ``index`` is the caller's record in ``own`` when it is a run. Should
-        the portal refuse (it has shut down), the caller's record is
-        withdrawn (the caller gets the error) and every other record staged
-        meanwhile by other threads fails through its callback, future or the
-        next ``flush``: none is dropped unreported. Had the loop taken the
-        caller's record meanwhile (a flush or close took what was staged), it
-        is the loop's to report, and the caller gets no error.
-        """
+    async def await_delivery(self, delivery: BatchDelivery, future: Future[int]) -> None:
+        """Resolve a ``send_many`` future once its records are settled."""
         try:
-            self.portal.call_soon(self.take)
-        except BaseException as exc:
-            if self._unstage(own, index, exc):
-                raise
+            count = await delivery.wait()
+        except trio.Cancelled:
+            _settle(future, ClosedError("the pykaf portal shut down"))
+            raise
+        except Exception as exc:
+            _settle(future, exc)
+        else:
+            _settle(future, None, count)
+        finally:
+            self.unsettled.discard(future)
+
+    def _send_now(self) -> None:
+        self.hurry = False
+        if not self.producer.closed:
+            self.producer.send_now()
+
+    # -- thread side ---------------------------------------------------------------
 
     def hurry_up(self) -> None:
-        """Have the loop send what is buffered or staged now, without linger (any thread)."""
-        with self.lock:
+        """Have the loop send what is staged or buffered now, without linger (any thread)."""
+        with self.stager.lock:
+            if self.hurry or self.staging.closed:
+                return
             self.hurry = True
-            if self.scheduled or self.closed:
-                return  # the take already asked for (or close's) sends it
-            self.scheduled = True
         try:
-            self.portal.call_soon(self.take)
-        except BaseException as exc:  # the portal shut down: fail what others staged
-            self._unstage(None, -1, exc)
-
-    def _unstage(self, own: _Item | None, index: int, exc: BaseException) -> bool:
-        """Withdraw the caller's record, fail the others staged; False: the loop has it."""
-        with self.lock:
-            self.scheduled = False
-            items, self.incoming = self.incoming, []
-            self.staged_futures = []
-            self.end_run()
-            if not any(item is own for item in items):
-                withdrawn = False
-            elif index >= 0:
-                assert isinstance(own, _Run)
-                del own.values[index]
-                if own.keys is not None:
-                    del own.keys[index]
-                if own.timestamps is not None:
-                    del own.timestamps[index]
-                if own.callbacks is not None:
-                    del own.callbacks[index]
-                self.queued -= 1
-                if own.futures:
-                    self.futures -= 1
-                if not own.values:
-                    items = [item for item in items if item is not own]
-                withdrawn = True
-            else:
-                assert own is not None  # None is never in items
-                items = [item for item in items if item is not own]
-                self.queued -= _count(own)
-                if _future_of(own) is not None:
-                    self.futures -= 1
-                withdrawn = True
-        if items:
-            error = ClosedError("the pykaf portal shut down before the record was sent")
-            error.__cause__ = exc
-            for item in items:
-                self._fail(item, error)
-        return withdrawn
-
-    def _wait_for_room(self, deadline: float | None, full: bool = False) -> None:
-        if self.portal.in_loop_thread():  # waiting here would stop the loop that makes room
-            raise BufferFullError(f"{MAX_PENDING} records are waiting for buffer space")
-        while self.queued - self.accepted >= MAX_PENDING:
-            if self.closed:
-                raise ClosedError("the producer is closed")
-            wait = 0.1 if deadline is None else min(0.1, deadline - time.monotonic())
-            if wait <= 0:
-                if full:
-                    raise BufferFullError(
-                        f"{MAX_PENDING} records wait for space in the producer's full buffer"
-                    )
-                raise KafkaTimeoutError("no buffer space within the timeout")
-            self.room.clear()
-            self.waiting = True
-            if self.queued - self.accepted >= MAX_PENDING:
-                self.room.wait(wait)
+            self.portal.call_soon(self._send_now)
+        except BaseException:  # the portal shut down: nothing to hurry
+            self.hurry = False
 
     def pending(self) -> int:
         """``produce`` records not yet delivered, or whose callback has not run yet."""
-        return self.queued - self.futures - self.settled - self.served
-
-    def end_run(self) -> None:
-        """Under ``lock``: the next plain record starts a new run."""
-        self.run = None
-        self.close_runs()
+        return self.stager.queued - self.stager.futures - self.settled - self.served
 
     def serve(self) -> int:
         """Run the callbacks of delivered records in this thread; return how many ran.
@@ -874,580 +689,6 @@ class _Feeder(RecordStager):
             with self.ready_lock:
                 self.pollers -= 1
 
-    def _done_with(self, count: int = 1) -> None:
-        """In the loop: ``count`` records left the queue (buffered, failed or withdrawn)."""
-        self.accepted += count
-        if self.waiting and self.queued - self.accepted < MAX_PENDING // 2:
-            self.waiting = False
-            self.room.set()
-
-    # -- loop side ---------------------------------------------------------------
-
-    def take(self) -> None:
-        with self.lock:
-            items, self.incoming = self.incoming, []
-            futures, self.staged_futures = self.staged_futures, []
-            self.end_run()
-            self.scheduled = False
-            hurry, self.hurry = self.hurry, False
-        started = bool(futures) and not (self.backlog or self.draining or self.finished)
-        if started:  # they are offered now: start them all under one hold of the lock
-            self._start_all(futures)
-        i, n = 0, len(items)
-        while i < n:
-            item = items[i]
-            if type(item) is tuple and not (self.backlog or self.draining or self.finished):
-                # Staged records in a row go in one loop (the usual case).
-                stop = self._offer_records(items, i)
-                if stop > i:
-                    i = stop
-                    continue
-            self.submit(item)  # another kind of item, or the buffer is full
-            if started and self.backlog:
-                # The buffer filled: the rest wait, and may still be cancelled.
-                self._unstart(items[i:])
-                started = False
-            i += 1
-        if hurry:  # a send() waits for one of these records: no linger for it
-            if self.backlog or self.draining:
-                self.hurry_after_drain = True
-            else:
-                self.producer.send_now()
-
-    def _start_all(self, futures: list[_DeliveryFuture]) -> None:
-        """``set_running_or_notify_cancel`` for many futures at once."""
-        pending, running = _futures.PENDING, _futures.RUNNING
-        started = []
-        with self.condition:
-            for future in futures:
-                state = future._state
-                if state == pending:
-                    future._state = running
-                    started.append(future)
-                elif state == _futures.CANCELLED:
-                    future.set_running_or_notify_cancel()  # tells its waiters, once
-        self.unsettled.update(started)
-
-    def _unstart(self, items: list[_Item]) -> None:
-        """Back to pending: the futures of records that wait for buffer space."""
-        futures = [future for future in map(_future_of, items) if future is not None]
-        with self.condition:
-            for future in futures:
-                if future._state == _futures.RUNNING:
-                    future._state = _futures.PENDING
-        self.unsettled.difference_update(futures)
-
-    def submit(self, item: _Item) -> None:
-        if self.finished:
-            self._fail(item, ClosedError("the producer is closed"))
-        elif self.backlog or self.draining:
-            self.backlog.append(item)
-        elif isinstance(item, trio.Event):
-            item.set()
-        elif not (self._offer_now(item)):
-            self.backlog.append(item)
-            self.draining = True
-            try:
-                self.portal.start_soon(self._drain)
-            except BaseException as exc:
-                self.draining = False
-                self.fail_all(exc)
-
-    def _offer_now(self, item: _Item) -> bool:
-        """Buffer ``item`` without waiting; False when it must wait (in the backlog)."""
-        if isinstance(item, tuple):
-            return self._offer_produce(item)
-        if isinstance(item, _Run):
-            if len(item.values) - item.start >= BULK_RUN:
-                return False  # send_batch is async: the drainer sends it
-            return self._offer_run(item)
-        return False
-
-    def resolve_futures(self) -> None:
-        """In the loop: resolve the futures of settled records, under one hold of the condition.
-
-        What ``Future.set_result``/``set_exception`` do for each, then their
-        done-callbacks (in this thread, the loop's).
-        """
-        settled = self.settled_futures
-        if not settled:
-            return
-        items = settled[:]
-        settled.clear()
-        with_callbacks = []
-        finished, running = _futures.FINISHED, _futures.RUNNING
-        with self.condition:
-            for future in items:
-                if future._state != running:  # failed already (the producer closed)
-                    continue
-                future._state = finished
-                if future._lazy_waiters or future._lazy_callbacks:  # made when used
-                    with_callbacks.append(future)
-            _tell_waiters(with_callbacks)
-            self.condition.notify_all()
-        self.unsettled.difference_update(items)
-        for future in with_callbacks:
-            if future._lazy_callbacks:
-                future._invoke_callbacks()  # type: ignore[attr-defined]
-
-    def _settled_one(self, error: BaseException | None, metadata: RecordMetadata) -> None:
-        """The async producer's ``on_delivery`` for a ``produce`` record without a callback."""
-        self.settled += 1
-        if error is not None:
-            self.unreported.append((metadata.topic, metadata.partition, 1, error))
-        if self.pollers:
-            self.ready_event.set()
-
-    def _failed(self, topic: str, partition: int | None, count: int, error: BaseException) -> None:
-        """``count`` plain ``produce`` records failed before reaching the buffer."""
-        self.settled += count
-        self.unreported.append((topic, -1 if partition is None else partition, count, error))
-        if self.pollers:
-            self.ready_event.set()
-
-    def _callback(self, on_delivery: OnDelivery) -> _Deliver:
-        deliver = self._deliver
-        if deliver is None or deliver.callback is not on_delivery:
-            deliver = self._deliver = _Deliver(self, on_delivery)
-        return deliver
-
-    def _target(self, on_delivery: OnDelivery | None) -> OnDelivery:
-        """The async producer's ``on_delivery`` for a staged record's own."""
-        if on_delivery is None:
-            return self._settled_one
-        if type(on_delivery) is _DeliveryFuture:
-            return on_delivery  # resolved in the loop
-        return self._callback(on_delivery)  # run by poll/flush
-
-    def _offer_produce(self, rec: tuple[Any, ...]) -> bool:
-        """Buffer one staged record that is not in a run; False when the buffer is full."""
-        return self._offer_records((rec,), 0) == 1
-
-    def _offer_records(self, items: Sequence[Any], start: int) -> int:
-        """Buffer the staged records (tuples) from ``items[start]`` on, one by one.
-
-        Stops at the first item that is not one, or at a record the full
-        buffer refuses; returns its index (``len(items)`` when all went).
-        """
-        send = self.producer.send_nowait
-        settled = self._settled_one
-        running = _futures.RUNNING
-        i, n = start, len(items)
-        try:
-            while i < n:
-                rec = items[i]
-                if type(rec) is not tuple:
-                    break
-                topic, value, key, partition, headers, timestamp, on_delivery = rec
-                if on_delivery is None:
-                    target: OnDelivery = settled
-                elif type(on_delivery) is _DeliveryFuture:
-                    if on_delivery._state != running and not on_delivery.start():
-                        i += 1  # cancelled while it waited
-                        continue
-                    target = on_delivery
-                else:
-                    target = self._callback(on_delivery)
-                try:
-                    send(
-                        topic,
-                        value,
-                        key=key,
-                        partition=partition,
-                        headers=headers,
-                        timestamp=timestamp,
-                        on_delivery=target,
-                    )
-                except BufferFullError:
-                    break
-                except Exception as exc:
-                    part = partition if type(partition) is int else -1
-                    ts = -1 if timestamp is None else timestamp
-                    target(exc, RecordMetadata(topic, part, -1, ts))
-                i += 1
-        finally:
-            self._done_with(i - start)
-        return i
-
-    def _offer_run(self, run: _Run) -> bool:
-        """Buffer a run's records one by one; False when the buffer filled first."""
-        send = self.producer.send_nowait
-        topic, partition, values, keys = run.topic, run.partition, run.values, run.keys
-        callbacks, futures, stamps = run.callbacks, run.futures, run.timestamps
-        target: OnDelivery = self._settled_one
-        running = _futures.RUNNING
-        start = done = run.start
-        try:
-            for i in range(start, len(values)):
-                if callbacks is not None:
-                    target = callbacks[i]
-                    if not futures:
-                        target = self._callback(target)
-                    elif target._state != running and not target.start():  # type: ignore[attr-defined]
-                        done = i + 1  # cancelled while it waited
-                        continue
-                try:
-                    send(
-                        topic,
-                        values[i],
-                        key=None if keys is None else keys[i],
-                        partition=partition,
-                        timestamp=None if stamps is None else stamps[i],
-                        on_delivery=target,
-                    )
-                except BufferFullError:
-                    run.start = i
-                    return False
-                except Exception as exc:
-                    if callbacks is None:
-                        self._failed(topic, partition, 1, exc)
-                    else:
-                        part = -1 if partition is None else partition
-                        ts = -1 if stamps is None else stamps[i]
-                        target(exc, RecordMetadata(topic, part, -1, ts))
-                done = i + 1
-            run.start = done
-            return True
-        finally:
-            self._done_with(done - start)
-
-    async def _send_run(self, run: _Run) -> None:
-        """Hand a long run to ``send_batch``; watch its delivery for ``len`` and ``flush``."""
-        hook: _RunSettled | _RunResolved | None = None
-        if run.futures:
-            self._done_with(self._start_run(run))
-            if not run.values:
-                return
-            hook = _RunResolved(self, run)
-        elif run.callbacks is not None:
-            hook = _RunSettled(self, run)
-        values, keys, stamps = run.values, run.keys, run.timestamps
-        if run.start:
-            values = values[run.start :]
-            keys = None if keys is None else keys[run.start :]
-            stamps = None if stamps is None else stamps[run.start :]
-        count = len(values)
-        try:
-            delivery = await self.producer.send_batch(
-                run.topic,
-                values,
-                keys=keys,
-                timestamps=stamps,
-                partition=run.partition,
-                on_settle=hook,
-            )
-        except trio.Cancelled:
-            self._done_with(count)
-            self._fail_run(run, ClosedError("the pykaf portal shut down"), hook)
-            raise
-        except Exception as exc:
-            self._done_with(count)
-            self._fail_run(run, exc, hook)
-            return
-        self._done_with(count)
-        if hook is not None:
-            return  # each record's callback hears of it: nothing to count or keep
-        # Its failures come to this feeder (for flush), not to the async
-        # producer's flush as well.
-        delivery.observed = True
-        self.open_runs.append((delivery, count))
-        if not self.watching:
-            self.watching = True
-            try:
-                self.portal.start_soon(self._watch_runs)
-            except BaseException:
-                self.watching = False
-                raise
-
-    def _start_run(self, run: _Run) -> int:
-        """Start the futures of a ``send_async`` run; drop the cancelled ones, return how many.
-
-        What ``set_running_or_notify_cancel`` does for each, under one hold of
-        the shared condition.
-        """
-        every = cast("list[_DeliveryFuture]", run.callbacks)
-        futures = every[run.start :]
-        pending, running = _futures.PENDING, _futures.RUNNING
-        cancelled = False
-        with self.condition:
-            for future in futures:
-                state = future._state
-                if state == pending:
-                    future._state = running
-                elif state != running:
-                    cancelled = True
-            if cancelled:
-                for future in futures:
-                    if future._state == _futures.CANCELLED:
-                        future.set_running_or_notify_cancel()  # tells its waiters, once
-        if not cancelled:
-            return 0
-        keep = [i for i in range(run.start, len(run.values)) if every[i]._state == running]
-        dropped = len(run.values) - run.start - len(keep)
-        run.values = [run.values[i] for i in keep]
-        if run.keys is not None:
-            run.keys = [run.keys[i] for i in keep]
-        if run.timestamps is not None:
-            run.timestamps = [run.timestamps[i] for i in keep]
-        run.callbacks = [every[i] for i in keep]
-        run.start = 0
-        return dropped
-
-    def _fail_run(
-        self, run: _Run, error: BaseException, hook: _RunSettled | _RunResolved | None = None
-    ) -> None:
-        """The records of ``run`` not buffered yet (not settled, with ``hook``) failed."""
-        callbacks = run.callbacks
-        if callbacks is None:
-            self._failed(run.topic, run.partition, len(run.values) - run.start, error)
-            return
-        if run.futures:  # those resolved already keep their outcome
-            if isinstance(hook, _RunResolved):
-                hook.fail(error)
-                return
-            for future in callbacks[run.start :]:
-                self.unsettled.discard(future)
-                _settle(future, error)  # type: ignore[arg-type]
-            return
-        assert not isinstance(hook, _RunResolved)
-        indices = range(run.start, len(callbacks)) if hook is None else hook.fail_rest()
-        topic, part, stamps = (
-            run.topic,
-            -1 if run.partition is None else run.partition,
-            run.timestamps,
-        )
-        md = RecordMetadata(topic, part, -1, -1)
-        if stamps is None:
-            self.ready.extend([(callbacks[i], error, md) for i in indices])
-        else:  # each record's own timestamp
-            self.ready.extend(
-                [
-                    (callbacks[i], error, _new_metadata((topic, part, -1, stamps[i])))
-                    for i in indices
-                ]
-            )
-        if self.pollers:
-            self.ready_event.set()
-
-    async def _watch_runs(self) -> None:
-        """Count the records of bulk-sent runs as they settle (in order)."""
-        try:
-            while self.open_runs:
-                delivery = self.open_runs[0][0]
-                with suppress(DeliveryError):
-                    await delivery.wait()
-                await self.collect_runs()
-        finally:
-            self.watching = False
-
-    async def collect_runs(self) -> None:
-        """Account for the settled runs at the front of ``open_runs`` (never blocks).
-
-        The futures of settled ``send_async`` records are resolved too.
-        """
-        self.resolve_futures()
-        runs = self.open_runs
-        while runs and runs[0][0].done:
-            delivery, count = runs.popleft()
-            try:
-                await delivery.wait()  # settled: returns at once
-            except DeliveryError as exc:
-                self.unreported.extend(exc.failures)
-            self.settled += count
-            if self.pollers:
-                self.ready_event.set()
-
-    async def _drain(self) -> None:
-        try:
-            while self.backlog:
-                item = self.backlog[0]
-                if isinstance(item, _Run):
-                    if len(item.values) - item.start >= BULK_RUN:
-                        await self._hand_over(item)
-                        continue
-                    if not self._offer_run(item):
-                        if not await self._wait_for_space():
-                            return
-                        continue
-                elif isinstance(item, tuple):
-                    if not self._offer_produce(item):
-                        if not await self._wait_for_space():
-                            return
-                        continue
-                elif isinstance(item, _Batch):
-                    await self._hand_over(item)
-                    continue
-                else:
-                    item.set()
-                self.backlog.popleft()
-            if self.hurry_after_drain:
-                self.hurry_after_drain = False
-                self.producer.send_now()
-        finally:
-            self.draining = False
-            if self.backlog:  # cancelled: the portal is shutting down
-                self.fail_all(ClosedError("the pykaf portal shut down"))
-
-    async def _hand_over(self, item: _Run | _Batch) -> None:
-        """Send the backlog's first item with ``send_batch``, then take it off.
-
-        While it is ``sending``, ``fail_all`` and ``purge`` leave it in place:
-        whatever happens to the call (buffered, failed, cancelled), the send
-        reports each of its records once, and it leaves the backlog here.
-        """
-        self.sending = item
-        try:
-            if isinstance(item, _Run):
-                await self._send_run(item)
-            else:
-                await self._send_batch(item)
-        finally:
-            self.sending = None
-            if self.backlog and self.backlog[0] is item:
-                self.backlog.popleft()
-
-    async def _wait_for_space(self) -> bool:
-        """Space frees as acknowledgements arrive; False: the producer closed."""
-        try:
-            await self.producer.wait_for_space()
-        except ClosedError as exc:
-            self.fail_all(exc)
-            return False
-        return True
-
-    async def _send_batch(self, batch: _Batch) -> None:
-        future = batch.future
-        if not future.set_running_or_notify_cancel():
-            return
-        self.unsettled.add(future)
-        try:
-            delivery = await self.producer.send_batch(
-                batch.topic,
-                batch.values,
-                keys=batch.keys,
-                headers=batch.headers,
-                timestamps=batch.timestamps,
-                partition=batch.partition,
-            )
-        except trio.Cancelled:
-            self.unsettled.discard(future)
-            _settle(future, ClosedError("the pykaf portal shut down"))
-            raise
-        except Exception as exc:
-            self.unsettled.discard(future)
-            _settle(future, exc)
-            return
-        # Someone waits for these records: their failures are reported through
-        # the future, not again by flush() (wait() sets this too, but only once
-        # the waiting task runs).
-        delivery.observed = True
-        self.portal.start_soon(self._await_delivery, delivery, future)
-
-    async def _await_delivery(self, delivery: Any, future: Future[int]) -> None:
-        try:
-            count = await delivery.wait()
-        except trio.Cancelled:
-            _settle(future, ClosedError("the pykaf portal shut down"))
-            raise
-        except Exception as exc:
-            _settle(future, exc)
-        else:
-            _settle(future, None, count)
-        finally:
-            self.unsettled.discard(future)
-
-    async def wait_backlog(self) -> None:
-        """Wait until everything queued before this call reached the async producer."""
-        self.take()
-        if self.backlog or self.draining:
-            marker = trio.Event()
-            self.backlog.append(marker)
-            await marker.wait()
-
-    def _fail(self, item: _Item, error: BaseException) -> None:
-        if isinstance(item, trio.Event):
-            item.set()
-        elif isinstance(item, _Run):
-            self._done_with(len(item.values) - item.start)
-            self._fail_run(item, error)
-        elif isinstance(item, tuple):
-            self._done_with()
-            topic, partition, timestamp, on_delivery = item[0], item[3], item[5], item[6]
-            if on_delivery is None:
-                self._failed(topic, partition, 1, error)
-            elif type(on_delivery) is _DeliveryFuture:
-                self.unsettled.discard(on_delivery)
-                _settle(on_delivery, error)
-            else:
-                part = partition if type(partition) is int else -1
-                self._callback(on_delivery)(
-                    error, RecordMetadata(topic, part, -1, -1 if timestamp is None else timestamp)
-                )
-        else:
-            _settle(item.future, error)
-
-    def fail_all(self, error: BaseException) -> None:
-        """Fail everything not yet settled (the producer closed or was abandoned)."""
-        self.finished = True
-        self.resolve_futures()  # those settled get their own outcome
-        self.take()
-        # The item the drainer is handing to send_batch stays: its call fails
-        # (or settles) what of it is not buffered, once, when it returns.
-        busy = self.backlog.popleft() if self.backlog and self.backlog[0] is self.sending else None
-        while self.backlog:
-            self._fail(self.backlog.popleft(), error)
-        if busy is not None:
-            self.backlog.append(busy)
-        unsettled, self.unsettled = self.unsettled, set()
-        for future in unsettled:
-            _settle(future, error)
-        for hook in list(self.open_hooks):
-            hook.fail(error)
-
-    async def purge(self, in_queue: bool, in_flight: bool) -> int:
-        """In the loop: ``Producer.purge``; how many records were purged.
-
-        With ``in_queue``, what is staged here fails first with ``PurgedError``
-        (``incoming``, then the ``backlog``), then the async producer purges
-        its own. The backlog's first item stays when the drainer is handing
-        it to ``send_batch`` at that moment (``sending``): what of it is
-        buffered is purged there, and a ``send_batch`` waiting for space
-        fails the rest (the async purge). A purged item of the backlog leaves
-        a marker in its place, so the drainer pops the slot it is working on.
-        Purged failures of records without a callback are never raised by
-        ``flush`` (``_merged`` leaves them out: this call told of them), also
-        those of a run still being handed over, which settle later.
-        """
-
-        def records(item: _Item) -> int:
-            if isinstance(item, _Batch):
-                return len(item.values)
-            return len(item.values) - item.start if isinstance(item, _Run) else _count(item)
-
-        purged = 0
-        if in_queue:
-            error = PurgedError("purged from the producer before it was sent")
-            with self.lock:
-                items, self.incoming = self.incoming, []
-                self.staged_futures = []  # the futures of ``items``: failed below, never started
-                self.end_run()
-            for item in items:
-                purged += records(item)
-                self._fail(item, error)
-            # The item the drainer is handing to send_batch now stays: the
-            # async purge fails what of it is buffered or waits for space.
-            first = 1 if self.backlog and self.backlog[0] is self.sending else 0
-            for i in range(first, len(self.backlog)):
-                item = self.backlog[i]
-                if isinstance(item, trio.Event):
-                    continue
-                purged += records(item)
-                self._fail(item, error)
-                self.backlog[i] = trio.Event()
-        purged += self.producer.purge(in_queue=in_queue, in_flight=in_flight)
-        await self.collect_runs()
-        return purged
-
 
 class Producer:
     """A blocking Kafka producer: :func:`pykaf.open_producer` for plain threads.
@@ -1493,23 +734,32 @@ class Producer:
         producer, handle = self._portal.start_context(partial(open_producer, servers, **config))
         self._producer: AsyncProducer = producer
         self._handle: ContextHandle[AsyncProducer] = handle
-        self._feeder = feeder = _Feeder(self._portal, producer, float(produce_block_timeout))
-        _feeders.add(feeder)
-        # The per-record calls go straight to the feeder's compiled fast path
+        try:
+            staging = self._portal.run_sync(producer.open_staging)
+        except BaseException:
+            handle.exit(timeout=1.0)
+            raise
+        self._staging = staging
+        self._bridge = bridge = _Bridge(self._portal, producer, staging)
+        staging.owner = bridge
+        staging.block = float(produce_block_timeout)
+        staging.call_in_loop = self._portal.run
+        _bridges.add(bridge)
+        # The per-record calls go straight to the staging's compiled fast path
         # (these shadow the methods below, which do the same with one more
         # Python frame).
-        self.produce = feeder.produce  # type: ignore[method-assign]
-        self.poll = feeder.poll  # type: ignore[method-assign]
-        self.send_async = feeder.send_async  # type: ignore[method-assign]
-        # Records still queued for the buffer go out before the producer
-        # closes, also when it is closed at interpreter exit.
-        handle.before_exit = self._feeder.wait_backlog
+        self.produce = staging.stager.produce  # type: ignore[method-assign]
+        self.poll = staging.stager.poll  # type: ignore[method-assign]
+        self.send_async = staging.stager.send_async  # type: ignore[method-assign]
+        # Records still staged go out before the producer closes, also when
+        # it is closed at interpreter exit.
+        handle.before_exit = staging.settle
         self._close_lock = threading.Lock()
 
     @property
     def closed(self) -> bool:
         """True once :meth:`close` has been called."""
-        return self._feeder.closed
+        return self._staging.closed
 
     def send(
         self,
@@ -1551,12 +801,19 @@ class Producer:
         """
         self._portal.check_caller()
         deadline = None if timeout is None else time.monotonic() + timeout
-        feeder = self._feeder
-        future = _DeliveryFuture(feeder)
-        feeder.stage_record(topic, value, key, partition, headers, timestamp, future, deadline)
-        feeder.hurry_up()  # the record's batch is sent without waiting for linger
+        future = self._staging.stager.send_async(
+            topic,
+            value,
+            key=key,
+            partition=partition,
+            headers=headers,
+            timestamp=timestamp,
+            timeout=timeout,
+        )
+        self._bridge.hurry_up()  # the record's batch is sent without waiting for linger
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        return wait_future(future, remaining)
+        metadata: RecordMetadata = wait_future(future, remaining)
+        return metadata
 
     def send_async(
         self,
@@ -1575,10 +832,9 @@ class Producer:
         error). Its done-callbacks run in the portal's loop thread: keep them
         short, and do not call blocking pykaf methods from them.
 
-        When the async producer's buffer is full, the record waits for space in
-        the loop (it is never dropped); once :data:`MAX_PENDING` records wait,
-        this call blocks until there is room, at most ``timeout`` seconds.
-        Cancelling the future withdraws the record only while it still waits.
+        When the async producer's buffer is full, this call blocks until there
+        is room, at most ``timeout`` seconds. Cancelling the future withdraws
+        the record only while it is still staged.
 
         Arguments are those of :meth:`send`.
 
@@ -1586,7 +842,7 @@ class Producer:
             KafkaTimeoutError: no room within ``timeout``.
             ClosedError: the producer is closed.
         """
-        future: Future[RecordMetadata] = self._feeder.send_async(
+        future: Future[RecordMetadata] = self._staging.stager.send_async(
             topic,
             value,
             key=key,
@@ -1610,11 +866,12 @@ class Producer:
     ) -> None:
         """Stage one record and return at once (confluent-kafka's ``produce``).
 
-        The record is staged in this thread and handed to the portal's loop
-        with the others staged meanwhile, in one hop per chunk, never one per
-        record. ``on_delivery(error, metadata)`` runs in the thread that calls
-        :meth:`poll` or :meth:`flush` once the record is acknowledged (``error``
-        None) or has failed. A record without ``on_delivery`` that fails is
+        The record is staged in this thread, straight into the async
+        producer's staging, and appended to its batch with the others staged
+        meanwhile when the loop next drains: never one hop per record.
+        ``on_delivery(error, metadata)`` runs in the thread that calls
+        :meth:`poll` or :meth:`flush` once the record is acknowledged
+        (``error`` None) or has failed. A record without ``on_delivery`` that fails is
         reported by the next :meth:`flush` (``DeliveryError``).
 
         Arguments are those of :meth:`send`; ``on_delivery`` is called with
@@ -1622,10 +879,10 @@ class Producer:
 
         Raises:
             BufferFullError: the buffer stayed full for ``produce_block_timeout``
-                seconds (:data:`MAX_PENDING` records wait ahead of a full buffer).
+                seconds.
             ClosedError: the producer is closed.
         """
-        self._feeder.produce(
+        self._staging.stager.produce(
             topic,
             value,
             key=key,
@@ -1650,11 +907,11 @@ class Producer:
             Exception: whatever a callback raised (the callbacks after it run at
                 the next call).
         """
-        return self._feeder.poll(timeout)
+        return self._staging.stager.poll(timeout)
 
     def __len__(self) -> int:
         """``produce`` records not yet delivered, or whose callback has not run yet."""
-        return self._feeder.pending()
+        return self._bridge.pending()
 
     def send_many(
         self,
@@ -1732,7 +989,34 @@ class Producer:
         if timestamps is not None:
             timestamps = _as_column(timestamps)
         future: Future[int] = Future()
-        self._feeder.put(_Batch(topic, values, keys, headers, timestamps, partition, future))
+        bridge, producer = self._bridge, self._producer
+
+        async def send() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            bridge.unsettled.add(future)
+            try:
+                delivery = await producer.send_batch(
+                    topic,
+                    values,
+                    keys=keys,
+                    headers=headers,
+                    timestamps=timestamps,
+                    partition=partition,
+                )
+            except trio.Cancelled:
+                bridge.unsettled.discard(future)
+                _settle(future, ClosedError("the pykaf portal shut down"))
+                raise
+            except Exception as exc:
+                bridge.unsettled.discard(future)
+                _settle(future, exc)
+                return
+            # Its failures are told through the future, not again by flush().
+            delivery.observed = True
+            bridge.start_soon(bridge.await_delivery, delivery, future)
+
+        self._staging.stage_call(send, partial(_settle, future), len(values))
         return future
 
     def send_now(self) -> None:
@@ -1746,9 +1030,9 @@ class Producer:
         Raises:
             ClosedError: the producer is closed.
         """
-        if self._feeder.closed:
+        if self._staging.closed:
             raise ClosedError("the producer is closed")
-        self._feeder.hurry_up()
+        self._bridge.hurry_up()
 
     def flush(self, timeout: float | None = None) -> int:
         """Wait until every record sent so far is acknowledged or has failed.
@@ -1770,21 +1054,21 @@ class Producer:
         try:
             self._portal.run(self._aflush, timeout=timeout)
         except Exception:
-            self._feeder.serve()
+            self._bridge.serve()
             raise
-        self._feeder.serve()
-        return self._feeder.pending()
+        self._bridge.serve()
+        return self._bridge.pending()
 
     async def _aflush(self) -> None:
-        feeder = self._feeder
-        await feeder.wait_backlog()
+        bridge = self._bridge
+        await self._staging.settle()
         try:
             await self._producer.flush()
         except DeliveryError as exc:
-            await feeder.collect_runs()
-            raise _merged(feeder, exc) from None
-        await feeder.collect_runs()
-        error = _merged(feeder, None)
+            bridge.resolve_futures()
+            raise _merged(bridge, exc) from None
+        bridge.resolve_futures()
+        error = _merged(bridge, None)
         if error is not None:
             raise error
 
@@ -1808,14 +1092,23 @@ class Producer:
         As :meth:`pykaf.Producer.purge`: an idempotent producer bumps its
         epoch after purging batches that held sequence numbers, and a
         transaction with purged records must be aborted. A ``send_many``
-        batch or a long run of ``produce`` records the loop is handing to a
-        full buffer at that moment is purged too: what of it was buffered,
-        and the rest of it. Returns once the purge is done.
+        batch the loop is buffering at that moment (waiting for room) is
+        purged too: what of it was buffered, and the rest of it, through its
+        future. Returns once the purge is done.
         """
         self._portal.check_caller()
         if self.closed:
             return 0
-        return self._portal.run(self._feeder.purge, in_queue, in_flight)
+        return self._portal.run(self._apurge, in_queue, in_flight)
+
+    async def _apurge(self, in_queue: bool, in_flight: bool) -> int:
+        purged = 0
+        if in_queue:  # what is staged fails first (a send_many under way stays)
+            error = PurgedError("purged from the producer before it was sent")
+            purged = self._staging.fail_staged(error)
+        purged += self._producer.purge(in_queue=in_queue, in_flight=in_flight)
+        self._bridge.resolve_futures()
+        return purged
 
     # -- transactions ------------------------------------------------------------
 
@@ -1859,8 +1152,8 @@ class Producer:
         self._portal.run(self._end_transaction, False, timeout=timeout)
 
     async def _end_transaction(self, commit: bool) -> None:
-        # Records other threads handed over before this call belong to the transaction.
-        await self._feeder.wait_backlog()
+        # Records other threads staged before this call belong to the transaction.
+        await self._staging.settle()
         if commit:
             await self._producer.commit_transaction()
         else:
@@ -1903,30 +1196,33 @@ class Producer:
 
     def _close(self, exc: BaseException | None, timeout: float | None) -> bool:
         self._portal.check_caller()
+        staging = self._staging
         with self._close_lock:
-            with self._feeder.lock:
-                if self._feeder.closed:
+            with staging.stager.lock:
+                if staging.closed:
                     return False
-                self._feeder.closed = True
-                self._feeder.end_run()
+                staging.closed = True
+                staging.stager.close_runs()
             try:
                 return self._portal.run(self._aclose, exc, timeout=timeout)
             finally:
                 if exc is None:  # the callbacks of what close() delivered
-                    self._feeder.serve()
+                    self._bridge.serve()
 
     async def _aclose(self, exc: BaseException | None) -> bool:
-        feeder = self._feeder
+        bridge = self._bridge
         try:
             if exc is not None:  # like the async producer left by an exception: no delivery
-                feeder.fail_all(ClosedError("the producer closed after an error"))
+                bridge.fail_all(ClosedError("the producer closed after an error"))
+            else:
+                await self._staging.settle()
             try:
                 suppressed = await self._handle.aexit(exc)
             except DeliveryError as error:
-                await feeder.collect_runs()
-                raise _merged(feeder, error) from None
-            await feeder.collect_runs()
-            unreported = _merged(feeder, None) if exc is None else None
+                bridge.resolve_futures()
+                raise _merged(bridge, error) from None
+            bridge.resolve_futures()
+            unreported = _merged(bridge, None) if exc is None else None
             if unreported is not None:
                 raise unreported
             return suppressed
@@ -1934,9 +1230,7 @@ class Producer:
             self._handle.abandon()
             raise
         finally:
-            self._feeder.fail_all(
-                ClosedError("the producer closed before the record was delivered")
-            )
+            bridge.fail_all(ClosedError("the producer closed before the record was delivered"))
 
     def __enter__(self) -> Producer:
         return self
@@ -1961,19 +1255,19 @@ class Producer:
 
 
 @overload
-def _merged(feeder: _Feeder, error: DeliveryError) -> DeliveryError: ...
+def _merged(bridge: _Bridge, error: DeliveryError) -> DeliveryError: ...
 @overload
-def _merged(feeder: _Feeder, error: None) -> DeliveryError | None: ...
-def _merged(feeder: _Feeder, error: DeliveryError | None) -> DeliveryError | None:
-    """``error`` (the async producer's) with the feeder's unreported failures added."""
-    if not feeder.unreported:
+def _merged(bridge: _Bridge, error: None) -> DeliveryError | None: ...
+def _merged(bridge: _Bridge, error: DeliveryError | None) -> DeliveryError | None:
+    """``error`` (the async producer's) with the bridge's unreported failures added."""
+    if not bridge.unreported:
         return error
     # A purged record was told of by purge() itself, an aborted one by the
     # abort (abort_transaction(), or close() aborting an open transaction), as
     # the async producer's flush() and aclose() do not raise them again.
     told = (PurgedError, TransactionAbortedError)
-    failures = [f for f in feeder.unreported if not isinstance(f[3], told)]
-    feeder.unreported.clear()
+    failures = [f for f in bridge.unreported if not isinstance(f[3], told)]
+    bridge.unreported.clear()
     if not failures:
         return error
     if error is not None:
@@ -1986,22 +1280,18 @@ def _merged(feeder: _Feeder, error: DeliveryError | None) -> DeliveryError | Non
     )
 
 
-#: Every feeder of this process, for the reset after a fork.
-_feeders: weakref.WeakSet[_Feeder] = weakref.WeakSet()
+#: Every bridge of this process, for the reset after a fork.
+_bridges: weakref.WeakSet[_Bridge] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
     # A child cannot use the parent's producers (their loop thread is not
     # there): no staged run may take records without a call to the portal,
     # which raises RuntimeError in the child. The lock may have been held by
-    # a thread that does not exist here.
-    for feeder in list(_feeders):
-        feeder.reset_lock(threading.Lock())
-        feeder.end_run()
-        feeder.scheduled = False
-        # The parent's staged records are the parent's to send and report.
-        feeder.incoming = []
-        feeder.staged_futures = []
+    # a thread that does not exist here; the parent's staged records are
+    # the parent's to send and report.
+    for bridge in list(_bridges):
+        bridge.staging.forget_after_fork()
 
 
 if hasattr(os, "register_at_fork"):

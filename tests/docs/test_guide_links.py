@@ -103,7 +103,6 @@ MAIN: dict[str, list[Name]] = {
         Name("pykaf.sync.ConsumerGroup"),
         Name("pykaf.sync.Admin"),
         Name("pykaf.sync.ShareConsumer"),
-        Name("pykaf.sync.MAX_PENDING"),
         Name("pykaf.sync.Producer.send_async"),
         Name("pykaf.sync.Producer.produce"),
         Name("pykaf.sync.Producer.send_many"),

@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 import pytest
+import trio
 
 import pykaf
 import pykaf._sync.producer
@@ -220,14 +221,13 @@ def test_a_full_buffer_blocks_produce_then_raises(
     mock_cluster: MockCluster, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Mock only: records are kept in the buffer by delaying the broker's answers.
-    monkeypatch.setattr(pykaf._sync.producer, "MAX_PENDING", 3)
     mock_cluster.create_topic("full", 1, 1)
     mock_cluster.set_partition_leader("full", 0, 1)
-    producer = producer_factory(mock_cluster.bootstrap, buffer_records=2, produce_block_timeout=2.0)
+    producer = producer_factory(mock_cluster.bootstrap, buffer_records=2, produce_block_timeout=0.2)
     assert producer.send("full", b"warm", timeout=T).offset == 0
     mock_cluster.set_rtt(1, 10_000)
-    # 2 records fill the buffer, 3 more are staged: the next one has no room.
-    for i in range(5):
+    # One rule: 2 records fill the buffer, staged or buffered; the next one has no room.
+    for i in range(2):
         producer.produce("full", b"%d" % i)
     with pytest.raises(errors.BufferFullError):
         producer.produce("full", b"no room")
@@ -235,20 +235,20 @@ def test_a_full_buffer_blocks_produce_then_raises(
     done = threading.Event()
 
     def blocked() -> None:
-        producer.produce("full", b"5")
+        producer.produce("full", b"2")
         done.set()
 
     thread = threading.Thread(target=blocked)
     with monkeypatch.context() as m:
-        m.setattr(producer._feeder, "block", T)
+        m.setattr(producer._staging, "block", T)
         thread.start()
         mock_cluster.set_rtt(1, 0)
         thread.join(T)
     assert done.is_set()
     assert producer.flush(timeout=T) == 0
     conf = {"bootstrap.servers": mock_cluster.bootstrap}
-    values = broker_clients.consume_assigned(conf, "full", [0], 7, timeout=T)
-    assert values == [b"warm"] + [b"%d" % i for i in range(6)]
+    values = broker_clients.consume_assigned(conf, "full", [0], 4, timeout=T)
+    assert values == [b"warm", b"0", b"1", b"2"]
 
 
 def test_produce_block_timeout_is_checked() -> None:
@@ -428,32 +428,26 @@ def test_a_callback_raising_in_a_long_run_leaves_the_rest_for_the_next_poll(
     assert len(producer) == 0
 
 
-def _held_buffer(
-    mock_cluster: MockCluster, producer_factory: Any, topic: str, rtt_ms: int
-) -> pykaf.sync.Producer:
-    """A producer whose 2-record buffer stays full: the mock answers after ``rtt_ms``."""
-    mock_cluster.create_topic(topic, 1, 1)
-    mock_cluster.set_partition_leader(topic, 0, 1)
-    producer: pykaf.sync.Producer = producer_factory(mock_cluster.bootstrap, buffer_records=2)
-    assert producer.send(topic, b"warm", timeout=T).offset == 0
-    mock_cluster.set_rtt(1, rtt_ms)
-    return producer
-
-
 def test_cancelled_send_async_futures_are_withdrawn_while_they_wait(
-    mock_cluster: MockCluster, producer_factory: Any
+    mock_cluster: MockCluster, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    producer = _held_buffer(mock_cluster, producer_factory, "withdraw", 10_000)
-    ahead = producer.send_many_async("withdraw", [b"a%d" % i for i in range(5)])
-    # Behind the batch (which waits for buffer space), a long run and a short one.
-    futures = [producer.send_async("withdraw", b"%d" % i) for i in range(40)]
-    producer.produce("withdraw", b"keyed", key=b"k")  # ends the run
-    futures += [producer.send_async("withdraw", b"%d" % i) for i in range(40, 45)]
-    cancelled = {i for i in [*range(10, 20), 41, 43] if futures[i].cancel()}
-    assert cancelled == {*range(10, 20), 41, 43}
-    mock_cluster.set_rtt(1, 0)
-    assert ahead.result(T) == 5
+    mock_cluster.create_topic("withdraw", 1, 1)
+    producer = producer_factory(mock_cluster.bootstrap)
+    producer.produce("withdraw", b"warm")  # room is granted: the records below are staged at once
     assert producer.flush(timeout=T) == 0
+    staging = producer._staging
+    with monkeypatch.context() as m:
+        m.setattr(staging, "_scheduled", True)  # the loop is busy: nothing is drained yet
+        ahead = producer.send_many_async("withdraw", [b"a%d" % i for i in range(5)])
+        # Behind the batch, a long run and a short one.
+        futures = [producer.send_async("withdraw", b"%d" % i) for i in range(40)]
+        producer.produce("withdraw", b"keyed", key=b"k")  # ends the run
+        futures += [producer.send_async("withdraw", b"%d" % i) for i in range(40, 45)]
+        assert staging.staged == 46
+        cancelled = {i for i in [*range(10, 20), 41, 43] if futures[i].cancel()}
+        assert cancelled == {*range(10, 20), 41, 43}
+    assert producer.flush(timeout=T) == 0
+    assert ahead.result(T) == 5
     kept = [i for i in range(45) if i not in cancelled]
     assert all(futures[i].cancelled() for i in cancelled)
     assert [futures[i].result(0).offset for i in kept] == [
@@ -468,26 +462,36 @@ def test_cancelled_send_async_futures_are_withdrawn_while_they_wait(
     assert values[37:] == [b"%d" % i for i in kept[30:]]
 
 
-def test_records_staged_when_the_portal_refuses_fail_reported_never_dropped(
+class _StoppedLoop:
+    """A trio token whose loop has stopped; ``before`` runs first (the loop's last act)."""
+
+    def __init__(self, before: Any = None) -> None:
+        self.before = before
+
+    def run_sync_soon(self, *args: Any, **kwargs: Any) -> None:
+        if self.before is not None:
+            self.before()
+        raise trio.RunFinishedError("the loop has stopped")
+
+
+def test_records_staged_when_the_loop_stops_fail_reported_never_dropped(
     broker: Any, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = create_topic(broker)
     producer = producer_factory(broker.bootstrap)
-    feeder = producer._feeder
+    producer.produce(topic, b"warm")  # room is granted: the records below are staged at once
+    assert producer.flush(timeout=T) == 0
+    staging = producer._staging
     heard: list[BaseException | None] = []
-    # Other threads' records staged while a take is scheduled (none is asked for)...
-    feeder.scheduled = True
-    producer.produce(topic, b"cb", on_delivery=lambda e, md: heard.append(e))
-    producer.produce(topic, b"plain")
-    early = producer.send_async(topic, b"future")
-    # ...then this caller's record finds the portal shut down.
-    feeder.scheduled = False
-
-    def refuse(*args: Any) -> None:
-        raise errors.ClosedError("the pykaf portal has shut down")
-
     with monkeypatch.context() as m:
-        m.setattr(feeder.portal, "call_soon", refuse)
+        # Other threads' records staged while a drain is scheduled (none is asked for)...
+        m.setattr(staging, "_scheduled", True)
+        producer.produce(topic, b"cb", on_delivery=lambda e, md: heard.append(e))
+        producer.produce(topic, b"plain")
+        early = producer.send_async(topic, b"future")
+    # ...then this caller's record finds the loop stopped.
+    with monkeypatch.context() as m:
+        m.setattr(staging, "_token", _StoppedLoop())
         with pytest.raises(errors.ClosedError):
             producer.produce(topic, b"mine", on_delivery=lambda e, md: heard.append(e))
     assert isinstance(early.exception(T), errors.ClosedError)
@@ -497,10 +501,13 @@ def test_records_staged_when_the_portal_refuses_fail_reported_never_dropped(
         producer.flush(timeout=T)
     assert info.value.records == 1  # "plain"
     assert len(producer) == 0
-    # The producer goes on once the portal takes calls again.
+    # The producer goes on once the loop takes calls again.
     producer.produce(topic, b"after")
     assert producer.flush(timeout=T) == 0
-    assert broker_clients.consume_assigned(broker.conf, topic, [0], 1, timeout=T) == [b"after"]
+    assert broker_clients.consume_assigned(broker.conf, topic, [0], 2, timeout=T) == [
+        b"warm",
+        b"after",
+    ]
 
 
 def test_keyed_records_take_the_bulk_path_and_each_callback_hears_of_its_own(
@@ -579,20 +586,23 @@ def test_records_with_their_own_timestamps_ride_runs_and_keep_them(
 
 
 def test_a_future_cancelled_before_the_loop_takes_it_is_skipped(
-    mock_cluster: MockCluster, producer_factory: Any
+    mock_cluster: MockCluster, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Records with headers take the one-by-one path; the take is held back
-    # while the future is cancelled, as when the loop is busy.
+    # Records with headers are staged one by one, each asking the loop for its
+    # room; the drain is held back while the future is cancelled, as when the
+    # loop is busy.
     mock_cluster.create_topic("cancelled", 1, 1)
     producer = producer_factory(mock_cluster.bootstrap)
     assert producer.send("cancelled", b"warm", timeout=T).offset == 0
-    feeder = producer._feeder
-    feeder.scheduled = True
-    future = producer.send_async("cancelled", b"x", headers=[("h", b"v")])
-    producer.produce("cancelled", b"after1", headers=[("h", b"v")])
-    assert future.cancel()
-    feeder.scheduled = False
-    producer.produce("cancelled", b"after2", headers=[("h", b"v")])  # asks for the take
+    staging = producer._staging
+    with monkeypatch.context() as m:
+        m.setattr(staging, "drain", lambda: None)
+        m.setattr(staging, "_drain_soon", lambda: None)
+        future = producer.send_async("cancelled", b"x", headers=[("h", b"v")])
+        producer.produce("cancelled", b"after1", headers=[("h", b"v")])
+        assert future.cancel()
+        assert staging.staged == 2
+    producer.produce("cancelled", b"after2", headers=[("h", b"v")])  # asks for the drain
     assert producer.flush(timeout=T) == 0
     assert future.cancelled()
     assert len(producer) == 0
@@ -601,20 +611,30 @@ def test_a_future_cancelled_before_the_loop_takes_it_is_skipped(
     assert values == [b"warm", b"after1", b"after2"]
 
 
-def test_closing_by_an_exception_while_a_run_is_handed_over_tells_each_record_once(
-    mock_cluster: MockCluster, producer_factory: Any
+def test_closing_by_an_exception_with_records_staged_and_in_flight_tells_each_record_once(
+    mock_cluster: MockCluster, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    producer = _held_buffer(mock_cluster, producer_factory, "handover", 3000)
+    mock_cluster.create_topic("abandon", 1, 1)
+    mock_cluster.set_partition_leader("abandon", 0, 1)
+    producer = producer_factory(mock_cluster.bootstrap, buffer_records=100)
+    assert producer.send("abandon", b"warm", timeout=T).offset == 0
+    mock_cluster.set_rtt(1, 3000)
     heard: collections.Counter[int] = collections.Counter()
-    for i in range(40):  # a long run: send_batch buffers 2, then waits for space
+    for i in range(20):  # sent, and in flight for 3 s
         producer.produce(
-            "handover", b"%d" % i, partition=0, on_delivery=lambda e, md, i=i: heard.update([i])
+            "abandon", b"%d" % i, partition=0, on_delivery=lambda e, md, i=i: heard.update([i])
         )
-    feeder = producer._feeder
     deadline = time.monotonic() + T
-    while feeder.sending is None:
+    while producer.statistics().in_flight == 0:
         assert time.monotonic() < deadline
         time.sleep(0.01)
+    staging = producer._staging
+    monkeypatch.setattr(staging, "_scheduled", True)  # the loop is not asked to drain these
+    for i in range(20, 40):
+        producer.produce(
+            "abandon", b"%d" % i, partition=0, on_delivery=lambda e, md, i=i: heard.update([i])
+        )
+    assert staging.staged == 20
     producer.__exit__(KeyboardInterrupt, KeyboardInterrupt(), None)
     mock_cluster.set_rtt(1, 0)
     producer.poll(0)
@@ -643,24 +663,18 @@ def test_a_failed_stamped_run_tells_each_record_its_own_timestamp(
     assert [md.timestamp for _, _, md in heard] == [TS + i for i in range(20)]
 
 
-def test_a_record_the_loop_took_before_the_portal_refused_is_the_loops_to_report(
+def test_a_record_the_loop_took_before_it_stopped_is_the_loops_to_report(
     broker: Any, producer_factory: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic = create_topic(broker)
     producer = producer_factory(broker.bootstrap)
-    feeder = producer._feeder
-    portal = feeder.portal
-    call_soon = portal.call_soon
-
-    def take_then_refuse(*args: Any) -> None:
-        portal.run(feeder.wait_backlog)  # a flush elsewhere took what was staged
-        raise errors.ClosedError("the pykaf portal has shut down")
-
+    staging = producer._staging
+    portal = producer._portal
     heard: list[BaseException | None] = []
     with monkeypatch.context() as m:
-        m.setattr(portal, "call_soon", take_then_refuse)
+        # A flush elsewhere drains what was staged, then the loop refuses the call.
+        m.setattr(staging, "_token", _StoppedLoop(lambda: portal.run_sync(staging.drain)))
         producer.produce(topic, b"taken", on_delivery=lambda e, md: heard.append(e))  # no error
-    assert portal.call_soon == call_soon
     assert producer.flush(timeout=T) == 0
     assert heard == [None]
     assert broker_clients.consume_assigned(broker.conf, topic, [0], 1, timeout=T) == [b"taken"]

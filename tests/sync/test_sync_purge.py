@@ -23,16 +23,18 @@ def _until(check: Any, timeout: float = T) -> None:
         time.sleep(0.005)
 
 
-def test_staged_and_buffered_records_fail_with_purged_error() -> None:
+def test_staged_and_buffered_records_fail_with_purged_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     outcomes: list[BaseException | None] = []
     with (
         FakeClusterThread(1) as fake,
-        pykaf.sync.Producer(fake.bootstrap, linger=5.0, buffer_records=10) as producer,
+        pykaf.sync.Producer(fake.bootstrap, linger=5.0, buffer_records=40) as producer,
     ):
         fake.create_topic("t", 1)
         producer.produce("t", b"before", partition=0)
         producer.flush(T)
-        for i in range(30):
+        for i in range(10):  # buffered (one by one: they have headers), held by linger
             producer.produce(
                 "t",
                 b"%d" % i,
@@ -40,11 +42,18 @@ def test_staged_and_buffered_records_fail_with_purged_error() -> None:
                 headers=HEADERS,
                 on_delivery=lambda error, md: outcomes.append(error),
             )
-        future = producer.send_async("t", b"future", partition=0, headers=HEADERS)
-        producer.produce("t", b"unobserved", partition=0, headers=HEADERS)
-        # The buffer holds 10; the rest wait in the sync producer's backlog.
-        _until(lambda: producer.statistics().buffered_records == 10)
-        assert producer.purge() == 32
+        _until(lambda: producer._staging.staged == 0)
+        with monkeypatch.context() as m:
+            m.setattr(producer._staging, "_scheduled", True)  # the loop drains nothing more
+            for i in range(10, 30):  # staged in the caller's thread, not drained yet
+                producer.produce(
+                    "t", b"%d" % i, partition=0, on_delivery=lambda e, md: outcomes.append(e)
+                )
+            future = producer.send_async("t", b"future", partition=0)
+            producer.produce("t", b"unobserved", partition=0)
+            assert producer._staging.staged == 22
+            assert producer.purge() == 32
+        assert producer._staging.staged == 0
         assert producer.statistics().buffered_records == 0
         assert producer.poll(0) == 30
         assert len(outcomes) == 30
@@ -103,25 +112,38 @@ def test_a_send_many_waiting_for_space_fails_its_unbuffered_records() -> None:
         assert fake.high_watermark("t", 0) == 0
 
 
-def test_runs_behind_a_full_buffer_are_purged_whole() -> None:
+def test_staged_runs_behind_a_send_many_are_purged_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     outcomes: list[BaseException | None] = []
     with (
         FakeClusterThread(1) as fake,
         pykaf.sync.Producer(fake.bootstrap, linger=5.0, buffer_records=10) as producer,
     ):
         fake.create_topic("t", 1)
-        for i in range(40):  # a long run with callbacks: the loop hands it over, it waits
-            producer.produce(
-                "t", b"%d" % i, partition=0, on_delivery=lambda e, md: outcomes.append(e)
-            )
-        producer.produce("t", b"k", key=b"k", partition=0)  # each keyed record ends a run
-        futures = [producer.send_async("t", b"f%d" % i, partition=0) for i in range(40)]
-        producer.produce("t", b"k", key=b"k", partition=0)
-        for i in range(40):  # and a plain run, all behind the first in the backlog
-            producer.produce("t", b"p%d" % i, partition=0)
+        # A send_many larger than the buffer: it buffers 10 and waits for room
+        # (linger holds them), and every record staged after it waits for it.
+        ahead = producer.send_many_async("t", [b"m%d" % i for i in range(15)], partition=0)
         _until(lambda: producer.statistics().buffered_records == 10)
-        # 10 buffered and the 2 x 41 behind; the first run's 30 others fail as it wakes.
-        assert producer.purge() == 92
+        staging = producer._staging
+        with monkeypatch.context() as m:
+            m.setattr(staging, "_scheduled", True)
+            m.setattr(staging.stager, "max_pending", 200)  # as if room had been granted
+            for i in range(40):  # a run with callbacks
+                producer.produce(
+                    "t", b"%d" % i, partition=0, on_delivery=lambda e, md: outcomes.append(e)
+                )
+            producer.produce("t", b"k", key=b"k", partition=0)  # each keyed record ends a run
+            futures = [producer.send_async("t", b"f%d" % i, partition=0) for i in range(40)]
+            producer.produce("t", b"k", key=b"k", partition=0)
+            for i in range(40):  # and a plain run
+                producer.produce("t", b"p%d" % i, partition=0)
+            assert staging.staged == 122
+        # The 10 buffered and the 122 staged behind the send_many; its other 5
+        # fail as it wakes.
+        assert producer.purge() == 132
+        with pytest.raises(errors.DeliveryError) as info:
+            ahead.result(T)
+        assert info.value.records == 15
+        assert all(isinstance(e, errors.PurgedError) for *_, e in info.value.failures)
         producer.flush(T)  # nothing raised: the purge told of the records without callbacks
         assert len(outcomes) == 40
         assert all(isinstance(e, errors.PurgedError) for e in outcomes)
