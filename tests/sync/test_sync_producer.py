@@ -482,3 +482,31 @@ def test_send_async_futures_are_left_to_reference_counting_until_they_hold_more(
         failed = producer.send_async("t", b"x" * 2_000_000)  # over max_message_bytes
         assert isinstance(failed.exception(T), errors.RecordTooLargeError)
         assert gc.is_tracked(failed)  # its error's traceback may lead back to it
+
+
+def test_a_send_many_larger_than_the_buffer_goes_first_then_the_records_behind_it() -> None:
+    # The records staged after a send_many wait until it is buffered; the room
+    # they held is given back, so a batch larger than the buffer still fits
+    # through it and nothing waits on anything that waits on it.
+    with (
+        FakeClusterThread(1) as fake,
+        pykaf.sync.Producer(fake.bootstrap, buffer_records=10, linger=0.0) as producer,
+    ):
+        fake.create_topic("t", 1)
+        producer.produce("t", b"warm", partition=0)  # the loop grants room: 10 records
+        assert producer.flush(T) == 0
+        many = producer.send_many_async("t", [b"m%d" % i for i in range(25)], partition=0)
+        for i in range(30):
+            producer.produce("t", b"p%d" % i, partition=0)
+        assert many.result(T) == 25
+        assert producer.flush(T) == 0
+        assert fake.high_watermark("t", 0) == 56
+        with pykaf.sync.Consumer(fake.bootstrap) as consumer:
+            consumer.assign([("t", 0, pykaf.OLDEST)])
+            values = [r.value for r in consumer.consume(100, timeout=T)]
+            while len(values) < 56:
+                more = consumer.consume(100, timeout=T)
+                assert more, "records missing"
+                values += [r.value for r in more]
+        expected = [b"warm", *(b"m%d" % i for i in range(25)), *(b"p%d" % i for i in range(30))]
+        assert values == expected
