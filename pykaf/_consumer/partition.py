@@ -18,7 +18,7 @@ no partition is fetched.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -181,10 +181,32 @@ class PartitionConsumer(RecordCursor):
         Returns:
             True once records wait; False when the partition consumer is closed.
         """
-        if self._next < len(self._local):
+        return self._next < len(self._local) or await self._open_after(self._fill)
+
+    async def fetched(self) -> bool:
+        """Wait until records wait, decoded or not; decodes nothing (:meth:`take_decoded` does).
+
+        For a reader outside trio (``pykaf.aio``): trio only waits for the
+        fetch answer, and the reader decodes it a piece at a time as it reads
+        (:meth:`take_decoded`), as a trio reader does. Decoding here instead
+        would decode every waiting partition's next piece at once, in trio's
+        step, before any of their readers comes to it: their records would all
+        be held in memory together, where readers in one thread hold about one
+        piece's at a time.
+
+        Returns:
+            True once an answer (or a decoded list) waits; False when the
+            partition consumer is closed.
+        """
+        if self._answer is not None or self._next < len(self._local):
             return True
+        return await self._open_after(self._receive_answer)
+
+    @staticmethod
+    async def _open_after(wait: Callable[[], Awaitable[object]]) -> bool:
+        """``await wait()``; False if the partition consumer closed meanwhile, else True."""
         try:
-            await self._fill()
+            await wait()
         except (trio.EndOfChannel, trio.ClosedResourceError):
             return False
         return True

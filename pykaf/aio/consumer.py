@@ -10,7 +10,7 @@ from typing import Any, Literal, overload
 import pykaf
 from pykaf._column_batch import ColumnBatch
 from pykaf._consumer.partition import lag_of
-from pykaf.aio._bridge import call, call_keeping, open_in_run, wrong_loop
+from pykaf.aio._bridge import call, open_in_run, wrong_loop
 from pykaf.aio._reader import RecordReader
 from pykaf.aio._runner import Runner
 from pykaf.aio._wrap import Wrapper, awaits, direct
@@ -21,10 +21,11 @@ from pykaf.codec import Record, RecordCursor
 class _Cursor(RecordCursor):
     """The records ``async for`` hands out on asyncio: the codec's compiled cursor.
 
-    ``_local`` is what trio had fetched and decoded, taken at once
-    (``take_decoded``); the cursor's ``__anext__`` hands it out record by
-    record with no coroutine, as trio's partition consumer does. When the list
-    is read out it awaits :meth:`_refill_next`, which asks trio for more.
+    ``_local`` is the next piece of what trio fetched, decoded in this task
+    and taken at once (``take_decoded``); the cursor's ``__anext__`` hands it
+    out record by record with no coroutine, as trio's partition consumer does.
+    When the list is read out, :meth:`_refill_next` decodes the next piece, or
+    asks trio to wait for the next fetch answer (``fetched``).
     """
 
     __slots__ = ("_loop", "_reader", "_runner", "_trio")
@@ -43,10 +44,14 @@ class _Cursor(RecordCursor):
         if _get_running_loop() is not self._loop:
             wrong_loop(self._loop)
         reader = self._reader
-        if reader._take_more():
-            self._next = 1
-            return self._local[0]
-        return await call_keeping(self._runner, reader._unread, self._trio.__anext__)
+        # Trio only waits for the next fetch answer; it is decoded here, a
+        # piece at a time, as this task comes to it (``fetched``). Nothing is
+        # taken in trio, so a cancelled wait loses nothing.
+        while not reader._take_more():
+            if not await call(self._runner, self._trio.fetched):
+                raise StopAsyncIteration
+        self._next = 1
+        return self._local[0]
 
 
 class PartitionConsumer(RecordReader[pykaf.PartitionConsumer]):

@@ -27,6 +27,9 @@ from pykaf.protocol.versions import CLIENT_CAPS
 _SIZE = struct.Struct(">i")
 _ERROR_CODE = struct.Struct(">h")
 _CID = struct.Struct(">i")
+#: A frame at least this large is gathered into one buffer as its bytes come
+#: (see ``Connection._filling``), not kept as the reads and joined at its end.
+FILL_FROM = 1 << 20
 API_VERSIONS_KEY = P.ApiVersionsRequest.API_KEY
 PRODUCE_KEY = P.ProduceRequest.API_KEY
 UNSUPPORTED_VERSION = 35
@@ -157,10 +160,17 @@ class Connection:
         self._unanswered: dict[int, None] = {}
         self._out: list[bytes] = []
         # Bytes received and not yet framed: the chunks as read (or views of
-        # their tails), never copied until a whole frame is there.
+        # their tails), never copied until a whole frame is there (but for a
+        # large frame's, gathered in ``_filling`` instead).
         self._chunks: deque[bytes | memoryview] = deque()
         self._buffered = 0
         self._frame_size = -1  # the current frame's size once its prefix is in
+        # A large frame's bytes so far (without its prefix), gathered as they
+        # come: each read is copied in and freed at once, so a 32 MiB Fetch
+        # answer is not a hundred reads held until a join, whose release the C
+        # allocator may hand back to the system after every answer (to be
+        # faulted in again by the next; how often depends on its history).
+        self._filling: bytearray | None = None
         self._closed_reason: str | None = None
 
     # -- sending --------------------------------------------------------------
@@ -258,6 +268,7 @@ class Connection:
             type(data) is bytes
             and not self._chunks
             and self._frame_size < 0
+            and self._filling is None
             and not self._unanswered
             and len(data) >= 4
             and len(data) == 4 + _SIZE.unpack_from(data)[0]
@@ -267,10 +278,15 @@ class Connection:
             if len(data) > 4 + self.max_response_bytes or len(data) < 8:
                 self._break(f"invalid response size {len(data) - 4}")
             return [self._handle_frame(data[4:])]
+        out: list[Response] = []
+        if self._filling is not None:
+            whole, data = self._fill(data)
+            if whole is None:
+                return out
+            self._settle(whole, out)
         if data:
             self._chunks.append(data if isinstance(data, bytes) else bytes(data))
             self._buffered += len(data)
-        out: list[Response] = []
         while True:
             if self._frame_size < 0:
                 if self._buffered < 4:
@@ -280,15 +296,51 @@ class Connection:
                     self._break(f"invalid response size {size}")
                 self._frame_size = size
             if self._buffered < 4 + self._frame_size:
+                if self._frame_size >= FILL_FROM:
+                    self._start_filling()
                 break
             frame = self._take_frame(self._frame_size)
             self._frame_size = -1
-            if self._unanswered and self._answers_unanswered(frame):
-                continue
-            out.append(self._handle_frame(frame))
+            self._settle(frame, out)
         return out
 
-    def _answers_unanswered(self, frame: bytes) -> bool:
+    def _settle(self, frame: bytes | bytearray, out: list[Response]) -> None:
+        """A whole frame: its response joins ``out`` (unless it answers an acks=0 request)."""
+        if self._unanswered and self._answers_unanswered(frame):
+            return
+        out.append(self._handle_frame(frame))
+
+    def _start_filling(self) -> None:
+        """The current frame is large: what came of it moves into the buffer it is gathered in."""
+        chunks = self._chunks
+        filling = bytearray()
+        skip = 4  # the size prefix
+        for chunk in chunks:
+            if skip >= len(chunk):
+                skip -= len(chunk)
+                continue
+            filling += memoryview(chunk)[skip:] if skip else chunk
+            skip = 0
+        chunks.clear()
+        self._buffered = 0
+        self._filling = filling
+
+    def _fill(
+        self, data: bytes | bytearray | memoryview
+    ) -> tuple[bytearray | None, bytes | bytearray | memoryview]:
+        """Add ``data`` to the frame being gathered: (the frame once whole, else None; the rest)."""
+        filling = self._filling
+        assert filling is not None
+        need = self._frame_size - len(filling)
+        if len(data) < need:
+            filling += data
+            return None, b""
+        filling += memoryview(data)[:need] if len(data) > need else data
+        self._filling = None
+        self._frame_size = -1
+        return filling, memoryview(data)[need:] if len(data) > need else b""
+
+    def _answers_unanswered(self, frame: bytes | bytearray) -> bool:
         """Whether ``frame`` answers a request that expects none (then forget that request).
 
         The correlation id is a response header's first field in every
@@ -344,7 +396,7 @@ class Connection:
             return bytes(parts[0])
         return b"".join(parts)
 
-    def _handle_frame(self, frame: bytes) -> Response:
+    def _handle_frame(self, frame: bytes | bytearray) -> Response:
         if not self._pending:
             self._break("a response arrived with no request pending")
         pending = self._pending[0]

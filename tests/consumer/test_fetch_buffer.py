@@ -421,6 +421,36 @@ async def test_tansu_answers_beyond_max_partition_fetch_bytes_are_read_in_pieces
     assert longest <= (piece + 120_000) // 100
 
 
+async def test_fetched_waits_for_an_answer_and_leaves_the_decoding_to_take_decoded() -> None:
+    """A reader outside trio (pykaf.aio) waits with fetched(), then decodes as it takes."""
+    async with open_fake_cluster(brokers=1) as cluster:
+        cluster.create_topic(TOPIC, partitions=1)
+        async with pykaf.open_producer(cluster.bootstrap) as producer:
+            for start in range(0, 30, 10):  # three batches, each a piece of its own
+                values = [b"%d" % i for i in range(start, start + 10)]
+                await producer.send_batch(TOPIC, values, partition=0)
+                await producer.flush()
+        async with pykaf.open_consumer(
+            cluster.bootstrap, fetch_max_wait=0.05, max_partition_fetch_bytes=1
+        ) as consumer:
+            pc = await consumer.consume_partition(TOPIC, 0, pykaf.OLDEST)
+            with trio.fail_after(30):
+                assert await pc.fetched()
+            assert await pc.fetched()  # an answer waits: at once
+            assert (pc.records_fetched, pc.position) == (0, 0)  # nothing decoded yet
+            got = pc.take_decoded()  # decodes one piece, not the whole answer
+            assert [r.offset for r in got] == list(range(10))
+            assert pc.records_fetched == 10 and pc.position == 10
+            while len(got) < 30:
+                with trio.fail_after(30):
+                    assert await pc.fetched()
+                got += pc.take_decoded()
+            assert [r.value for r in got] == [b"%d" % i for i in range(30)]
+            assert pc.records_fetched == 30
+            await pc.aclose()
+            assert not await pc.fetched()  # closed: False, no error
+
+
 async def test_decoded_and_take_nowait_hand_out_what_the_core_decoded() -> None:
     """A reader in another thread (pykaf.sync) waits with decoded() and takes without decoding."""
     async with open_fake_cluster(brokers=1) as cluster:

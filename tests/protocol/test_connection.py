@@ -10,6 +10,7 @@ import pytest
 
 from pykaf import protocol as P
 from pykaf.errors import ProtocolError, UnsupportedVersionError
+from pykaf.protocol import connection
 from pykaf.protocol.connection import Connection, negotiate
 
 
@@ -123,6 +124,52 @@ def test_frames_split_anywhere_decode_the_same(seed: int) -> None:
     assert [r.body.cluster_id for r in got] == names
     assert conn.in_flight == 0
     assert conn.receive_data(b"") == []
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_large_frames_are_gathered_as_they_come_and_decode_the_same(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A frame of FILL_FROM bytes or more is gathered into one buffer as its
+    # reads come, each read freed at once (none held until the frame is
+    # whole); small frames around it, and reads across frames, are as before.
+    monkeypatch.setattr(connection, "FILL_FROM", 200)
+    rng = random.Random(seed)
+    conn, broker = Connection(), FakeBroker()
+    handshake(conn, broker, Fetch=(4, 12), ApiVersions=(0, 3))
+    n = 6
+    for _ in range(n):
+        conn.send_request(P.FetchRequest(max_wait_ms=0, min_bytes=1, topics=[]))
+    reqs = broker.requests(conn.data_to_send())
+    sizes = [3000] + [rng.choice([0, 10, 150, 400, 3000]) for _ in range(n - 1)]
+    rng.shuffle(sizes)  # one frame at least is larger than any read
+    blobs = [rng.randbytes(size) for size in sizes]
+    answers = [
+        broker.answer(
+            h,
+            P.FetchResponse(
+                responses=[
+                    P.FetchableTopicResponse(
+                        topic="t", partitions=[P.PartitionData(partition_index=0, records=blob)]
+                    )
+                ]
+            ),
+        )
+        for (h, _), blob in zip(reqs, blobs, strict=True)
+    ]
+    wire = b"".join(answers)
+    got: list[Any] = []
+    pos = gathering = 0
+    while pos < len(wire):
+        piece = wire[pos : pos + rng.choice([1, 3, 7, rng.randrange(1, 2000)])]
+        got += conn.receive_data(rng.choice([bytes, bytearray, memoryview])(piece))
+        pos += len(piece)
+        if conn._filling is not None:
+            gathering += 1
+            assert not conn._chunks  # a large frame's reads are not kept
+    assert [bytes(r.body.responses[0].partitions[0].records) for r in got] == blobs
+    assert conn.in_flight == 0 and conn._filling is None and not conn._chunks
+    assert gathering
 
 
 def test_acks_zero_produce_expects_no_response() -> None:
