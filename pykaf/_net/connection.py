@@ -208,6 +208,10 @@ class BrokerConnection:
         self._backlog: bytes | memoryview = b""
         #: Whether the last read emptied the socket (the next one waits first).
         self._drained = False
+        #: The reader task waits for the socket to be readable, holding no
+        #: bytes it has not handed over: another caller may read now
+        #: (:meth:`read_nowait`) without reordering the answers.
+        self._parked = False
         self._nursery: trio.Nursery | None = None
         #: The loop reading this connection for trio (see ``READ_HOST``), or None.
         self._host: Any = None
@@ -475,7 +479,6 @@ class BrokerConnection:
         """
         if not self.can_submit_now():
             return None
-        fd = self._fd
         self._in_flight.acquire_nowait()
         try:
             slot = self._frame(request, version, on_answer, on_failure)
@@ -487,12 +490,8 @@ class BrokerConnection:
         slot.size = len(data)
         self.requests_sent += 1
         self.bytes_sent += len(data)
-        try:
-            written = os.write(fd, data)
-        except BlockingIOError:
-            written = 0
-        except OSError as exc:
-            self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
+        written = self._write_now(data)
+        if written < 0:
             return slot
         if written < len(data):
             assert self._nursery is not None
@@ -514,6 +513,52 @@ class BrokerConnection:
         slot.on_failure = on_failure
         self._proto.send_request(request, version, expect_response=True, context=slot)
         return slot
+
+    def write_backlog_nowait(self) -> bool:
+        """Hand the kernel what it takes now of :meth:`submit_nowait`'s unwritten rest.
+
+        No checkpoint, as :meth:`submit_nowait`: a caller that writes
+        requests from its own call continues the rest itself rather than
+        wait for the connection's task. Returns whether nothing is left
+        (:meth:`can_submit_now` may then say yes).
+        """
+        data = self._backlog
+        if not data:
+            return True
+        if self._error is not None or self._send_lock.locked():
+            return False  # the task (or a send) writes it, or the connection failed
+        written = self._write_now(data)
+        if written <= 0:
+            return False
+        self._backlog = data[written:] if written < len(data) else b""
+        return not self._backlog
+
+    def _write_now(self, data: bytes | memoryview) -> int:
+        """Hand ``data`` to the kernel without waiting; how much it took (-1: failed it)."""
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            self._fail(KafkaConnectionError(f"{self}: send failed: {describe(exc)}"))
+            return -1
+
+    def read_nowait(self) -> None:
+        """Read the answers the kernel holds now and hand them over, in the caller's call.
+
+        For a caller that runs for long without a checkpoint (a tight loop
+        of ``send_nowait``, which writes requests from its own call): their
+        answers are settled as they come in, so their in-flight slots free
+        up, without waiting for the reader task. Only while the reader task
+        waits for the socket holding nothing it has read (or a host loop
+        reads, which never holds any), so answers keep their order; nothing
+        is done otherwise. A failure fails the connection, as the reader's.
+        """
+        if self._fd < 0 or self._error is not None:
+            return
+        if self._parked or self._host is not None:
+            while self._read_now():
+                pass
 
     async def _write_backlog(self) -> None:
         """Write the rest of a request :meth:`submit_nowait` began (unless a send did)."""
@@ -636,7 +681,11 @@ class BrokerConnection:
         # The last read left nothing behind (or the kernel has nothing): wait
         # for more, rather than ask for nothing first (a system call per answer).
         while True:
-            await trio.lowlevel.wait_readable(fd)
+            self._parked = True
+            try:
+                await trio.lowlevel.wait_readable(fd)
+            finally:
+                self._parked = False
             try:
                 data = os.read(fd, _READ_SIZE)
             except BlockingIOError:
@@ -691,26 +740,38 @@ class BrokerConnection:
             # a socket at its end stays readable and would call it until then.
             self._host.remove_reader(self._fd)
             return
+        self._read_now()
+
+    def _read_now(self) -> bool:
+        """One read without waiting, its answers handed over; whether more may be there.
+
+        A failure (the broker closed, a broken answer, a callback that
+        raised) fails the connection: the caller is a loop callback or
+        :meth:`read_nowait`'s, which must not raise.
+        """
         try:
             data = os.read(self._fd, _READ_SIZE)
         except BlockingIOError:
-            return
+            return False
         except OSError as exc:
             self._fail(KafkaConnectionError(f"{self}: receive failed: {describe(exc)}"))
-            return
+            return False
         if not data:
             self._fail(KafkaConnectionError(self._closed_by_broker()))
-            return
+            return False
         try:
             self._deliver(data)
         except ProtocolError as exc:
             self._fail(exc)
+            return False
         except Exception as exc:
             # A reader task that raised would take the client down with it; a
             # loop callback's error would only be logged by the loop, leaving
             # every request behind it unanswered: the connection fails instead.
             log.exception("%s: handing over an answer failed", self)
             self._fail(KafkaConnectionError(f"{self}: handing over an answer failed: {exc!r}"))
+            return False
+        return len(data) == _READ_SIZE and self._error is None
 
     def _hosted(self) -> Any:
         """The host loop reading this connection (registered now), or None: trio reads."""

@@ -97,6 +97,12 @@ class Accumulator:
         #: ``drain_staged`` before anything else appends, so order holds.
         self.staged: list[Any] = []
         self.drain_staged: Callable[[], None] = _nothing
+        #: An append sealed a full batch since the sinks last looked
+        #: (``Sinks.pump``, which ``send_nowait`` calls at the end of its call).
+        self.filled = False
+        #: While positive, the sinks pump nothing (a staged drain replays
+        #: records through ``send_nowait``): ``filled`` waits for the next call.
+        self.pumps_held = 0
 
     @property
     def sticky_nulls(self) -> bool:
@@ -243,6 +249,7 @@ class Accumulator:
                 delta = builder.append(timestamp, key, value, headers)
             if delta < 0:
                 self.seal(p)
+                self.filled = True
                 batch = None
                 if partition is None and key is None:
                     # KIP-480: the record that filled the sticky batch goes to the next one.
@@ -441,6 +448,7 @@ class Accumulator:
             p, builder, partition is None and t.count > 1
         ):
             self.seal(p)
+            self.filled = True
         return end
 
     async def _append_keyed(

@@ -130,6 +130,7 @@ class Producer:
                 self._router.topic_state,
             )
             self.send_nowait = self._staging.stager.produce  # type: ignore[method-assign]
+            self._staging.pump = sinks.pump
 
     def open_staging(self) -> Staging:
         """The producer's staging, for callers outside its loop (``pykaf.sync``).
@@ -195,6 +196,9 @@ class Producer:
         appended in this call. Either way the order and the limits hold. For
         a topic whose partitions are not known yet, keyed records are staged
         too, and all wait for the partitions (the partitioner is asked then).
+        A call that fills a batch also writes the Produce requests ready and
+        reads the answers already in, without waiting (up to
+        ``max_in_flight``): a loop without checkpoints sends while it runs.
 
         ``on_delivery(error, metadata)`` is called (in the producer's trio
         loop) once the record is acknowledged (``error`` None) or has failed.
@@ -232,6 +236,8 @@ class Producer:
         batch, delta = self._append(t, partition, key, value, headers, timestamp)
         if on_delivery is not None:
             batch.observe(delta, timestamp, on_delivery)
+        if acc.filled:  # a full batch: on the wire now, not at the caller's next checkpoint
+            self._sinks.pump()
 
     async def send(
         self,

@@ -102,6 +102,7 @@ class Sinks:
         #: (see hold_wakes); None otherwise.
         self.held_wakes: set[BrokerSink] | None = None
         self.flushing = 0  # flushes waiting: everything open is sent at once
+        self.pumping = False  # pump() runs (callbacks it settles may send again)
         self._in_flight_lot = trio.lowlevel.ParkingLot()
         # counters
         self.records_sent = 0
@@ -145,6 +146,34 @@ class Sinks:
             for sink in held:
                 if sink is not inline:
                     sink.wake()
+
+    def pump(self) -> bool:
+        """Batches were filled without a checkpoint: read answers and write requests now.
+
+        Called by ``send_nowait`` at the end of its call once its records
+        sealed a full batch (``Accumulator.filled``), and by the staging
+        each time a loop's run is appended without a checkpoint: a loop that
+        never yields then still has requests on the wire while it runs, up
+        to ``max_in_flight`` per broker, and their answers settled as they
+        come (:meth:`BrokerSink.pump`). Nothing waits here.
+
+        Returns whether requests are in flight (the caller may look again soon).
+        """
+        acc = self.acc
+        if acc.pumps_held or self.pumping:
+            return False  # (a drain's replay, or what a pump settled sending again)
+        acc.filled = False
+        if self.paused or self.acks == 0:
+            return False
+        self.pumping = True
+        pending = False
+        try:
+            for sink in list(self.brokers.values()):
+                sink.pump()
+                pending = pending or sink.in_flight > 0
+        finally:
+            self.pumping = False
+        return pending
 
     def wake_all(self) -> None:
         """Have every sender look for ready batches."""
@@ -645,18 +674,55 @@ class BrokerSink:
         conn = sinks.client.live_connection(self.node_id)
         if conn is None or not conn.can_submit_now():
             return False
+        written, deadline = self._write_ready(conn)
+        # Other partitions' batches linger or wait: the sender task's.
+        if written and deadline != math.inf:
+            self.wake()
+        return written
+
+    def pump(self) -> None:
+        """Read the answers that are in and write what is ready, up to ``max_in_flight``.
+
+        For a loop that fills batches without a checkpoint (``send_nowait``
+        in a tight loop, :meth:`Sinks.pump`): neither this broker's sender
+        task nor the connection's reader runs until the loop yields, so the
+        loop's own call reads the answers the kernel holds
+        (``BrokerConnection.read_nowait``: their batches are settled, their
+        slots freed) and writes the requests of the batches ready, as the
+        sender task would, as long as the connection takes each at once.
+        Nothing waits: what it cannot do now stays the tasks'. One writer at
+        a time (``sending``), so requests reach the wire in sequence order.
+        """
+        sinks = self.sinks
+        if self.sending or sinks.acks == 0:
+            return
+        conn = sinks.client.live_connection(self.node_id)
+        if conn is None:
+            return
+        if self.in_flight:
+            conn.read_nowait()
+        max_in_flight = sinks.config.max_in_flight
+        while self.in_flight < max_in_flight and self.parts and not sinks.paused:
+            if not (conn.write_backlog_nowait() and conn.can_submit_now()):
+                return
+            written, _ = self._write_ready(conn)
+            if not written:
+                return
+
+    def _write_ready(self, conn: BrokerConnection) -> tuple[bool, float]:
+        """Build and write one request of the batches ready now on ``conn`` (it can take it).
+
+        Returns whether one was written, and when lingering batches are due.
+        """
         ready, deadline = self._collect(trio.current_time())
         ready = self._sendable(ready)
         if not ready:
-            return False
+            return False, deadline
         answer, version, request = self._build(conn, ready)
         slot = conn.submit_nowait(request, version, answer, answer.failed)
         assert slot is not None  # can_submit_now() said it would
         self._watch(answer, conn, slot)
-        # Other partitions' batches linger or wait: the sender task's.
-        if deadline != math.inf:
-            self.wake()
-        return True
+        return True, deadline
 
     async def send_inline(self) -> bool:
         """Send what is ready now from the calling task, if nothing is in flight.

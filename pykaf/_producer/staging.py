@@ -58,6 +58,10 @@ log = logging.getLogger("pykaf.producer")
 
 #: Records a run reserves room for at a time (the compiled path stages that many).
 CHUNK = 4096
+#: Records a loop's run reserves at a time while requests it wrote are pending:
+#: the loop's own call then reads their answers and writes on (``pump``) this
+#: often, so a loop without checkpoints keeps the broker busy.
+PUMP_CHUNK = 1024
 #: The largest value staged (bytes); larger ones take ``send_nowait``'s own path.
 SMALL = 2048
 #: The buffer bytes one staged record reserves: the most it can count for.
@@ -362,6 +366,11 @@ class Staging:
         self.closed = False
         #: Seconds a record from another thread waits for room before ``BufferFullError``.
         self.block = 0.0
+        #: Called at the end of a record's call in the loop once an append
+        #: filled a batch (``Accumulator.filled``): the sinks' ``pump``, which
+        #: writes requests while a loop without checkpoints runs. None: nothing.
+        self.pump: Callable[[], bool] | None = None
+        self._pumping = False  # the last pump left requests pending
         #: How another thread runs ``await fn(*args)`` in the loop (the owner's portal).
         self.call_in_loop: Callable[..., Any] = partial(
             trio.from_thread.run, trio_token=self._token
@@ -372,15 +381,15 @@ class Staging:
         """Records staged and not appended (or parked) yet."""
         return self.stager.queued - self.stager.accepted
 
-    def _reserve(self, extra: int = 0) -> bool:
-        """Reserve buffer room for up to ``CHUNK`` more records; False when there is none.
+    def _reserve(self, extra: int = 0, chunk: int = CHUNK) -> bool:
+        """Reserve buffer room for up to ``chunk`` more records; False when there is none.
 
         ``extra``: bytes for a loose record beyond its ``PER_RECORD``.
         """
         acc = self.acc
         with self.stager.lock:
             room = min(
-                CHUNK,
+                chunk,
                 acc.max_records - acc.buffered_records,
                 (acc.max_bytes - acc.buffered_bytes - extra) // PER_RECORD,
             )
@@ -448,9 +457,11 @@ class Staging:
             return
         t = self._topics.get(topic)
         plain = self._stageable(t, key, value, partition, headers, timestamp)
+        drained = False  # staged records appended here: no checkpoint drained them
         if plain and self.staged >= self.stager.max_pending:  # the reservation is used up
+            drained = self.staged > 0
             self.drain()
-            plain = self._reserve()
+            plain = self._reserve(0, PUMP_CHUNK if self._pumping else CHUNK)
         if not plain:
             self.drain()  # the staged records go first
             self._fallback(
@@ -462,13 +473,16 @@ class Staging:
                 timestamp=timestamp,
                 on_delivery=on_delivery,
             )
-            return
+            return  # (the fallback pumps when it filled a batch)
         if t is None:  # its lookup starts now (InvalidTopicError, ClosedError: raised here)
             t = self._topic_state(topic)
         self.runs.append(self._open(t, topic, partition, value, key, timestamp, on_delivery))
         if not self._scheduled:
             self._scheduled = True
             self._token.run_sync_soon(self._drain_soon)
+        # Last: what the pump settles may call back into send_nowait, after this record.
+        if (drained or self.acc.filled) and self.pump is not None:
+            self._pumping = self.pump()
 
     def _stage_future(
         self,
@@ -851,6 +865,8 @@ class Staging:
             on_delivery = self.owner.target(on_delivery)
             if on_delivery is None:
                 return  # a future cancelled while it was staged
+        acc = self.acc
+        acc.pumps_held += 1  # no answer is settled inline in the middle of a drain
         try:
             self._fallback(
                 item.topic,
@@ -863,6 +879,8 @@ class Staging:
             )
         except Exception as exc:  # told as send_nowait would have raised it
             self._fail_loose(item, exc, now)
+        finally:
+            acc.pumps_held -= 1
 
     def _fail_loose(self, item: _Loose, error: BaseException, now: int) -> None:
         """Fail a loose record through its ``on_delivery``, or for the next flush."""

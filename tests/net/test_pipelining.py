@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import socket
 import struct
+import threading
+import time
 
 import pytest
 import trio
+import trio.testing
 from test_bad_peers import frame, hang_up, open_conn, read_request, serve, versions_body
 
 from pykaf import errors
@@ -102,6 +106,21 @@ async def test_a_request_larger_than_the_socket_buffer_arrives_whole() -> None:
         nursery.cancel_scope.cancel()
 
 
+def big_request() -> P.MetadataRequest:
+    """A Metadata request of about 9 MB: more than the kernel takes in one write."""
+    names = [f"topic-{i:07d}-" + "x" * 200 for i in range(40_000)]
+    return P.MetadataRequest(topics=[P.MetadataRequest.MetadataRequestTopic(name=n) for n in names])
+
+
+async def both_answered(heard: list[object], failures: list[None], conn: object) -> None:
+    """Wait for the answers of the big request and the small one behind it, in order."""
+    with trio.fail_after(30):
+        while len(heard) < 2:
+            await trio.sleep(0.01)
+    assert [b.cluster_id for b in heard] == ["1", "2"]  # type: ignore[attr-defined]
+    assert not failures and conn.bytes_sent > 8_000_000  # type: ignore[attr-defined]
+
+
 def metadata_request() -> tuple[object, int]:
     return P.MetadataRequest(topics=None), 12
 
@@ -170,8 +189,7 @@ async def test_a_request_the_kernel_takes_in_part_is_finished_before_the_next() 
     # submit_nowait hands a request of about 9 MB to the kernel, which takes
     # only part of it; a task of the connection's writes the rest, and a
     # request submitted right after reaches the wire only behind it.
-    names = [f"topic-{i:07d}-" + "x" * 200 for i in range(40_000)]
-    big = P.MetadataRequest(topics=[P.MetadataRequest.MetadataRequestTopic(name=n) for n in names])
+    big = big_request()
     async with trio.open_nursery() as nursery:
         port = await serve(answering(), nursery)  # type: ignore[arg-type]
         conn = await open_conn(port, nursery, request_timeout=30.0, max_in_flight_per_connection=5)
@@ -181,10 +199,116 @@ async def test_a_request_the_kernel_takes_in_part_is_finished_before_the_next() 
         assert first is not None
         assert not conn.can_submit_now()  # the rest is still to be written
         await conn.submit(*metadata_request(), heard.append, lambda: failures.append(None))
-        with trio.fail_after(30):
-            while len(heard) < 2:
-                await trio.sleep(0.01)
-        assert [b.cluster_id for b in heard] == ["1", "2"]  # type: ignore[attr-defined]
-        assert not failures and conn.bytes_sent > 8_000_000
+        await both_answered(heard, failures, conn)
         await conn.aclose()
+        nursery.cancel_scope.cancel()
+
+
+class ThreadBroker:
+    """A broker answering Metadata from a thread of its own (as ``answering``).
+
+    It answers while the test's trio loop does not yield, which an in-loop
+    server cannot: what a caller that reads answers in its own call needs.
+    """
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._listener.getsockname()[1])
+        self.answered = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _read(self, sock: socket.socket, buf: bytearray) -> P.RequestHeader | None:
+        while True:
+            if len(buf) >= 4:
+                (size,) = struct.unpack_from(">i", buf)
+                if len(buf) >= 4 + size:
+                    data = bytes(buf[4 : 4 + size])
+                    del buf[: 4 + size]
+                    return P.decode_request_header(data)
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                return None
+            buf += chunk
+
+    def _serve(self) -> None:
+        sock, _ = self._listener.accept()
+        with sock:
+            buf = bytearray()
+            header = self._read(sock, buf)
+            assert header is not None
+            sock.sendall(frame(header, versions_body(header)))
+            while (header := self._read(sock, buf)) is not None:
+                body = P.MetadataResponse(cluster_id=str(header.correlation_id))
+                sock.sendall(frame(header, body.encode(header.api_version)))
+                self.answered += 1
+
+    def wait_answered(self, n: int) -> None:
+        """Block (no checkpoint) until ``n`` answers went out."""
+        deadline = time.monotonic() + 10
+        while self.answered < n:
+            assert time.monotonic() < deadline, "the broker did not answer"
+            time.sleep(0.001)
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+async def test_read_nowait_hands_answers_over_in_the_callers_call() -> None:
+    broker = ThreadBroker()
+    async with trio.open_nursery() as nursery:
+        conn = await open_conn(broker.port, nursery, max_in_flight_per_connection=2)
+        try:
+            await trio.testing.wait_all_tasks_blocked()  # the reader waits for the socket
+            heard: list[object] = []
+            failures: list[None] = []
+            for _ in range(2):
+                assert conn.submit_nowait(
+                    *metadata_request(), heard.append, lambda: failures.append(None)
+                )
+            assert not conn.can_submit_now()  # both slots taken
+            broker.wait_answered(2)
+            assert heard == []  # no checkpoint: the reader task did not run
+            deadline = time.monotonic() + 10
+            while len(heard) < 2:  # (a loaded kernel may take a moment to pass them on)
+                assert time.monotonic() < deadline
+                conn.read_nowait()
+                time.sleep(0.001)
+            assert [b.cluster_id for b in heard] == ["1", "2"]  # type: ignore[attr-defined]
+            assert conn.can_submit_now() and not failures  # their slots are free again
+            # The reader task finds nothing left to read and goes on waiting.
+            await trio.testing.wait_all_tasks_blocked()
+            await conn.submit(*metadata_request(), heard.append, lambda: failures.append(None))
+            with trio.fail_after(5):
+                while len(heard) < 3:
+                    await trio.sleep(0.01)
+            assert [b.cluster_id for b in heard] == ["1", "2", "3"]  # type: ignore[attr-defined]
+        finally:
+            conn.close()  # (the reader task ends only then)
+            broker.close()
+        nursery.cancel_scope.cancel()
+
+
+async def test_write_backlog_nowait_writes_the_rest_of_a_request_in_the_callers_call() -> None:
+    big = big_request()
+    broker = ThreadBroker()
+    async with trio.open_nursery() as nursery:
+        conn = await open_conn(
+            broker.port, nursery, request_timeout=30.0, max_in_flight_per_connection=5
+        )
+        try:
+            heard: list[object] = []
+            failures: list[None] = []
+            assert conn.submit_nowait(big, 12, heard.append, lambda: failures.append(None))
+            assert not conn.can_submit_now()  # the kernel took only part of it
+            deadline = time.monotonic() + 30
+            while not conn.write_backlog_nowait():  # no checkpoint: the broker's thread reads
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+            assert conn.can_submit_now()
+            assert conn.submit_nowait(*metadata_request(), heard.append, failures.append)
+            await both_answered(heard, failures, conn)
+        finally:
+            conn.close()  # (the reader task ends only then)
+            broker.close()
         nursery.cancel_scope.cancel()
