@@ -1585,6 +1585,14 @@ _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
 
+def gc_track(obj: object) -> None:
+    """Have the cyclic garbage collector track ``obj`` again, if it does not.
+
+    Nothing to do here: this twin's ``RecordStager.send_async`` leaves its
+    futures tracked (only the compiled one untracks them).
+    """
+
+
 class RecordStager:
     """Records staged one at a time in any thread, for a producer running in another.
 

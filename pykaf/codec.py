@@ -99,13 +99,17 @@ if TYPE_CHECKING:
         take,
     )
 
-    # Not in __all__: the partition consumer's base class and the sync
-    # consumer's per-record take, not public API.
+    # Not in __all__: the partition consumer's base class, the sync
+    # consumer's per-record take and the sync producer's futures' tracking,
+    # not public API.
     from pykaf._codec_py import (
         LockedTake as LockedTake,
     )
     from pykaf._codec_py import (
         RecordCursor as RecordCursor,
+    )
+    from pykaf._codec_py import (
+        gc_track as gc_track,
     )
 else:
     encode_uvarint = _impl.encode_uvarint
@@ -126,6 +130,7 @@ else:
     RecordSet = _impl.RecordSet
     RecordCursor = _impl.RecordCursor
     LockedTake = _impl.LockedTake
+    gc_track = _impl.gc_track
     decode_record_set = _impl.decode_record_set
     decode_batches = _impl.decode_batches
     decode_columns = _impl.decode_columns

@@ -25,7 +25,6 @@ from typing import Any, cast, overload
 
 import trio
 
-from pykaf._codec import gc_track
 from pykaf._config import bootstrap_argument
 from pykaf._producer.producer import Producer as AsyncProducer
 from pykaf._producer.producer import open_producer
@@ -33,6 +32,7 @@ from pykaf._producer.records import BatchDelivery, ProducerStatistics, RecordMet
 from pykaf._producer.staging import OnSettle, Staging, _Run
 from pykaf._sync.portal import ContextHandle, Portal, get_portal, wait_future
 from pykaf._txn.manager import Offsets, TxnStatus
+from pykaf.codec import gc_track
 from pykaf.errors import (
     ClosedError,
     ConfigError,
