@@ -128,9 +128,9 @@ class Producer:
                 reports,
                 Producer.send_nowait.__get__(self),
                 self._router.topic_state,
+                pump=sinks.pump,
             )
             self.send_nowait = self._staging.stager.produce  # type: ignore[method-assign]
-            self._staging.pump = sinks.pump
 
     def open_staging(self) -> Staging:
         """The producer's staging, for callers outside its loop (``pykaf.sync``).

@@ -321,6 +321,7 @@ class Staging:
         topic_state: Callable[[str], TopicState],
         *,
         runs: bool = True,
+        pump: Callable[[], bool] | None = None,
     ) -> None:
         #: The accumulator the runs are appended to.
         self.acc = acc
@@ -369,7 +370,7 @@ class Staging:
         #: Called at the end of a record's call in the loop once an append
         #: filled a batch (``Accumulator.filled``): the sinks' ``pump``, which
         #: writes requests while a loop without checkpoints runs. None: nothing.
-        self.pump: Callable[[], bool] | None = None
+        self.pump = pump
         self._pumping = False  # the last pump left requests pending
         #: How another thread runs ``await fn(*args)`` in the loop (the owner's portal).
         self.call_in_loop: Callable[..., Any] = partial(
