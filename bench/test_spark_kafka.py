@@ -12,16 +12,28 @@ other (the test ids' ``local`` and ``standalone``):
   one core each, each task in an executor JVM of its own, as on a real
   cluster (the groups below with ``-standalone``).
 
-* ``spark-write-1M-kafka``: 1,000,000 rows of 100-byte values (a cached
-  DataFrame of 4 partitions) written to a fresh topic of 4 partitions per
-  round, ``df.write.format(F)...save()``, linger 5 ms for both, every other
+Each case runs on two data sets (the test ids' ``1M`` and ``300k-8B``):
+
+* ``1M``: 1,000,000 rows of 100-byte values, 4 partitions (the groups
+  ``spark-*-1M-kafka*``);
+* ``300k-8B``: 300,000 rows of 8-byte values, 6 partitions (issue 33's shape,
+  where a job's fixed costs outweigh its bytes; the groups
+  ``spark-*-300k-8B-kafka*``).
+
+* ``spark-write-*``: the data set (a cached DataFrame, one Spark partition per
+  topic partition) written to a fresh topic of as many partitions per round,
+  ``df.write.format(F)...save()``, linger 5 ms for both, every other
   producer setting at each client's defaults (both: acks=all, idempotent;
   batches of 16 KiB for Kafka's Java producer, 1,000,000 bytes for pykaf's).
 
   - ``pykaf[writer]``: ``format("pykaf")``.
   - ``spark-kafka[connector]``: ``format("kafka")``.
+  - ``spark-python[null-writer]``: the floor, not a Kafka client: a Python
+    data source whose writer reads its Arrow batches and writes nothing
+    (``bench/_spark_null.py``). What any Python writer pays before producing
+    a record; ``pykaf[writer]``'s ratio to it below 1 is what producing adds.
 
-* ``spark-read-1M-kafka``: the 1,000,000 records read back into a DataFrame
+* ``spark-read-*``: the records read back into a DataFrame
   and aggregated (``count(*)``, ``sum(length(value))``), read_committed for
   both (Spark's connector reads read_uncommitted unless told; the topic has
   no transactions, so both read the same records), fetch settings at each
@@ -30,9 +42,10 @@ other (the test ids' ``local`` and ``standalone``):
   - ``pykaf[reader]``: ``spark.read.format("pykaf")``.
   - ``spark-kafka[connector]``: ``spark.read.format("kafka")``.
 
-``PYKAF_BENCH_SPARK_RECORDS`` sets another number of rows (a quick check of
-the harness). Every round checks its result: a written topic's high watermarks sum to the
-rows written; the aggregation counts every record and byte.
+``PYKAF_BENCH_SPARK_RECORDS`` sets another number of rows for both data sets
+(a quick check of the harness). Every round checks its result: a written
+topic's high watermarks sum to the rows written; the aggregation counts every
+record and byte.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ import contextlib
 import itertools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -48,17 +62,35 @@ import pytest
 from bench._support import PYKAF, note_rate, tag
 
 CONNECTOR = "spark-kafka"
-RECORDS = int(os.environ.get("PYKAF_BENCH_SPARK_RECORDS", "1000000"))  # fewer: a quick check
-VALUE_SIZE = 100
-PARTITIONS = 4
+FLOOR = "spark-python"
+NULL_FORMAT = "pykaf-bench-null"  # bench/_spark_null.py's format (it imports pyspark)
+_QUICK = os.environ.get("PYKAF_BENCH_SPARK_RECORDS")  # fewer rows: a quick check
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A data set: how many rows, each value's size, how many partitions."""
+
+    records: int
+    value_size: int
+    partitions: int
+
+
+SHAPES = {
+    "1M": Shape(int(_QUICK or 1_000_000), 100, 4),
+    "300k-8B": Shape(int(_QUICK or 300_000), 8, 6),
+}
 ROUNDS = 3
 LINGER_MS = 5
 CLIENTS = [(PYKAF, "pykaf"), (CONNECTOR, "kafka")]  # (client, Spark format)
+WRITERS = [*CLIENTS, (FLOOR, NULL_FORMAT)]
 
 _ids = itertools.count()
 
 
 def _variant(client: str, kind: str) -> str:
+    if client == FLOOR:
+        return "null-writer"
     return kind if client == PYKAF else "connector"
 
 
@@ -72,10 +104,19 @@ def mode(request: Any) -> str:
     return name
 
 
+@pytest.fixture(scope="module", params=list(SHAPES))
+def shape(request: Any) -> str:
+    """Which data set the module's cases use (see the docstring)."""
+    name: str = request.param
+    return name
+
+
 @pytest.fixture(scope="module")
 def spark(mode: str) -> Iterator[Any]:
     """A SparkSession of ``mode`` with Spark's Kafka connector on its class path."""
     pytest.importorskip("pyspark.sql")
+    from bench._spark_null import NullDataSource
+    from bench._spark_null import register as register_null
     from pykaf.spark import register
     from pykaf.testing import (
         KafkaUnavailableError,
@@ -101,27 +142,35 @@ def spark(mode: str) -> Iterator[Any]:
         except Exception as exc:
             pytest.skip(f"no {mode} Spark: {exc}")
         register(session)
+        assert NullDataSource.name() == NULL_FORMAT
+        register_null(session)
         yield session
 
 
 @pytest.fixture(scope="module")
-def frame(spark: Any) -> Iterator[Any]:
-    """1M rows of 100-byte values, cached and counted before any timing."""
+def frame(spark: Any, shape: str) -> Iterator[Any]:
+    """The data set's rows, cached and counted before any timing."""
     from pyspark.sql import functions as F
 
+    data = SHAPES[shape]
     df = (
-        spark.range(RECORDS, numPartitions=PARTITIONS)
+        spark.range(data.records, numPartitions=data.partitions)
         .select(
-            F.encode(F.lpad(F.col("id").cast("string"), VALUE_SIZE, "v"), "utf-8").alias("value")
+            F.encode(F.lpad(F.col("id").cast("string"), data.value_size, "v"), "utf-8").alias(
+                "value"
+            )
         )
         .cache()
     )
-    assert df.count() == RECORDS
+    assert df.count() == data.records
     yield df
     df.unpersist()
 
 
 def _write(fmt: str, df: Any, bootstrap: str, topic: str) -> None:
+    if fmt == NULL_FORMAT:
+        df.write.format(fmt).mode("append").save()
+        return
     (
         df.write.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
@@ -132,31 +181,34 @@ def _write(fmt: str, df: Any, bootstrap: str, topic: str) -> None:
     )
 
 
-@pytest.mark.parametrize(("client", "fmt"), CLIENTS, ids=[f"{c}[{f}]" for c, f in CLIENTS])
+@pytest.mark.parametrize(("client", "fmt"), WRITERS, ids=[f"{c}[{f}]" for c, f in WRITERS])
 def test_spark_kafka_write(
-    benchmark: Any, bench_kafka: Any, mode: str, frame: Any, client: str, fmt: str
+    benchmark: Any, bench_kafka: Any, mode: str, shape: str, frame: Any, client: str, fmt: str
 ) -> None:
+    data = SHAPES[shape]
     tag(
         benchmark,
-        group=f"spark-write-1M-kafka{MODES[mode]}",
+        group=f"spark-write-{shape}-kafka{MODES[mode]}",
         client=client,
-        records=RECORDS,
+        records=data.records,
         variant=_variant(client, "writer"),
-        value_bytes=VALUE_SIZE,
-        partitions=PARTITIONS,
+        value_bytes=data.value_size,
+        partitions=data.partitions,
         linger_ms=LINGER_MS,
     )
     topics: list[str] = []
 
     def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
         topic = f"bench-spark-kafka-write-{next(_ids)}"
-        bench_kafka.create_topic(topic, PARTITIONS)
+        bench_kafka.create_topic(topic, data.partitions)
         topics.append(topic)
         return (topic,), {}
 
     def teardown(topic: str) -> None:
         marks = bench_kafka.high_watermarks(topic)
-        assert sum(marks.values()) == RECORDS, f"{topic} holds {marks}, {RECORDS} were written"
+        # the floor writes nothing: its topic stays empty
+        want = 0 if client == FLOOR else data.records
+        assert sum(marks.values()) == want, f"{topic} holds {marks}, {want} were written"
         bench_kafka.delete_topic(topic)
         topics.remove(topic)
 
@@ -169,16 +221,17 @@ def test_spark_kafka_write(
     )
     while topics:  # --benchmark-disable runs the target once, without teardown
         teardown(topics[0])
-    note_rate(benchmark, RECORDS)
+    note_rate(benchmark, data.records)
 
 
 @pytest.fixture(scope="module")
-def written(bench_kafka: Any, frame: Any) -> Iterator[str]:
-    """A topic holding the 1M records (written once, by the pykaf writer)."""
+def written(bench_kafka: Any, shape: str, frame: Any) -> Iterator[str]:
+    """A topic holding the data set's records (written once, by the pykaf writer)."""
+    data = SHAPES[shape]
     topic = f"bench-spark-kafka-read-{next(_ids)}"
-    bench_kafka.create_topic(topic, PARTITIONS)
+    bench_kafka.create_topic(topic, data.partitions)
     _write("pykaf", frame, bench_kafka.bootstrap, topic)
-    assert sum(bench_kafka.high_watermarks(topic).values()) == RECORDS
+    assert sum(bench_kafka.high_watermarks(topic).values()) == data.records
     yield topic
     bench_kafka.delete_topic(topic)
 
@@ -200,22 +253,24 @@ def test_spark_kafka_read(
     benchmark: Any,
     bench_kafka: Any,
     mode: str,
+    shape: str,
     spark: Any,
     written: str,
     client: str,
     fmt: str,
 ) -> None:
+    data = SHAPES[shape]
     tag(
         benchmark,
-        group=f"spark-read-1M-kafka{MODES[mode]}",
+        group=f"spark-read-{shape}-kafka{MODES[mode]}",
         client=client,
-        records=RECORDS,
+        records=data.records,
         variant=_variant(client, "reader"),
-        value_bytes=VALUE_SIZE,
-        partitions=PARTITIONS,
+        value_bytes=data.value_size,
+        partitions=data.partitions,
     )
     result = benchmark.pedantic(
         _read, args=(fmt, spark, bench_kafka.bootstrap, written), rounds=ROUNDS, iterations=1
     )
-    assert result == (RECORDS, RECORDS * VALUE_SIZE)
-    note_rate(benchmark, RECORDS)
+    assert result == (data.records, data.records * data.value_size)
+    note_rate(benchmark, data.records)
