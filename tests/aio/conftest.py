@@ -1,4 +1,8 @@
-"""Fixtures of the asyncio tests: the brokers, and asyncio loops of both kinds."""
+"""Fixtures of the asyncio tests: the brokers, and asyncio loops of three kinds.
+
+Asyncio's own loop, uvloop's, and one without ``add_reader`` (as asyncio's
+proactor loop on Windows: ``aio_loops.NoWatchLoop``).
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """pykaf.aio's trio guest run and its bridge: one run per loop, cancellation both ways, errors.
 
 No broker but the fake cluster, run inside the loop's own trio run. Each
-test runs on asyncio's loop and on uvloop's (the ``run`` fixture).
+test runs on asyncio's loop, on uvloop's, and on a loop without
+``add_reader`` (the ``run`` fixture).
 """
 
 from __future__ import annotations
