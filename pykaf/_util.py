@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import sniffio
 import trio
@@ -83,3 +84,16 @@ async def start_task_nursery(parent: trio.Nursery) -> trio.Nursery:
     """
     nursery: trio.Nursery = await parent.start(_host_nursery)
     return nursery
+
+
+def forwarded_as(forward: Callable[..., Any], method: Callable[..., Any]) -> None:
+    """Give ``forward`` the name, qualified name and docstring of the trio ``method`` it forwards.
+
+    For the facades that run trio objects for callers outside trio:
+    ``pykaf.aio``'s forwarders (awaited through its bridge, or called
+    directly) and ``pykaf.sync``'s (run in the portal's loop), each typed
+    with the trio method's own parameters.
+    """
+    forward.__name__ = method.__name__
+    forward.__qualname__ = method.__qualname__
+    forward.__doc__ = method.__doc__

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 
 import pytest
 
@@ -48,3 +49,21 @@ def test_codec_exports_match_both_implementations() -> None:
         if name in ("BinaryColumn", "ColumnBatch", "COMPRESSION_NAMES", "compression_code"):
             continue
         assert hasattr(compiled, name), name
+
+
+def test_the_sync_and_asyncio_admin_clients_forward_every_admin_call() -> None:
+    """``pykaf.sync.Admin`` and ``pykaf.aio.Admin`` each have every call of ``pykaf.Admin``."""
+    import pykaf
+    import pykaf.aio
+    import pykaf.sync
+
+    calls = {
+        name
+        for name, value in vars(pykaf.Admin).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(value)
+    }
+    assert len(calls) > 30
+    for facade in (pykaf.sync.Admin, pykaf.aio.Admin):
+        assert sorted(calls - set(vars(facade))) == [], facade
+        for name in calls:
+            assert getattr(facade, name).__doc__ == getattr(pykaf.Admin, name).__doc__

@@ -56,6 +56,10 @@ class Claim:
         self.cancel_scope = trio.CancelScope()
         #: Cancel consume_claim as soon as the claim ends instead of waiting for it.
         self.cancel_on_end = False
+        #: Called (with no argument) as the claim ends, before its records stop:
+        #: a reader outside trio (``pykaf.aio``) drops the records it took
+        #: (:meth:`take_decoded`) and has not handed out, as the claim drops its own.
+        self.on_end: Callable[[], object] | None = None
 
     @property
     def high_water_mark(self) -> int:
@@ -100,6 +104,27 @@ class Claim:
     async def decoded(self) -> bool:
         """Wait until decoded records wait (``PartitionConsumer.decoded``); False once ended."""
         return not self._revoked and await self._pc.decoded() and not self._revoked
+
+    async def fetched(self) -> bool:
+        """Wait until records wait, decoded or not (``PartitionConsumer.fetched``); False: ended.
+
+        For a reader outside trio (``pykaf.aio``), which decodes them as it
+        reads with :meth:`take_decoded`.
+        """
+        if self._revoked:
+            return False
+        try:
+            waiting = await self._pc.fetched()
+        except errors.ClosedError:
+            return False
+        return waiting and not self._revoked
+
+    def take_decoded(self) -> list[Record]:
+        """Every fetched record not handed out yet, decoded and handed out now; ``[]`` if none.
+
+        ``[]`` once the claim ended. See ``PartitionConsumer.take_decoded``.
+        """
+        return [] if self._revoked else self._pc.take_decoded()
 
     def take_nowait(self, limit: int) -> list[Record]:
         """Up to ``limit`` decoded records, handed out now (``[]``: none waits, or revoked)."""
@@ -148,6 +173,8 @@ class Claim:
 
     async def _end(self) -> None:
         self._revoked = True
+        if self.on_end is not None:
+            self.on_end()
         self._pc.discard_buffer()
         await self._pc.aclose()
         if self.cancel_on_end:

@@ -1,21 +1,31 @@
-"""What a blocking facade object hosted in the portal's loop shares: its lifetime.
+"""What a blocking facade object hosted in the portal's loop shares: its lifetime and calls.
 
 :class:`Hosted` owns the async context the portal entered for it (an admin
 client, a share consumer): :meth:`Hosted.close` leaves that context once,
-from any thread, and the object is a context manager.
+from any thread, and the object is a context manager. :func:`blocks`
+forwards one of the hosted object's ``async def`` methods: run in the
+portal's loop, the calling thread blocked until it returns (as
+``pykaf.aio``'s ``awaits`` forwards it through its bridge).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Awaitable, Callable
+from functools import partial
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from pykaf._sync.portal import ContextHandle, Portal, get_portal
+from pykaf._util import forwarded_as
+from pykaf.errors import ClosedError
 
 H = TypeVar("H", bound="Hosted")
+T = TypeVar("T")
+R = TypeVar("R")
+P = ParamSpec("P")
 
-__all__ = ["Hosted"]
+__all__ = ["Hosted", "blocks"]
 
 
 class Hosted:
@@ -23,6 +33,8 @@ class Hosted:
 
     #: what ``repr`` names it, e.g. "pykaf.sync.Admin"
     _name = "pykaf.sync object"
+    #: what a call after :meth:`close` says is closed, e.g. "the admin client"
+    _what = "the object"
 
     def _host(self, opener: Any) -> Any:
         """Enter ``opener()`` (an async context manager) in the portal; its value."""
@@ -31,7 +43,21 @@ class Hosted:
         self._handle: ContextHandle[Any] = handle
         self._lock = threading.Lock()
         self._closed = False
+        #: The object the async context gave (what :func:`blocks` forwards to).
+        self._hosted = value
         return value
+
+    def _call(self, method: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run ``method(*args, **kwargs)`` in the portal's loop and wait for it.
+
+        Raises:
+            ClosedError: the object was closed.
+        """
+        self._portal.check_caller()
+        if self._closed:
+            raise ClosedError(f"{self._what} is closed")
+        result: T = self._portal.run(partial(method, *args, **kwargs))
+        return result
 
     @property
     def closed(self) -> bool:
@@ -61,3 +87,17 @@ class Hosted:
 
     def __repr__(self) -> str:
         return f"<{self._name} {'closed' if self._closed else 'open'}>"
+
+
+def blocks(
+    method: Callable[Concatenate[T, P], Awaitable[R]],
+) -> Callable[Concatenate[Hosted, P], R]:
+    """Forward the hosted object's ``async def`` ``method``: run in the portal; the caller waits."""
+    name = method.__name__
+
+    def forward(self: Hosted, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = self._call(getattr(self._hosted, name), *args, **kwargs)
+        return result
+
+    forwarded_as(forward, method)
+    return forward

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
+from pykaf._util import forwarded_as
 from pykaf.aio._bridge import call, wrong_loop
 from pykaf.aio._runner import Runner
 
@@ -49,12 +50,6 @@ class Wrapper(Generic[T]):
         return f"<pykaf.aio {self._trio!r}>"
 
 
-def _named(forward: Callable[..., Any], method: Callable[..., Any]) -> None:
-    forward.__name__ = method.__name__
-    forward.__qualname__ = method.__qualname__
-    forward.__doc__ = method.__doc__
-
-
 def awaits(
     method: Callable[Concatenate[T, P], Awaitable[R]],
 ) -> Callable[Concatenate[Wrapper[T], P], Coroutine[Any, Any, R]]:
@@ -65,7 +60,7 @@ def awaits(
         bound: Callable[..., Awaitable[R]] = getattr(self._trio, name)
         return await call(self._runner, bound, *args, **kwargs)
 
-    _named(forward, method)
+    forwarded_as(forward, method)
     return forward
 
 
@@ -78,7 +73,7 @@ def direct(method: Callable[Concatenate[T, P], R]) -> Callable[Concatenate[Wrapp
         bound: Callable[..., R] = getattr(self._trio, name)
         return bound(*args, **kwargs)
 
-    _named(forward, method)
+    forwarded_as(forward, method)
     return forward
 
 

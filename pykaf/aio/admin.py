@@ -47,6 +47,7 @@ class Admin(Wrapper[pykaf.Admin]):
     describe_broker_configs = awaits(pykaf.Admin.describe_broker_configs)
     describe_cluster = awaits(pykaf.Admin.describe_cluster)
     describe_group = awaits(pykaf.Admin.describe_group)
+    describe_group_configs = awaits(pykaf.Admin.describe_group_configs)
     describe_groups = awaits(pykaf.Admin.describe_groups)
     describe_share_group = awaits(pykaf.Admin.describe_share_group)
     describe_share_groups = awaits(pykaf.Admin.describe_share_groups)

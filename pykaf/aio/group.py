@@ -24,9 +24,33 @@ from pykaf.codec import Record
 
 
 class Claim(RecordReader[pykaf.Claim]):
-    """One partition given to this member, for asyncio (see :class:`pykaf.Claim`)."""
+    """One partition given to this member, for asyncio (see :class:`pykaf.Claim`).
 
-    __slots__ = ()
+    ``async for record in claim`` and ``await claim.next_batch()`` decode
+    each fetched piece in the reading task, as a partition consumer's do;
+    when the claim ends, the records taken and not handed out are dropped
+    with the claim's own, and the iteration stops.
+    """
+
+    __slots__ = ("_end_position",)
+
+    def __init__(self, trio_object: pykaf.Claim, runner: Runner) -> None:
+        super().__init__(trio_object, runner)
+        #: The position when the claim ended (-1 while it runs).
+        self._end_position = -1
+        trio_object.on_end = self._ended_now
+
+    def _ended_now(self) -> None:
+        # The trio claim ends (in trio, in this thread): nothing taken is handed out after.
+        self._end_position = self.position
+        self._drop_taken()
+
+    @property
+    def position(self) -> int:
+        """The offset of the next record the claim hands out (where it stopped once ended)."""
+        if self._end_position >= 0:
+            return self._end_position
+        return super().position
 
     @property
     def initial_offset(self) -> int:
