@@ -387,23 +387,19 @@ class Staging:
 
         ``extra``: bytes for a loose record beyond its ``PER_RECORD``.
         """
-        with self.stager.lock:
-            return self._reserve_locked(extra, chunk)
-
-    def _reserve_locked(self, extra: int, chunk: int) -> bool:
-        """:meth:`_reserve`, under the stager's lock."""
         acc = self.acc
-        room = min(
-            chunk,
-            acc.max_records - acc.buffered_records,
-            (acc.max_bytes - acc.buffered_bytes - extra) // PER_RECORD,
-        )
-        if room <= 0:
-            return False
-        acc.reserve(room, room * PER_RECORD + extra)
-        self._reserved += room
-        self._extra += extra
-        self.stager.max_pending = self.staged + room
+        with self.stager.lock:
+            room = min(
+                chunk,
+                acc.max_records - acc.buffered_records,
+                (acc.max_bytes - acc.buffered_bytes - extra) // PER_RECORD,
+            )
+            if room <= 0:
+                return False
+            acc.reserve(room, room * PER_RECORD + extra)
+            self._reserved += room
+            self._extra += extra
+            self.stager.max_pending = self.staged + room
         return True
 
     def _plain(self, value: Any, headers: Any, stamp: Any) -> bool:
@@ -761,10 +757,10 @@ class Staging:
         with self.stager.lock:
             self._scheduled = False
             threads, self._threads = self._threads, False
+        self.drain()
         acc = self.acc
-        # More will come from the threads: their room is there already, renewed
-        # in the drain's own hold of the lock (a thread never finds none between).
-        self.drain(renew=threads and not (self.closed or acc.closing or acc.gated))
+        if threads and not (self.closed or acc.closing or acc.gated or self._barriers):
+            self._reserve()  # more will come: their room is there already
 
     async def settle(self) -> None:
         """Drain everything staged before this call, waiting for the staged calls."""
@@ -776,7 +772,7 @@ class Staging:
                 return
             await first.done.wait()
 
-    def drain(self, *, renew: bool = False) -> None:
+    def drain(self) -> None:
         """Append every staged run to its partitions' batches, in order; never raises.
 
         A run whose topic's partitions are not known yet is parked on the
@@ -784,9 +780,7 @@ class Staging:
         Records staged from other threads are given their topic's state
         here, and loose ones replayed through ``fallback``; the drain stops
         at a staged call (which it starts). The reservation is given back,
-        but for the records still staged; with ``renew`` (and no staged call)
-        room for ``CHUNK`` more is reserved in the same hold of the lock,
-        counted while the old reservation still covers the records drained.
+        but for the records still staged.
         """
         stager = self.stager
         if not (self.runs or self._reserved):
@@ -819,8 +813,6 @@ class Staging:
             self._extra_used = left_extra
             stager.accepted = stager.queued - left  # each item before the cut is taken over
             end = stager.joined_bytes if barrier is None else barrier.mark
-            if renew and barrier is None:
-                self._reserve_locked(0, CHUNK)
         acc = self.acc
         # The records count for themselves now.
         acc.unreserve(reserved, reserved * PER_RECORD + extra)

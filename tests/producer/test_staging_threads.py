@@ -19,7 +19,7 @@ import trio
 
 import pykaf
 from pykaf import errors
-from pykaf._producer.staging import CHUNK, SMALL, Staging
+from pykaf._producer.staging import SMALL, Staging
 from pykaf._sync.portal import ContextHandle, Portal, get_portal
 
 bc = pytest.importorskip("broker_clients")
@@ -170,54 +170,6 @@ def test_a_thread_waiting_for_room_goes_on_once_there_is_some(opened: Any, broke
     portal.run(producer.flush, timeout=T)
     values = bc.consume_assigned(broker.conf, topic, [0], 500, timeout=T)
     assert values == [b"%d" % i for i in range(500)]
-
-
-def test_the_drain_a_thread_asked_for_renews_its_room_in_the_same_hold(
-    opened: Any, broker: Any
-) -> None:
-    """After the drain, the thread's next records find room without asking the loop."""
-    topic = bc.unique("threads-renew")
-    broker.create(topic, 1)
-    portal, producer, staging = opened(linger=30.0)
-    # The topic known first: learning it drains (and gives the room back) too.
-    portal.run(partial(producer.send, topic, b"first"), timeout=T)
-    grants: list[int] = []
-    grant = staging._grant
-
-    async def counted(extra: int, timeout: float) -> bool:
-        grants.append(extra)
-        return await grant(extra, timeout)
-
-    staging._grant = counted
-    seen: list[tuple[int, int, int]] = []
-    drain = staging.drain
-
-    def watched(**how: bool) -> None:
-        drain(**how)
-        # what a thread staging right now finds, before anything else in the loop
-        seen.append((staging.staged, staging.stager.max_pending, staging._reserved))
-
-    staging.drain = watched  # type: ignore[method-assign]
-
-    def produce(values: range) -> None:
-        for i in values:
-            producer.send_nowait(topic, b"%d" % i)
-
-    first = threading.Thread(target=produce, args=(range(10),))
-    first.start()
-    first.join(T)
-    portal.run_sync(lambda: None)  # the drain it asked for has run
-    assert len(grants) == 1  # its first record asked for room, once
-    assert seen[-1] == (0, CHUNK, CHUNK)  # renewed at once: room for a CHUNK more
-    held = portal.run_sync(lambda: staging.acc.buffered_records)  # (no drain: the raw count)
-    assert held == 10 + CHUNK  # the records, and the room reserved for what comes
-    second = threading.Thread(target=produce, args=(range(10, 20),))
-    second.start()
-    second.join(T)
-    assert len(grants) == 1  # the renewed room took them: no call to the loop
-    portal.run(producer.flush, timeout=T)
-    values = bc.consume_assigned(broker.conf, topic, [0], 21, timeout=T)
-    assert values == [b"first"] + [b"%d" % i for i in range(20)]
 
 
 def test_closing_while_threads_produce_leaves_nothing_unreported(opened: Any, broker: Any) -> None:
