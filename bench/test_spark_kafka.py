@@ -30,7 +30,7 @@ Each case runs on two data sets (the test ids' ``1M`` and ``300k-8B``):
   - ``spark-kafka[connector]``: ``format("kafka")``.
   - ``spark-python[null-writer]``: the floor, not a Kafka client: a Python
     data source whose writer reads its Arrow batches and writes nothing
-    (``bench/_spark_null.py``). What any Python writer pays before producing
+    (``bench/_spark_sources.py``). What any Python writer pays before producing
     a record; ``pykaf[writer]``'s ratio to it below 1 is what producing adds.
 
 * ``spark-read-*``: the records read back into a DataFrame
@@ -63,7 +63,7 @@ from bench._support import PYKAF, note_rate, tag
 
 CONNECTOR = "spark-kafka"
 FLOOR = "spark-python"
-NULL_FORMAT = "pykaf-bench-null"  # bench/_spark_null.py's format (it imports pyspark)
+NULL_FORMAT = "pykaf-bench-null"  # bench/_spark_sources.py's format (it imports pyspark)
 _QUICK = os.environ.get("PYKAF_BENCH_SPARK_RECORDS")  # fewer rows: a quick check
 
 
@@ -115,8 +115,8 @@ def shape(request: Any) -> str:
 def spark(mode: str) -> Iterator[Any]:
     """A SparkSession of ``mode`` with Spark's Kafka connector on its class path."""
     pytest.importorskip("pyspark.sql")
-    from bench._spark_null import NullDataSource
-    from bench._spark_null import register as register_null
+    from bench._spark_sources import NullDataSource
+    from bench._spark_sources import register as register_null
     from pykaf.spark import register
     from pykaf.testing import (
         KafkaUnavailableError,
