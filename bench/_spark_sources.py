@@ -122,6 +122,20 @@ class TimedPykafSource(PykafDataSource):
         return TimedPykafWriter(self.options, schema)
 
 
+def value_frame(spark: Any, records: int, value_size: int, partitions: int) -> Any:
+    """``records`` rows of ``value_size``-byte values in ``partitions`` partitions, cached."""
+    from pyspark.sql import functions as F
+
+    value = F.lpad(F.col("id").cast("string"), value_size, "v")
+    df = (
+        spark.range(records, numPartitions=partitions)
+        .select(F.encode(value, "utf-8").alias("value"))
+        .cache()
+    )
+    assert df.count() == records
+    return df
+
+
 def register(spark: Any) -> None:
     """Register both formats with ``spark``; this module goes to the workers by value."""
     import sys

@@ -90,10 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args(argv)
 
-    from pyspark.sql import functions as F
-
     from bench._kafka import KafkaBench
     from bench._spark_sources import register as register_sources
+    from bench._spark_sources import value_frame
     from pykaf.spark import register
     from pykaf.testing import local_spark_session, standalone_spark_session
     from pykaf.testing._kafka_dist import spark_kafka_jars
@@ -112,16 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             spark = stack.enter_context(standalone_spark_session("pykaf-phases", config=settings))
         register(spark)
         register_sources(spark)
-        df = (
-            spark.range(args.records, numPartitions=args.partitions)
-            .select(
-                F.encode(F.lpad(F.col("id").cast("string"), args.value_size, "v"), "utf-8").alias(
-                    "value"
-                )
-            )
-            .cache()
-        )
-        assert df.count() == args.records
+        df = value_frame(spark, args.records, args.value_size, args.partitions)
         for round_no in range(args.rounds):
             for fmt in FORMATS:
                 topic = f"phases-{round_no}-{fmt}"

@@ -150,19 +150,10 @@ def spark(mode: str) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def frame(spark: Any, shape: str) -> Iterator[Any]:
     """The data set's rows, cached and counted before any timing."""
-    from pyspark.sql import functions as F
+    from bench._spark_sources import value_frame
 
     data = SHAPES[shape]
-    df = (
-        spark.range(data.records, numPartitions=data.partitions)
-        .select(
-            F.encode(F.lpad(F.col("id").cast("string"), data.value_size, "v"), "utf-8").alias(
-                "value"
-            )
-        )
-        .cache()
-    )
-    assert df.count() == data.records
+    df = value_frame(spark, data.records, data.value_size, data.partitions)
     yield df
     df.unpersist()
 
