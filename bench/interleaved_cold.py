@@ -6,7 +6,9 @@ each client's rounds run back to back (pytest-benchmark's way). This script
 runs the same rounds (each in a process of its own, the same checks) with the
 two clients alternating within every round, their order swapped from one
 round to the next, and prints each client's median records/s and the median
-of the per-round ratios (confluent-kafka's time over pykaf's)::
+of the per-round ratios (confluent-kafka's time over pykaf's), and each
+client's median CPU per record (its process's, every thread, from "go" to
+"done": on a loaded machine a steadier figure than the rates)::
 
     python bench/interleaved_cold.py --broker tansu --rounds 9
     python bench/interleaved_cold.py --broker kafka --rounds 9 --cases cold
@@ -41,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds: dict[tuple[str, str], list[float]] = {
         (case, c): [] for case in args.cases for c in clients
     }
+    cpu: dict[tuple[str, str], list[float]] = {key: [] for key in seconds}
     ids = itertools.count()
     broker: BenchBroker = KafkaBench() if args.broker == "kafka" else TansuBench()
     with broker:
@@ -63,14 +66,19 @@ def main(argv: list[str] | None = None) -> int:
                 broker.delete_topic(topic)
                 if case == "cold":
                     broker.delete_topic(cold.warmup_topic(topic))
-                print(f"round {n + 1} {case} {client}: {cold.RECORDS / took:,.0f} records/s")
+                print(
+                    f"round {n + 1} {case} {client}: {cold.RECORDS / took:,.0f} records/s, "
+                    f"CPU {one.cpu_s / cold.RECORDS * 1e9:,.0f} ns/record"
+                )
                 seconds[case, client].append(took)
+                cpu[case, client].append(one.cpu_s)
     print(f"\n{args.broker}, {cold.RECORDS:,} x 100 B, {args.rounds} rounds")
     peer, pykaf = clients
     for case in args.cases:
         for client in clients:
             rate = cold.RECORDS / statistics.median(seconds[case, client])
-            print(f"{case:5} {client:16} {rate:12,.0f} records/s")
+            per = statistics.median(cpu[case, client]) / cold.RECORDS * 1e9
+            print(f"{case:5} {client:16} {rate:12,.0f} records/s, CPU {per:,.0f} ns/record")
         ratios = [p / s for p, s in zip(seconds[case, peer], seconds[case, pykaf], strict=True)]
         print(
             f"{case:5} {pykaf} / {peer}: {statistics.median(ratios):.2f}x (rounds: "

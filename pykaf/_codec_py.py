@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 import os
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -1591,6 +1592,41 @@ def gc_track(obj: object) -> None:
     Nothing to do here: this twin's ``RecordStager.send_async`` leaves its
     futures tracked (only the compiled one untracks them).
     """
+
+
+class StagerLock:
+    """A lock for :class:`RecordStager`'s runs (the compiled one's takes no call when free).
+
+    Here a ``threading.Lock`` with the same methods: ``with``,
+    :meth:`acquire`, :meth:`release`, :meth:`locked`; not reentrant.
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def acquire(self, blocking: bool = True) -> bool:
+        """Hold it; without ``blocking``, only when it is free. Whether it is now held."""
+        return self._lock.acquire(blocking)
+
+    def release(self) -> None:
+        """Give it back.
+
+        Raises:
+            RuntimeError: it is not held.
+        """
+        self._lock.release()
+
+    def locked(self) -> bool:
+        """Whether a thread holds it."""
+        return self._lock.locked()
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
 
 
 class RecordStager:

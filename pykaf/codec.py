@@ -100,13 +100,16 @@ if TYPE_CHECKING:
     )
 
     # Not in __all__: the partition consumer's base class, the sync
-    # consumer's per-record take and the sync producer's futures' tracking,
-    # not public API.
+    # consumer's per-record take, the sync producer's futures' tracking and
+    # the staging's lock, not public API.
     from pykaf._codec_py import (
         LockedTake as LockedTake,
     )
     from pykaf._codec_py import (
         RecordCursor as RecordCursor,
+    )
+    from pykaf._codec_py import (
+        StagerLock as StagerLock,
     )
     from pykaf._codec_py import (
         gc_track as gc_track,
@@ -140,6 +143,7 @@ else:
     encode_control_batch = _impl.encode_control_batch
     encode_legacy_message_set = _impl.encode_legacy_message_set
     RecordStager = _impl.RecordStager
+    StagerLock = _impl.StagerLock
 
 
 def compression_code(name: str | int | None) -> int:

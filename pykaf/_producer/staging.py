@@ -52,7 +52,7 @@ from pykaf._producer.delivery import OnDelivery, Reports
 from pykaf._producer.partitioner import Murmur2Partitioner
 from pykaf._producer.records import BatchDelivery, RecordMetadata
 from pykaf._producer.state import TopicState
-from pykaf.codec import RecordStager
+from pykaf.codec import RecordStager, StagerLock
 
 log = logging.getLogger("pykaf.producer")
 
@@ -337,7 +337,7 @@ class Staging:
         self._reserved = 0  # records reserved in the buffer (PER_RECORD bytes each)
         small = min(SMALL, acc.max_message - RECORD_OVERHEAD) if runs else -1
         self.stager = RecordStager(
-            threading.Lock(),
+            StagerLock(),
             self._stage,
             self._stage_future,
             self._poll_wait,
@@ -744,7 +744,7 @@ class Staging:
     def forget_after_fork(self) -> None:
         """In a forked child: a fresh lock, nothing staged, no room (all the parent's)."""
         stager = self.stager
-        stager.reset_lock(threading.Lock())
+        stager.reset_lock(StagerLock())
         stager.close_runs()
         self.runs.clear()
         self._barriers = 0

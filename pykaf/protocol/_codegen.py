@@ -19,7 +19,8 @@ from pykaf.protocol import _wire
 from pykaf.protocol._errors import FieldVersionError, MalformedMessageError
 from pykaf.protocol._schema import FIXED_FORMATS, MISSING, FieldSpec, StructSpec
 
-Encoder = Callable[[Any], bytes]
+#: A message's encoder: the parts of the body, in order (joined: the body).
+Encoder = Callable[[Any], list[Any]]
 Decoder = Callable[[Any, int], tuple[Any, int]]
 
 _NEW = object.__new__

@@ -1,6 +1,9 @@
 """Generate a message's encoder for one version (see :mod:`pykaf.protocol._codegen`).
 
-The encoder appends to one ``bytearray``. Values are not type-checked here: a
+The encoder appends to one ``bytearray`` and returns the list of parts: that
+buffer, and after a large record set (a Produce request's) the set itself and
+a fresh buffer, so that the caller joins them once (with the request's size
+and header, for a request sent). Values are not type-checked here: a
 bad one surfaces as a ``struct.error`` or ``AttributeError``, which
 :meth:`Message.encode` turns into an :class:`EncodeError` naming the field.
 Fields absent from the version must hold their default unless Kafka marks
@@ -21,14 +24,19 @@ from pykaf.protocol._codegen import (
 )
 from pykaf.protocol._schema import FIXED_FORMATS, FIXED_SIZES, FieldSpec, StructSpec
 
+#: A record set of at least this many bytes is a part of its own, joined at
+#: the end (see ``_enc_value``), not appended to the encoder's buffer.
+_PART_BYTES = 4096
+
 
 def build_encoder(spec: StructSpec, version: int, flexible: bool) -> Encoder:
-    """Compile the encoder of ``spec`` (a message) for ``version``."""
+    """Compile the encoder of ``spec`` (a message) for ``version``: it returns the parts."""
     src = Source()
     src.add(0, "def encode(o):")
     src.add(1, "out = bytearray()")
+    src.add(1, "parts = [out]")
     _enc_struct(src, spec, "o", "out", 1, version, flexible)
-    src.add(1, "return bytes(out)")
+    src.add(1, "return parts")
     fn: Encoder = src.compile("encode", f"<pykaf encode {spec.name} v{version}>")
     return fn
 
@@ -111,7 +119,9 @@ def _enc_body(
     if nullable:
         src.add(d, f"if {x} is not None:")
         d += 1
-    if kind != "array":
+    if kind == "records":
+        _enc_records(src, d, x, out)
+    elif kind != "array":
         src.add(d, f"{out} += {x}")
     elif isinstance(sub, str) and sub in FIXED_FORMATS and sub != "uuid":
         src.add(d, f"{out} += {array_struct_expr(src, sub, f'len({x})')}.pack(*{x})")
@@ -136,6 +146,22 @@ def _enc_null(src: Source, d: int, out: str, flex: bool, kind: str) -> None:
         src.add(d, f"{out} += b'\\xff\\xff'")
     else:
         src.add(d, f"{out} += b'\\xff\\xff\\xff\\xff'")
+
+
+def _enc_records(src: Source, d: int, x: str, out: str) -> None:
+    """Append the record set ``x`` (its length written already).
+
+    A large one is not copied into the message's buffer (and again when the
+    buffer grows and when it is turned into bytes): it is a part of its own,
+    and the parts are joined once, by the caller. (In a tagged field's own
+    buffer it is appended.)
+    """
+    if out != "out":
+        src.add(d, f"{out} += {x}")
+        return
+    src.add(d, f"if len({x}) >= {_PART_BYTES}:")
+    src.add(d + 1, f"parts.append({x}); out = bytearray(); parts.append(out)")
+    src.add(d, f"else: out += {x}")
 
 
 def _enc_value(
@@ -190,7 +216,10 @@ def _enc_value(
             _enc_uvarint(src, d, out, f"len({x}) + 1")
         else:
             src.add(d, f"{out} += _pack_i(len({x}))")
-        src.add(d, f"{out} += {x}")
+        if kind == "records":
+            _enc_records(src, d, x, out)
+        else:
+            src.add(d, f"{out} += {x}")
     elif kind == "array":
         if flex:
             _enc_uvarint(src, d, out, f"len({x}) + 1")

@@ -137,6 +137,18 @@ class Message(Struct):
             EncodeError: a value has the wrong type or range, or is None where
                 ``version`` does not allow null.
         """
+        parts = self.encode_parts(version)
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def encode_parts(self, version: int) -> list[bytes | bytearray | memoryview]:
+        """:meth:`encode`'s body as parts to join (a large record set is one, not copied).
+
+        For a caller that joins the body with more (a request's size and
+        header): the body's bytes are then copied once.
+
+        Raises:
+            the errors of :meth:`encode`.
+        """
         fn = self._encoders.get(version)
         if fn is None:
             fn = _compile_encoder(type(self), version)

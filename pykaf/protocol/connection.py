@@ -158,7 +158,7 @@ class Connection:
         # answer them anyway, and such an answer is dropped, not a protocol error.
         # quirk: answered-acks-zero
         self._unanswered: dict[int, None] = {}
-        self._out: list[bytes] = []
+        self._out: list[bytes | bytearray | memoryview] = []
         # Bytes received and not yet framed: the chunks as read (or views of
         # their tails), never copied until a whole frame is there (but for a
         # large frame's, gathered in ``_filling`` instead).
@@ -231,10 +231,14 @@ class Connection:
             self.client_id,
             P.request_header_flexible(api_key, version),
         )
-        body = request.encode(version)
-        self._out.append(_SIZE.pack(len(header) + len(body)))
-        self._out.append(header)
-        self._out.append(body)
+        body = request.encode_parts(version)  # joined once, by data_to_send
+        size = len(header)
+        for part in body:
+            size += len(part)
+        out = self._out
+        out.append(_SIZE.pack(size))
+        out.append(header)
+        out += body
         if expect_response:
             self._pending.append(Pending(cid, api_key, version, P.RESPONSES[api_key], context))
         else:

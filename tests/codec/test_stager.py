@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from types import ModuleType
 from typing import Any
@@ -265,3 +266,77 @@ def test_a_timestamp_past_int64_takes_the_slow_path(codec: ModuleType) -> None:
     stager.produce("t", b"c", timestamp=-(1 << 63) - 1)
     assert values == [b"a"]
     assert [call[1] for call in owner.staged] == [b"b", b"c"]
+
+
+def test_stager_lock_is_a_lock(codec: ModuleType) -> None:
+    lock = codec.StagerLock()
+    assert not lock.locked()
+    assert lock.acquire() is True
+    assert lock.locked()
+    assert lock.acquire(blocking=False) is False  # held: not taken twice
+    lock.release()
+    assert not lock.locked()
+    with pytest.raises(RuntimeError):
+        lock.release()
+    with lock:
+        assert lock.locked()
+    assert not lock.locked()
+
+
+def _with_stager_lock(codec: ModuleType) -> tuple[Any, _Owner, Any, list[bytes]]:
+    """A stager on a StagerLock, a plain run open for "t"; and the run's values."""
+    stager, owner = _stager(codec)
+    lock = codec.StagerLock()
+    stager.reset_lock(lock)
+    values: list[bytes] = []
+    stager.open_run("t", None, values)
+    return stager, owner, lock, values
+
+
+def test_stager_lock_is_taken_by_produce_and_given_back(codec: ModuleType) -> None:
+    stager, owner, lock, values = _with_stager_lock(codec)
+    stager.produce("t", b"a")
+    stager.send_async("t", b"b")  # not a futures run: the slow path, the lock given back
+    assert values == [b"a"] and not lock.locked()
+    assert [f[1:3] for f in owner.futures] == [("t", b"b")]
+
+
+def test_stager_lock_makes_another_thread_wait(codec: ModuleType) -> None:
+    """A record staged in another thread waits while the lock is held, then joins."""
+    stager, _owner, lock, values = _with_stager_lock(codec)
+    done = threading.Event()
+
+    def produce() -> None:
+        stager.produce("t", b"late")
+        done.set()
+
+    with lock:
+        thread = threading.Thread(target=produce)
+        thread.start()
+        assert not done.wait(0.1)  # it waits for the lock
+        values.append(b"first")  # what the holder does under it goes first
+    thread.join(10)
+    assert done.is_set() and values == [b"first", b"late"]
+    assert not lock.locked()
+
+
+def test_stager_lock_excludes_threads(codec: ModuleType) -> None:
+    """Read-modify-write sections under the lock in four threads lose no update."""
+    lock = codec.StagerLock()
+    shared = [0]
+    rounds = 2000
+
+    def bump() -> None:
+        for _ in range(rounds):
+            with lock:
+                seen = shared[0]
+                if seen % 7 == 0:
+                    time.sleep(0)  # let another thread run here
+                shared[0] = seen + 1
+
+    threads = [threading.Thread(target=bump) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert shared[0] == 4 * rounds and not lock.locked()

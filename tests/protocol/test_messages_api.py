@@ -186,6 +186,41 @@ def test_records_are_written_as_given() -> None:
             assert isinstance(got, memoryview) and got == batch
 
 
+def test_large_record_sets_are_joined_in_order() -> None:
+    """Record sets of 4 KiB and more are parts of their own, joined once: same bytes."""
+    small, large = bytes(range(256)), bytes(range(256)) * 64
+    sets = [large, small, large[::-1], memoryview(large), bytearray(small), large]
+    req = P.ProduceRequest(
+        transactional_id="t",
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[
+            P.TopicProduceData(
+                name=name,
+                partition_data=[
+                    P.PartitionProduceData(index=i, records=records)
+                    for i, records in enumerate(sets)
+                ],
+            )
+            for name in ("a", "b")
+        ],
+    )
+    for version in (3, 9, 11):
+        data = req.encode(version)
+        assert type(data) is bytes
+        got = P.ProduceRequest.decode(data, version)
+        assert [t.name for t in got.topic_data] == ["a", "b"]
+        for topic in got.topic_data:
+            assert [p.index for p in topic.partition_data] == list(range(len(sets)))
+            assert [bytes(p.records) for p in topic.partition_data] == [bytes(r) for r in sets]
+        assert P.ProduceRequest.decode(data, version).encode(version) == data
+        parts = req.encode_parts(version)
+        assert b"".join(parts) == data
+        # The large sets are parts of their own, not copied; the small ones are not.
+        assert sum(part is large for part in parts) == 2 * 2
+        assert all(part is not small for part in parts)
+
+
 def test_decoded_struct_defaults_are_shared_and_read_only() -> None:
     data = P.FetchResponse(
         responses=[P.FetchableTopicResponse(partitions=[P.PartitionData(), P.PartitionData()])]
