@@ -6,6 +6,8 @@
   Spark's Python data source machinery costs a write (planning, the tasks,
   the Arrow hand-off) before any client does anything:
   ``bench/test_spark_kafka.py`` times it beside the ``pykaf`` writer.
+  Read, it makes its rows up in memory (``MadeUpReader``): the floor of
+  any Python read of as many rows.
 * ``pykaf-bench-timed``: the ``pykaf`` writer itself, each task noting where
   its time went (the producer got, the Arrow batches waited for, the records
   handed to the producer, the acknowledgements waited for) as one JSON line
@@ -24,7 +26,13 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 from pykaf._sync.portal import wait_future
 from pykaf.spark._savemode import check_save_mode
@@ -48,17 +56,60 @@ class NullArrowWriter(DataSourceArrowWriter):
         return WriterCommitMessage()
 
 
+class MadeUpReader(DataSourceReader):
+    """Hands Spark ``records`` rows of ``value_size``-byte values from memory, Kafka unread.
+
+    One input partition per ``partitions``, each yielding its rows as Arrow
+    batches of at most ``batch_rows`` (about a fetched piece's worth, as the
+    ``pykaf`` reader yields them): the floor of any Python read of as many rows.
+    """
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        self.records = int(options["records"])
+        self.value_size = int(options["value_size"])
+        self.partitions_ = int(options["partitions"])
+        self.batch_rows = int(options.get("batch_rows", "10000"))
+
+    def partitions(self) -> list[InputPartition]:
+        """One per partition, each holding how many rows it gives."""
+        share, extra = divmod(self.records, self.partitions_)
+        return [InputPartition(share + (i < extra)) for i in range(self.partitions_)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        """The partition's rows, ``batch_rows`` at a time (the values' bytes all 'v')."""
+        import pyarrow as pa
+
+        rows: int = partition.value
+        size = self.value_size
+        while rows > 0:
+            n = min(rows, self.batch_rows)
+            offsets = pa.array(range(0, (n + 1) * size, size), pa.int32()).buffers()[1]
+            values = pa.Array.from_buffers(
+                pa.binary(), n, [None, offsets, pa.py_buffer(b"v" * n * size)]
+            )
+            yield pa.RecordBatch.from_arrays([values], names=["value"])
+            rows -= n
+
+
 class NullDataSource(DataSource):
-    """The ``pykaf-bench-null`` format: batch writes only."""
+    """The ``pykaf-bench-null`` format: writes that drop, reads made up (the floors)."""
 
     @classmethod
     def name(cls) -> str:
         """The format name the floor is registered under."""
         return "pykaf-bench-null"
 
+    def schema(self) -> str:
+        """A read's one column."""
+        return "value binary"
+
     def writer(self, schema: Any, overwrite: bool) -> NullArrowWriter:
         """The writer that reads and drops."""
         return NullArrowWriter(self.options, schema)
+
+    def reader(self, schema: Any) -> MadeUpReader:
+        """The reader that makes its rows up (``records``, ``value_size``, ``partitions``)."""
+        return MadeUpReader(self.options)
 
 
 class TimedPykafWriter(PykafWriter):

@@ -41,6 +41,10 @@ Each case runs on two data sets (the test ids' ``1M`` and ``300k-8B``):
 
   - ``pykaf[reader]``: ``spark.read.format("pykaf")``.
   - ``spark-kafka[connector]``: ``spark.read.format("kafka")``.
+  - ``spark-python[made-up-reader]``: the floor, not a Kafka client: a Python
+    data source whose reader makes as many rows up in memory, in Arrow
+    batches of 10,000 (``bench/_spark_sources.py``). What any Python reader
+    pays before reading a record.
 
 ``PYKAF_BENCH_SPARK_RECORDS`` sets another number of rows for both data sets
 (a quick check of the harness). Every round checks its result: a written
@@ -83,7 +87,7 @@ SHAPES = {
 ROUNDS = 3
 LINGER_MS = 5
 CLIENTS = [(PYKAF, "pykaf"), (CONNECTOR, "kafka")]  # (client, Spark format)
-WRITERS = [*CLIENTS, (FLOOR, NULL_FORMAT)]
+FORMATS = [*CLIENTS, (FLOOR, NULL_FORMAT)]  # the floor: in the write and the read groups
 
 _ids = itertools.count()
 
@@ -172,7 +176,7 @@ def _write(fmt: str, df: Any, bootstrap: str, topic: str) -> None:
     )
 
 
-@pytest.mark.parametrize(("client", "fmt"), WRITERS, ids=[f"{c}[{f}]" for c, f in WRITERS])
+@pytest.mark.parametrize(("client", "fmt"), FORMATS, ids=[f"{c}[{f}]" for c, f in FORMATS])
 def test_spark_kafka_write(
     benchmark: Any, bench_kafka: Any, mode: str, shape: str, frame: Any, client: str, fmt: str
 ) -> None:
@@ -227,19 +231,28 @@ def written(bench_kafka: Any, shape: str, frame: Any) -> Iterator[str]:
     bench_kafka.delete_topic(topic)
 
 
-def _read(fmt: str, spark: Any, bootstrap: str, topic: str) -> tuple[int, int]:
-    df = (
-        spark.read.format(fmt)
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("kafka.isolation.level", "read_committed")
-        .option("subscribe", topic)
-        .load()
-    )
+def _read(fmt: str, spark: Any, bootstrap: str, topic: str, data: Shape) -> tuple[int, int]:
+    if fmt == NULL_FORMAT:  # the floor: as many rows made up in the Python workers
+        df = (
+            spark.read.format(fmt)
+            .option("records", str(data.records))
+            .option("value_size", str(data.value_size))
+            .option("partitions", str(data.partitions))
+            .load()
+        )
+    else:
+        df = (
+            spark.read.format(fmt)
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.isolation.level", "read_committed")
+            .option("subscribe", topic)
+            .load()
+        )
     row = df.selectExpr("count(*) AS n", "sum(length(value)) AS bytes").collect()[0]
     return row.n, row.bytes
 
 
-@pytest.mark.parametrize(("client", "fmt"), CLIENTS, ids=[f"{c}[{f}]" for c, f in CLIENTS])
+@pytest.mark.parametrize(("client", "fmt"), FORMATS, ids=[f"{c}[{f}]" for c, f in FORMATS])
 def test_spark_kafka_read(
     benchmark: Any,
     bench_kafka: Any,
@@ -256,12 +269,12 @@ def test_spark_kafka_read(
         group=f"spark-read-{shape}-kafka{MODES[mode]}",
         client=client,
         records=data.records,
-        variant=_variant(client, "reader"),
+        variant="made-up-reader" if client == FLOOR else _variant(client, "reader"),
         value_bytes=data.value_size,
         partitions=data.partitions,
     )
     result = benchmark.pedantic(
-        _read, args=(fmt, spark, bench_kafka.bootstrap, written), rounds=ROUNDS, iterations=1
+        _read, args=(fmt, spark, bench_kafka.bootstrap, written, data), rounds=ROUNDS, iterations=1
     )
     assert result == (data.records, data.records * data.value_size)
     note_rate(benchmark, data.records)

@@ -39,6 +39,7 @@ BROKER_RUN = "bench/runs/broker.json"
 KAFKA_RUN = "bench/runs/kafka.json"
 SPARK_RUN = "bench/runs/spark.json"
 SPARK_PER_ROW_RUN = "bench/runs/spark-per-row.json"
+SPARK_KAFKA_RUN = "bench/runs/spark-kafka.json"
 AIO_RUN = "bench/runs/aio.json"
 FOURTH_PASS = "history/benchmarks-log.md#the-fourth-pass-2026-11-27-later-partitions-spark-reads"
 
@@ -185,7 +186,25 @@ TABLES.append(
         note="The `:added` row takes the floor (a `foreachPartition` that only reads each "
         "row, run before each round) from both times: what each client adds to the job. "
         "Issue 33 asks pykaf's added time to be at most two thirds of confluent-kafka's "
-        "(1.5x); this run gives 1.33x (runs 1.21x to 1.66x), not met.",
+        "(1.5x); three runs give 1.60x (runs 1.48x, 1.60x and 1.85x), met. The run before "
+        "the compiled staging lock (08:24 the same day) gave 1.33x (runs 1.21x to 1.66x).",
+    )
+)
+
+TABLES.append(
+    Table(
+        "spark-kafka",
+        "Spark against Spark's own Kafka connector, local and on a standalone cluster (2026-12-03)",
+        SPARK_KAFKA_RUN,
+        ("spark-*-kafka* | * | *",),
+        note="Rows against `spark-python[...]` compare pykaf with a floor, not a Kafka client: a "
+        "Python data source that only reads its Arrow batches (writes) or makes as many rows "
+        "up in memory (reads). Below 1, pykaf takes longer than that floor; what the floor "
+        "takes, no Python sink or source can go below. On issue 33's shape (`300k-8B`, "
+        "standalone) the floor itself is 1.51x the connector for writes and 2.1x for reads: "
+        "the 2x the issue asks there is out of reach of any Python sink, and a Python source "
+        "would have to come within 5% of the floor; on 1,000,000 rows of 100 B it is met "
+        "(writes 2.07x, reads 2.88x).",
     )
 )
 
