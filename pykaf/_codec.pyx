@@ -2185,24 +2185,33 @@ cdef class RecordStager:
         self.queued += 1
         return True
 
+    cdef inline int _hold(self) except -1:
+        """Take the lock: a StagerLock with no call, any other through its ``acquire``."""
+        if self._fast is not None:
+            self._fast.take()
+        else:
+            self._acquire()
+        return 0
+
+    cdef inline int _unhold(self) except -1:
+        """Give the lock back (:meth:`_hold`'s pair)."""
+        if self._fast is not None:
+            self._fast.give()
+        else:
+            self._release()
+        return 0
+
     def produce(self, topic, value, *, key=None, partition=None, headers=None,
                 timestamp=None, on_delivery=None):
         """Stage one record; see ``pykaf.sync.Producer.produce``."""
         cdef bint joined = False
-        cdef StagerLock fast = self._fast
         if self._plain(key, value, partition, headers, timestamp):
-            if fast is not None:
-                fast.take()
-            else:
-                self._acquire()
+            self._hold()
             try:
                 joined = self._join(1 if on_delivery is None else 2, topic, partition, value,
                                     key, timestamp, on_delivery)
             finally:
-                if fast is not None:
-                    fast.give()
-                else:
-                    self._release()
+                self._unhold()
         if not joined:
             self._stage(topic, value, key, partition, headers, timestamp, on_delivery)
 
@@ -2219,21 +2228,14 @@ cdef class RecordStager:
         """
         future = self.future_type(self)
         PyObject_GC_UnTrack(<void*>future)
-        cdef StagerLock fast = self._fast
         if self._plain(key, value, partition, headers, timestamp):
-            if fast is not None:
-                fast.take()
-            else:
-                self._acquire()
+            self._hold()
             try:
                 if self._join(3, topic, partition, value, key, timestamp, future):
                     self.futures += 1
                     return future
             finally:
-                if fast is not None:
-                    fast.give()
-                else:
-                    self._release()
+                self._unhold()
         return self._stage_future(future, topic, value, key, partition, headers, timestamp,
                                   timeout)
 
