@@ -113,14 +113,13 @@ class RecordReader(Wrapper[R]):
 
     def _take_more(self) -> bool:
         """Take the next decoded piece into the cursor; False when only a wait gives more."""
-        cursor = self._cursor
         # The list read out is dropped before the next piece is decoded (as
         # trio's partition consumer drops its own): its records' memory is
         # then reused by the new ones, not added to.
-        cursor._local, cursor._next = [], 0
+        self._drop_taken()
         start = self._trio.position
         taken = self._trio.take_decoded()
-        cursor._local, self._start = taken, start
+        self._cursor._local, self._start = taken, start
         return bool(taken)
 
     async def _take_waiting(self) -> bool:
@@ -139,9 +138,8 @@ class RecordReader(Wrapper[R]):
 
     def _rest(self) -> list[Record]:
         """The taken records not handed out, handed out now."""
-        cursor = self._cursor
-        i, taken = cursor._next, cursor._local
-        cursor._local, cursor._next = [], 0
+        i, taken = self._cursor._next, self._cursor._local
+        self._drop_taken()
         return taken[i:] if i < len(taken) else []
 
     def _drop_taken(self) -> None:
